@@ -1,0 +1,137 @@
+#include "bundle/bundle.h"
+
+#include "common/bytes.h"
+#include "common/error.h"
+#include "common/hash.h"
+
+namespace kcache::bundle {
+namespace {
+
+constexpr size_t kHeaderSize = 8 + 2 + 2 + 8;
+constexpr size_t kChecksumSize = 8;
+// kind, arch length, key length, data size, data checksum, NUL.
+constexpr size_t kMinImageSize = 1 + 4 + 4 + 8 + 8 + 1;
+constexpr uint8_t kMaxKind = static_cast<uint8_t>(ImageKind::cubin);
+
+size_t padding_for(size_t offset) {
+  return (kImageAlignment - offset % kImageAlignment) % kImageAlignment;
+}
+
+}  // namespace
+
+const char* to_string(ImageKind kind) {
+  switch (kind) {
+    case ImageKind::ptx:
+      return "ptx";
+    case ImageKind::cubin:
+      return "cubin";
+  }
+  return "unknown";
+}
+
+std::string_view Bundle::lowered(std::string_view name_expression) const {
+  for (const LoweredName& n : lowered_names) {
+    if (n.name_expression == name_expression) return n.lowered_name;
+  }
+  return {};
+}
+
+std::string serialize(const Bundle& bundle) {
+  ByteWriter w;
+  w.bytes(kMagic);
+  w.u16(kFormatVersion);
+  w.u16(0);  // flags
+  w.u64(0);  // body size, patched below
+  w.str(bundle.source_name);
+  w.str(bundle.compiler_identity);
+  w.u32(static_cast<uint32_t>(bundle.images.size()));
+  for (const Image& image : bundle.images) {
+    w.u8(static_cast<uint8_t>(image.kind));
+    w.str(image.arch);
+    w.str(image.key);
+    w.u64(image.data.size());
+    w.u64(xxh3_64(image.data));
+    for (size_t pad = padding_for(w.size()); pad > 0; --pad) w.u8(0);
+    w.bytes(image.data);
+    w.u8(0);
+  }
+  w.u32(static_cast<uint32_t>(bundle.lowered_names.size()));
+  for (const LoweredName& n : bundle.lowered_names) {
+    w.str(n.name_expression);
+    w.str(n.lowered_name);
+  }
+  std::string out = w.take();
+  uint64_t body_size = out.size() - kHeaderSize;
+  for (int i = 0; i < 8; ++i) out[12 + i] = static_cast<char>((body_size >> (8 * i)) & 0xff);
+  ByteWriter checksum;
+  checksum.u64(xxh3_64(out));
+  out += checksum.data();
+  return out;
+}
+
+Bundle parse(std::string_view bytes, const std::string& what) {
+  ByteReader r(bytes, what);
+  if (bytes.size() < kHeaderSize + kChecksumSize) {
+    r.fail("only " + std::to_string(bytes.size()) + " bytes, too short for a kcache bundle");
+  }
+  if (r.bytes(kMagic.size(), "magic") != kMagic) {
+    r.fail("not a kcache bundle (bad magic); was it written by `kcache compile`?");
+  }
+  Bundle bundle;
+  bundle.format_version = r.u16("format version");
+  if (bundle.format_version > kFormatVersion || bundle.format_version == 0) {
+    throw IncompatibleVersionError(
+        what + " has bundle format version " + std::to_string(bundle.format_version) +
+        ", this kcache reads up to version " + std::to_string(kFormatVersion) +
+        "; rebuild the bundle with this kcache or upgrade the runtime");
+  }
+  if (r.u16("flags") != 0) r.fail("unknown flags set");
+  uint64_t body_size = r.u64("body size");
+  if (body_size != bytes.size() - kHeaderSize - kChecksumSize) {
+    r.fail("body size " + std::to_string(body_size) + " does not match the file (" +
+           std::to_string(bytes.size()) + " bytes); truncated or extended");
+  }
+  std::string_view covered = bytes.substr(0, bytes.size() - kChecksumSize);
+  ByteReader tail(bytes.substr(covered.size()), what);
+  if (tail.u64("checksum") != xxh3_64(covered)) r.fail("checksum mismatch");
+
+  ByteReader body(covered, what);
+  body.bytes(kHeaderSize, "header");
+  bundle.source_name = body.str("source name");
+  bundle.compiler_identity = body.str("compiler identity");
+  uint32_t image_count = body.u32("image count");
+  // A tampered count must fail fast instead of reserving or looping for long.
+  if (image_count > body.remaining() / kMinImageSize) body.fail("image count past the end");
+  for (uint32_t i = 0; i < image_count; ++i) {
+    Image image;
+    uint8_t kind = body.u8("image kind");
+    if (kind == 0 || kind > kMaxKind) body.fail("unknown image kind " + std::to_string(kind));
+    image.kind = static_cast<ImageKind>(kind);
+    image.arch = body.str("image arch");
+    image.key = body.str("image key");
+    uint64_t size = body.u64("image size");
+    uint64_t checksum = body.u64("image checksum");
+    std::string_view pad = body.bytes(padding_for(body.offset()), "padding");
+    if (pad.find_first_not_of('\0') != std::string_view::npos) body.fail("non-zero padding");
+    if (size > body.remaining()) body.fail("image size " + std::to_string(size) + " past the end");
+    image.data = body.bytes(static_cast<size_t>(size), "image data");
+    if (body.u8("image terminator") != 0) body.fail("image data not NUL-terminated");
+    if (xxh3_64(image.data) != checksum) {
+      body.fail(std::string("checksum mismatch in the ") + to_string(image.kind) + " image for " +
+                std::string(image.arch));
+    }
+    bundle.images.push_back(image);
+  }
+  uint32_t name_count = body.u32("lowered name count");
+  if (name_count > body.remaining() / 8) body.fail("lowered name count past the end");
+  for (uint32_t i = 0; i < name_count; ++i) {
+    LoweredName n;
+    n.name_expression = body.str("name expression");
+    n.lowered_name = body.str("lowered name");
+    bundle.lowered_names.push_back(n);
+  }
+  body.expect_end();
+  return bundle;
+}
+
+}  // namespace kcache::bundle
