@@ -1,0 +1,48 @@
+// The cache key: XXH3-128 over a labelled, length-prefixed serialization of
+// exactly what is compiled. Two requests get the same key only if NVRTC would
+// be handed the same inputs; any single field changing changes the key.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/hash.h"
+
+namespace kcache::cache {
+
+// Bump me when the serialization below changes or when something new must be
+// keyed: every existing key then misses instead of returning a stale image.
+constexpr int kKeySchemaVersion = 1;
+
+enum class TargetKind {
+  ptx,    // PTX for a virtual arch, "compute_90"
+  cubin,  // machine code for a real arch, "sm_90", "sm_90a"
+};
+
+const char* to_string(TargetKind kind);
+
+struct Header {
+  std::string include_name;  // as resolved, e.g. "util/math.cuh"
+  std::string content;       // the exact bytes handed to NVRTC
+};
+
+struct CompileRequest {
+  // NVRTC and toolkit identity, e.g. "nvrtc 13.0 toolkit 13.0 lib=<fingerprint>":
+  // a different compiler never shares a key.
+  std::string compiler_identity;
+  TargetKind target = TargetKind::cubin;
+  std::string arch;                  // "sm_90", "compute_90"
+  std::vector<std::string> options;  // canonical NVRTC options, arch option excluded
+  std::string source_name;           // logical name NVRTC reports in diagnostics
+  std::string source;                // main source bytes
+  std::vector<Header> headers;       // every user header actually reached, sorted by name
+  std::vector<std::string> name_expressions;
+};
+
+// The serialization the key hashes; exposed for tests and `kcache show`.
+std::string serialize_for_key(const CompileRequest& request);
+
+// XXH3-128 of serialize_for_key(request).
+Hash128 compute_key(const CompileRequest& request);
+
+}  // namespace kcache::cache
