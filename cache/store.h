@@ -1,0 +1,100 @@
+// The local store: entries indexed by key in SQLite, in one folder that many
+// processes share (Bazel runs actions in parallel).
+//
+// Thread safety: a Store is used by one thread at a time; open one per thread
+// or process. Any number of Stores, in any processes, may use one folder at
+// once: SQLite (WAL, busy timeout) serializes the index, and blob files are
+// written to a temporary name and renamed.
+//
+// Crash safety: a process killed at any point leaves a store that opens, whose
+// `verify()` is clean, and that never returns a torn entry.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/entry.h"
+#include "common/file_system.h"
+#include "common/hash.h"
+
+namespace kcache::cache {
+
+constexpr uint64_t kDefaultMaxSize = 5ull << 30;  // 5 GiB, as ccache
+
+// $KCACHE_DIR, else $XDG_CACHE_HOME/kcache, else $HOME/.cache/kcache.
+std::string default_store_dir();
+
+struct EntryInfo {
+  Hash128 key;
+  TargetKind kind = TargetKind::cubin;
+  std::string arch;
+  uint64_t size = 0;  // bytes on disk
+  uint32_t compile_ms = 0;
+  int64_t created_unix_s = 0;
+  int64_t last_used_unix_s = 0;
+};
+
+// Counters are named; the store keeps the ones it knows (hits, misses, ...)
+// and any other a caller adds with Store::count (e.g. "nvrtc_invocations").
+struct StoreStats {
+  std::map<std::string, int64_t> counters;
+  uint64_t entries = 0;
+  uint64_t bytes = 0;
+  uint64_t max_size = 0;
+  int64_t counter(const std::string& name) const {
+    auto it = counters.find(name);
+    return it == counters.end() ? 0 : it->second;
+  }
+};
+
+struct CleanupResult {
+  uint64_t entries_removed = 0;
+  uint64_t bytes_removed = 0;
+  uint64_t stray_files_removed = 0;  // files with no index row (a killed writer's leftovers)
+};
+
+struct VerifyResult {
+  uint64_t entries_checked = 0;
+  std::vector<std::string> problems;  // one line per corrupt or missing entry, each removed
+};
+
+class Store {
+ public:
+  // Opens the store in `dir`, creating it (mode 0700) if needed. Throws
+  // IncompatibleVersionError for a store written by a newer, incompatible
+  // kcache, IoError if the folder cannot be created or opened.
+  static std::unique_ptr<Store> open(const std::string& dir,
+                                     FileSystem& fs = FileSystem::real());
+  virtual ~Store() = default;  // flushes buffered counters (errors are logged, not thrown)
+
+  // A miss is nullopt. A corrupt entry is removed, counted and reported as a miss.
+  virtual std::optional<Entry> get(const Hash128& key) = 0;
+  // Stores (or replaces) an entry, then evicts least recently used entries if
+  // the store is over its size cap. Throws IoError (disk full, read-only):
+  // nothing stored before is lost.
+  virtual void put(const Hash128& key, const Entry& entry) = 0;
+  virtual bool remove(const Hash128& key) = 0;
+  virtual std::optional<EntryInfo> info(const Hash128& key) = 0;
+  virtual std::vector<EntryInfo> list() = 0;
+
+  // Adds to a named counter; buffered and written by flush() or the destructor.
+  virtual void count(const std::string& counter, int64_t delta) = 0;
+  virtual void flush() = 0;
+
+  virtual StoreStats stats() = 0;
+  virtual void zero_stats() = 0;
+  virtual void set_max_size(uint64_t bytes) = 0;
+  virtual CleanupResult clear() = 0;
+  virtual CleanupResult cleanup() = 0;  // enforce the size cap, remove stray files
+  virtual CleanupResult evict_older_than(std::chrono::seconds age) = 0;
+  virtual VerifyResult verify() = 0;
+
+  virtual const std::string& dir() const = 0;
+};
+
+}  // namespace kcache::cache

@@ -1,0 +1,45 @@
+// How the `kcache` verbs plug into the one binary (rules_go's builder style:
+// one tool, many verbs). Each verb file adds its CLI11 subcommand or flags and,
+// when chosen, sets `Dispatch::action`; main() runs it and maps errors to exit
+// codes, so verbs just throw kcache::Error.
+#pragma once
+
+#include <functional>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace kcache::cli {
+
+// Documented in `kcache --help`.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitFailed = 1,          // the operation failed: I/O, corrupt data, not found
+  kExitUsage = 2,           // bad flags or arguments
+  kExitCompileFailed = 3,   // NVRTC rejected a source (its log is printed)
+  kExitIncompatible = 4,    // the store or bundle is from a newer, incompatible kcache
+};
+
+struct GlobalOptions {
+  std::string dir;              // --dir; empty: $KCACHE_DIR, $XDG_CACHE_HOME/kcache, ~/.cache/kcache
+  std::string format = "text";  // --format text|json
+};
+
+struct Dispatch {
+  GlobalOptions global;
+  std::string verb;                 // log prefix: "kcache compile: ..."
+  std::function<int()> action;      // set by the chosen verb
+};
+
+// Each verb file provides one of these.
+void add_admin_commands(CLI::App& app, Dispatch& dispatch);
+void add_compile_command(CLI::App& app, Dispatch& dispatch);
+void add_prewarm_command(CLI::App& app, Dispatch& dispatch);
+
+// Expands "@file" arguments into the file's lines (one argument per line, as
+// Bazel writes params files); recursive expansion is not done.
+std::vector<std::string> expand_params_files(int argc, char** argv);
+
+}  // namespace kcache::cli

@@ -1,0 +1,85 @@
+// kcache: one binary, many verbs. See `kcache --help`.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "common/error.h"
+
+namespace kcache::cli {
+namespace {
+
+constexpr const char* kExitCodesHelp =
+    "Exit codes: 0 success, 1 the operation failed (I/O, corrupt data, not found), "
+    "2 bad flags or arguments, 3 NVRTC rejected a source, "
+    "4 store or bundle from a newer incompatible kcache.";
+
+int exit_code_for(const Error& e) {
+  switch (e.kind()) {
+    case ErrorKind::invalid_argument:
+      return kExitUsage;
+    case ErrorKind::compile_failed:
+      return kExitCompileFailed;
+    case ErrorKind::incompatible_version:
+      return kExitIncompatible;
+    default:
+      return kExitFailed;
+  }
+}
+
+int run(int argc, char** argv) {
+  std::vector<std::string> args;
+  try {
+    args = expand_params_files(argc, argv);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "kcache: %s\n", e.what());
+    return kExitUsage;
+  }
+
+  CLI::App app{"kcache: a content-addressed PTX/cubin cache for NVRTC-compiled CUDA kernels."};
+  app.name("kcache");
+  app.footer(kExitCodesHelp);
+  app.set_version_flag("--version", "kcache 0.1.0");
+  Dispatch dispatch;
+  app.add_option("--dir", dispatch.global.dir,
+                 "Store folder (default: $KCACHE_DIR, else $XDG_CACHE_HOME/kcache, else "
+                 "~/.cache/kcache)");
+  app.add_option("--format", dispatch.global.format, "Output format for stats and listings")
+      ->check(CLI::IsMember({"text", "json"}));
+  add_admin_commands(app, dispatch);
+  app.require_subcommand(0, 1);
+
+  try {
+    // CLI11 wants argv without the program name, in reverse order.
+    std::vector<std::string> rest(args.rbegin(), args.rend() - 1);
+    app.parse(rest);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  if (!dispatch.action) {
+    std::fprintf(stderr, "kcache: nothing to do; see kcache --help\n");
+    return kExitUsage;
+  }
+  std::string prefix = dispatch.verb.empty() ? "kcache" : "kcache " + dispatch.verb;
+  try {
+    return dispatch.action();
+  } catch (const CompileError& e) {
+    // The verb printed NVRTC's log; this is the one-line summary.
+    std::fprintf(stderr, "%s: %s\n", prefix.c_str(), e.what());
+    return kExitCompileFailed;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s: %s\n", prefix.c_str(), e.what());
+    return exit_code_for(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", prefix.c_str(), e.what());
+    return kExitFailed;
+  }
+}
+
+}  // namespace
+}  // namespace kcache::cli
+
+int main(int argc, char** argv) { return kcache::cli::run(argc, argv); }
