@@ -27,18 +27,36 @@ namespace kcache::cache {
 constexpr uint16_t kEntryFormatVersion = 1;
 constexpr std::string_view kEntryMagic{"KCENTRY\0", 8};
 
-struct Entry {
-  TargetKind kind = TargetKind::cubin;
-  std::string arch;            // "sm_90", "compute_90"
-  uint32_t compile_ms = 0;     // what NVRTC took; a hit saves this much
-  int64_t created_unix_s = 0;  // when it was compiled
-  std::string payload;         // PTX text or cubin bytes
+// An entry is always held in its encoded form, so a hit hands out the payload
+// without copying it and a put writes the bytes as they are.
+class Entry {
+ public:
+  // Encodes a new entry.
+  Entry(TargetKind kind, std::string arch, uint32_t compile_ms, int64_t created_unix_s,
+        std::string_view payload);
+
+  // Parses and verifies `encoded`, taking ownership (no payload copy). Throws
+  // CorruptError naming `what` (the key or the file) or IncompatibleVersionError.
+  static Entry decode(std::string encoded, const std::string& what = "cache entry");
+
+  TargetKind kind() const { return kind_; }
+  const std::string& arch() const { return arch_; }
+  uint32_t compile_ms() const { return compile_ms_; }      // what NVRTC took; a hit saves this
+  int64_t created_unix_s() const { return created_unix_s_; }
+  std::string_view payload() const {                        // PTX text or cubin bytes
+    return std::string_view(encoded_).substr(payload_offset_, payload_size_);
+  }
+  const std::string& encoded() const { return encoded_; }
+
+ private:
+  Entry() = default;
+  TargetKind kind_ = TargetKind::cubin;
+  std::string arch_;
+  uint32_t compile_ms_ = 0;
+  int64_t created_unix_s_ = 0;
+  std::string encoded_;
+  size_t payload_offset_ = 0;
+  size_t payload_size_ = 0;
 };
-
-std::string encode_entry(const Entry& entry);
-
-// Parses and verifies. Throws CorruptError (naming `what`, e.g. the key or the
-// file) or IncompatibleVersionError.
-Entry decode_entry(std::string_view bytes, const std::string& what = "cache entry");
 
 }  // namespace kcache::cache

@@ -1,0 +1,76 @@
+#include "cache/entry.h"
+
+#include "common/bytes.h"
+#include "common/error.h"
+#include "common/hash.h"
+
+namespace kcache::cache {
+namespace {
+
+constexpr size_t kChecksumSize = 8;
+
+uint8_t kind_byte(TargetKind kind) { return kind == TargetKind::ptx ? 1 : 2; }
+
+}  // namespace
+
+Entry::Entry(TargetKind kind, std::string arch, uint32_t compile_ms, int64_t created_unix_s,
+             std::string_view payload)
+    : kind_(kind), arch_(std::move(arch)), compile_ms_(compile_ms), created_unix_s_(created_unix_s) {
+  ByteWriter w;
+  w.bytes(kEntryMagic);
+  w.u16(kEntryFormatVersion);
+  w.u8(kind_byte(kind_));
+  w.u8(0);  // reserved
+  w.str(arch_);
+  w.u32(compile_ms_);
+  w.u64(static_cast<uint64_t>(created_unix_s_));
+  w.u64(payload.size());
+  payload_offset_ = w.size();
+  payload_size_ = payload.size();
+  w.bytes(payload);
+  uint64_t checksum = xxh3_64(w.data());
+  w.u64(checksum);
+  encoded_ = w.take();
+}
+
+Entry Entry::decode(std::string encoded, const std::string& what) {
+  std::string_view bytes(encoded);
+  ByteReader r(bytes, what);
+  if (bytes.size() < kEntryMagic.size() + kChecksumSize) {
+    r.fail(bytes.empty() ? "empty" : "only " + std::to_string(bytes.size()) + " bytes");
+  }
+  if (r.bytes(kEntryMagic.size(), "magic") != kEntryMagic) r.fail("bad magic");
+  uint16_t version = r.u16("format version");
+  if (version == 0 || version > kEntryFormatVersion) {
+    throw IncompatibleVersionError(what + " has entry format version " + std::to_string(version) +
+                                   ", newer than this kcache reads (" +
+                                   std::to_string(kEntryFormatVersion) + "); upgrade kcache");
+  }
+  // Checksum before interpreting the rest, so a damaged length cannot mislead us.
+  std::string_view covered = bytes.substr(0, bytes.size() - kChecksumSize);
+  ByteReader tail(bytes.substr(covered.size()), what);
+  if (tail.u64("checksum") != xxh3_64(covered)) r.fail("checksum mismatch");
+
+  // From here on only the checksummed bytes are read.
+  ByteReader body(covered, what);
+  body.bytes(kEntryMagic.size() + 2, "magic and version");
+  Entry entry;
+  uint8_t kind = body.u8("kind");
+  if (kind != 1 && kind != 2) body.fail("unknown kind " + std::to_string(kind));
+  entry.kind_ = kind == 1 ? TargetKind::ptx : TargetKind::cubin;
+  if (body.u8("reserved") != 0) body.fail("reserved byte set");
+  entry.arch_ = std::string(body.str("arch"));
+  entry.compile_ms_ = body.u32("compile ms");
+  entry.created_unix_s_ = static_cast<int64_t>(body.u64("created"));
+  uint64_t size = body.u64("payload size");
+  if (size != body.remaining()) {
+    body.fail("payload size " + std::to_string(size) + " does not match the " +
+           std::to_string(body.remaining()) + " bytes present");
+  }
+  entry.payload_offset_ = body.offset();
+  entry.payload_size_ = static_cast<size_t>(size);
+  entry.encoded_ = std::move(encoded);
+  return entry;
+}
+
+}  // namespace kcache::cache

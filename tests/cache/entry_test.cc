@@ -1,0 +1,89 @@
+#include "cache/entry.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace kcache::cache {
+namespace {
+
+Entry sample() {
+  return Entry(TargetKind::cubin, "sm_90", 1234, 1763769600,
+               std::string("\x7f" "ELF cubin\0bytes", 16));
+}
+
+std::string read_runfile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(EntryTest, RoundTripsEveryField) {
+  Entry e = Entry::decode(sample().encoded());
+  EXPECT_EQ(e.kind(), TargetKind::cubin);
+  EXPECT_EQ(e.arch(), "sm_90");
+  EXPECT_EQ(e.compile_ms(), 1234u);
+  EXPECT_EQ(e.created_unix_s(), 1763769600);
+  EXPECT_EQ(e.payload(), std::string("\x7f" "ELF cubin\0bytes", 16));
+}
+
+TEST(EntryTest, PtxAndEmptyPayloadRoundTrip) {
+  Entry e = Entry::decode(Entry(TargetKind::ptx, "compute_90", 0, 0, "").encoded());
+  EXPECT_EQ(e.kind(), TargetKind::ptx);
+  EXPECT_EQ(e.payload(), "");
+}
+
+// Fails when the bytes written change. If intended, bump kEntryFormatVersion
+// and add golden/entry_v<N>.bin (written to $TEST_UNDECLARED_OUTPUTS_DIR).
+TEST(EntryTest, MatchesGoldenFileForThisFormatVersion) {
+  std::string name = "entry_v" + std::to_string(kEntryFormatVersion) + ".bin";
+  std::string actual = sample().encoded();
+  if (const char* out = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
+    std::ofstream(std::string(out) + "/" + name, std::ios::binary) << actual;
+  }
+  std::string golden = read_runfile("tests/cache/golden/" + name);
+  ASSERT_FALSE(golden.empty()) << "missing tests/cache/golden/" << name;
+  EXPECT_EQ(actual, golden) << "the entry format changed without a kEntryFormatVersion bump";
+  for (uint16_t v = 1; v <= kEntryFormatVersion; ++v) {
+    EXPECT_NO_THROW(Entry::decode(read_runfile("tests/cache/golden/entry_v" + std::to_string(v) + ".bin")));
+  }
+}
+
+TEST(EntryTest, EveryFlippedByteIsCorrupt) {
+  const std::string bytes = sample().encoded();
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    std::string damaged = bytes;
+    damaged[i] = static_cast<char>(damaged[i] ^ 0x01);
+    EXPECT_THROW(Entry::decode(damaged), Error) << "flip at byte " << i;
+  }
+}
+
+TEST(EntryTest, EveryTruncationIsCorrupt) {
+  const std::string bytes = sample().encoded();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THROW(Entry::decode(bytes.substr(0, n)), CorruptError) << n << " bytes";
+  }
+}
+
+TEST(EntryTest, CorruptMessageNamesTheEntry) {
+  try {
+    Entry::decode("", "entry 0123");
+    FAIL();
+  } catch (const CorruptError& e) {
+    EXPECT_NE(std::string(e.what()).find("entry 0123"), std::string::npos) << e.what();
+  }
+}
+
+TEST(EntryTest, NewerFormatIsIncompatible) {
+  std::string bytes = sample().encoded();
+  bytes[8] = static_cast<char>(kEntryFormatVersion + 1);
+  EXPECT_THROW(Entry::decode(bytes), IncompatibleVersionError);
+}
+
+}  // namespace
+}  // namespace kcache::cache
