@@ -15,7 +15,10 @@ uint8_t kind_byte(TargetKind kind) { return kind == TargetKind::ptx ? 1 : 2; }
 
 Entry::Entry(TargetKind kind, std::string arch, uint32_t compile_ms, int64_t created_unix_s,
              std::string_view payload)
-    : kind_(kind), arch_(std::move(arch)), compile_ms_(compile_ms), created_unix_s_(created_unix_s) {
+    : kind_(kind),
+      arch_(std::move(arch)),
+      compile_ms_(compile_ms),
+      created_unix_s_(created_unix_s) {
   ByteWriter w;
   w.bytes(kEntryMagic);
   w.u16(kEntryFormatVersion);
@@ -65,7 +68,7 @@ Entry Entry::decode(std::string encoded, const std::string& what) {
   uint64_t size = body.u64("payload size");
   if (size != body.remaining()) {
     body.fail("payload size " + std::to_string(size) + " does not match the " +
-           std::to_string(body.remaining()) + " bytes present");
+              std::to_string(body.remaining()) + " bytes present");
   }
   entry.payload_offset_ = body.offset();
   entry.payload_size_ = static_cast<size_t>(size);

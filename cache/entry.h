@@ -41,9 +41,9 @@ class Entry {
 
   TargetKind kind() const { return kind_; }
   const std::string& arch() const { return arch_; }
-  uint32_t compile_ms() const { return compile_ms_; }      // what NVRTC took; a hit saves this
+  uint32_t compile_ms() const { return compile_ms_; }  // what NVRTC took; a hit saves this
   int64_t created_unix_s() const { return created_unix_s_; }
-  std::string_view payload() const {                        // PTX text or cubin bytes
+  std::string_view payload() const {  // PTX text or cubin bytes
     return std::string_view(encoded_).substr(payload_offset_, payload_size_);
   }
   const std::string& encoded() const { return encoded_; }

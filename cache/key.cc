@@ -51,8 +51,6 @@ std::string serialize_for_key(const CompileRequest& request) {
   return w.take();
 }
 
-Hash128 compute_key(const CompileRequest& request) {
-  return xxh3_128(serialize_for_key(request));
-}
+Hash128 compute_key(const CompileRequest& request) { return xxh3_128(serialize_for_key(request)); }
 
 }  // namespace kcache::cache

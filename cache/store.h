@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -63,13 +64,23 @@ struct VerifyResult {
   std::vector<std::string> problems;  // one line per corrupt or missing entry, each removed
 };
 
+struct StoreOptions {
+  FileSystem* fs = nullptr;  // default: FileSystem::real()
+  // Notices that are not errors (an index rebuilt, a corrupt entry removed);
+  // default: printed to stderr with a "kcache: " prefix.
+  std::function<void(const std::string&)> warn;
+  // Seconds since the epoch; tests move time forward to check eviction by age.
+  std::function<int64_t()> clock;
+};
+
 class Store {
  public:
-  // Opens the store in `dir`, creating it (mode 0700) if needed. Throws
-  // IncompatibleVersionError for a store written by a newer, incompatible
-  // kcache, IoError if the folder cannot be created or opened.
-  static std::unique_ptr<Store> open(const std::string& dir,
-                                     FileSystem& fs = FileSystem::real());
+  // Opens the store in `dir`, creating it (mode 0700) if needed. A folder we
+  // may read but not write opens read-only: get() works, put() throws IoError.
+  // An index that is not a database is moved aside and rebuilt from the blob
+  // files (one warning). Throws IncompatibleVersionError for a store written by
+  // a newer, incompatible kcache, IoError if the folder cannot be used at all.
+  static std::unique_ptr<Store> open(const std::string& dir, StoreOptions options = {});
   virtual ~Store() = default;  // flushes buffered counters (errors are logged, not thrown)
 
   // A miss is nullopt. A corrupt entry is removed, counted and reported as a miss.
@@ -95,6 +106,7 @@ class Store {
   virtual VerifyResult verify() = 0;
 
   virtual const std::string& dir() const = 0;
+  virtual bool read_only() const = 0;
 };
 
 }  // namespace kcache::cache

@@ -16,21 +16,21 @@ namespace kcache::cli {
 // Documented in `kcache --help`.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitFailed = 1,          // the operation failed: I/O, corrupt data, not found
-  kExitUsage = 2,           // bad flags or arguments
-  kExitCompileFailed = 3,   // NVRTC rejected a source (its log is printed)
-  kExitIncompatible = 4,    // the store or bundle is from a newer, incompatible kcache
+  kExitFailed = 1,         // the operation failed: I/O, corrupt data, not found
+  kExitUsage = 2,          // bad flags or arguments
+  kExitCompileFailed = 3,  // NVRTC rejected a source (its log is printed)
+  kExitIncompatible = 4,   // the store or bundle is from a newer, incompatible kcache
 };
 
 struct GlobalOptions {
-  std::string dir;              // --dir; empty: $KCACHE_DIR, $XDG_CACHE_HOME/kcache, ~/.cache/kcache
+  std::string dir;  // --dir; empty: $KCACHE_DIR, $XDG_CACHE_HOME/kcache, ~/.cache/kcache
   std::string format = "text";  // --format text|json
 };
 
 struct Dispatch {
   GlobalOptions global;
-  std::string verb;                 // log prefix: "kcache compile: ..."
-  std::function<int()> action;      // set by the chosen verb
+  std::string verb;             // log prefix: "kcache compile: ..."
+  std::function<int()> action;  // set by the chosen verb
 };
 
 // Each verb file provides one of these.

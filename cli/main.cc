@@ -1,6 +1,5 @@
 // kcache: one binary, many verbs. See `kcache --help`.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 #include <vector>

@@ -64,7 +64,9 @@ class NotFound : public Error {
 class CompileError : public Error {
  public:
   CompileError(const std::string& message, std::string log, std::vector<std::string> options)
-      : Error(ErrorKind::compile_failed, message), log_(std::move(log)), options_(std::move(options)) {}
+      : Error(ErrorKind::compile_failed, message),
+        log_(std::move(log)),
+        options_(std::move(options)) {}
   const std::string& log() const noexcept { return log_; }
   const std::vector<std::string>& options() const noexcept { return options_; }
 

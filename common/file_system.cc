@@ -80,8 +80,7 @@ class RealFileSystem : public FileSystem {
     return out;
   }
 
-  void write_file_atomically(const std::string& path, std::string_view data,
-                             mode_t mode) override {
+  void write_file_atomically(const std::string& path, std::string_view data, mode_t mode) override {
     std::string temp = temp_name_for(path);
     FdGuard fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
     if (fd.get() < 0) throw IoError(errno_message("cannot create", temp, errno));
@@ -118,7 +117,8 @@ class RealFileSystem : public FileSystem {
     if (path.empty()) return;
     struct stat st;
     if (::stat(path.c_str(), &st) == 0) {
-      if (!S_ISDIR(st.st_mode)) throw IoError("cannot create folder " + path + ": a file is in the way");
+      if (!S_ISDIR(st.st_mode))
+        throw IoError("cannot create folder " + path + ": a file is in the way");
       return;
     }
     std::string parent = parent_of(path);

@@ -13,7 +13,9 @@ namespace {
 
 Entry sample() {
   return Entry(TargetKind::cubin, "sm_90", 1234, 1763769600,
-               std::string("\x7f" "ELF cubin\0bytes", 16));
+               std::string("\x7f"
+                           "ELF cubin\0bytes",
+                           16));
 }
 
 std::string read_runfile(const std::string& path) {
@@ -29,7 +31,9 @@ TEST(EntryTest, RoundTripsEveryField) {
   EXPECT_EQ(e.arch(), "sm_90");
   EXPECT_EQ(e.compile_ms(), 1234u);
   EXPECT_EQ(e.created_unix_s(), 1763769600);
-  EXPECT_EQ(e.payload(), std::string("\x7f" "ELF cubin\0bytes", 16));
+  EXPECT_EQ(e.payload(), std::string("\x7f"
+                                     "ELF cubin\0bytes",
+                                     16));
 }
 
 TEST(EntryTest, PtxAndEmptyPayloadRoundTrip) {
@@ -50,7 +54,8 @@ TEST(EntryTest, MatchesGoldenFileForThisFormatVersion) {
   ASSERT_FALSE(golden.empty()) << "missing tests/cache/golden/" << name;
   EXPECT_EQ(actual, golden) << "the entry format changed without a kEntryFormatVersion bump";
   for (uint16_t v = 1; v <= kEntryFormatVersion; ++v) {
-    EXPECT_NO_THROW(Entry::decode(read_runfile("tests/cache/golden/entry_v" + std::to_string(v) + ".bin")));
+    EXPECT_NO_THROW(
+        Entry::decode(read_runfile("tests/cache/golden/entry_v" + std::to_string(v) + ".bin")));
   }
 }
 

@@ -4,6 +4,7 @@
 #include "tests/cache/key_sample.h"
 
 int main() {
-  std::printf("%s\n", kcache::cache::compute_key(kcache::cache::testing::sample_request()).hex().c_str());
+  std::printf("%s\n",
+              kcache::cache::compute_key(kcache::cache::testing::sample_request()).hex().c_str());
   return 0;
 }

@@ -23,9 +23,7 @@ std::string run_key_printer() {
   return out;
 }
 
-TEST(KeyTest, IsThirtyTwoHexDigits) {
-  EXPECT_EQ(compute_key(sample_request()).hex().size(), 32u);
-}
+TEST(KeyTest, IsThirtyTwoHexDigits) { EXPECT_EQ(compute_key(sample_request()).hex().size(), 32u); }
 
 TEST(KeyTest, SameRequestGivesSameKeyInAnotherProcess) {
   std::string here = compute_key(sample_request()).hex();
@@ -45,7 +43,10 @@ TEST(KeyTest, ChangingAnySingleFieldChangesTheKey) {
       {"source byte", [](CompileRequest& r) { r.source.back() = ' '; }},
       {"header content", [](CompileRequest& r) { r.headers[0].content += " "; }},
       {"header name", [](CompileRequest& r) { r.headers[0].include_name = "util2.cuh"; }},
-      {"header added", [](CompileRequest& r) { r.headers.push_back({"more.cuh", ""}); }},
+      {"header added",
+       [](CompileRequest& r) {
+         r.headers.push_back({"more.cuh", ""});
+       }},
       {"header removed", [](CompileRequest& r) { r.headers.clear(); }},
       {"name expression", [](CompileRequest& r) { r.name_expressions[0] = "scale<double>"; }},
       {"name expression added", [](CompileRequest& r) { r.name_expressions.push_back("f"); }},
@@ -54,8 +55,8 @@ TEST(KeyTest, ChangingAnySingleFieldChangesTheKey) {
   for (const auto& [what, edit] : edits) {
     CompileRequest r = sample_request();
     edit(r);
-    EXPECT_TRUE(keys.insert(compute_key(r).hex()).second) << "editing the " << what
-                                                          << " did not give a new key";
+    EXPECT_TRUE(keys.insert(compute_key(r).hex()).second)
+        << "editing the " << what << " did not give a new key";
   }
 }
 

@@ -1,0 +1,82 @@
+// A small RAII layer over SQLite for the store's index (Chromium sql/,
+// SQLiteCpp): prepared statements that reset themselves, transactions that
+// roll back unless committed. sqlite3.h stays inside sqlite.cc.
+//
+// Errors throw IoError naming the database path and SQLite's message, except
+// CorruptError when SQLite says the file is not a database or is malformed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace kcache::cache::sqlite {
+
+enum class OpenMode { read_write_create, read_only, immutable };
+
+class Database {
+ public:
+  Database(const std::string& path, OpenMode mode, int busy_timeout_ms);
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  void exec(const char* sql);
+  int64_t changes() const;
+  const std::string& path() const { return path_; }
+  sqlite3* handle() { return db_; }
+  // Throws the right error for a failed call whose result code is `rc`.
+  [[noreturn]] void fail(int rc, const std::string& doing) const;
+
+ private:
+  sqlite3* db_ = nullptr;
+  std::string path_;
+};
+
+class Statement {
+ public:
+  Statement(Database& db, const char* sql);
+  ~Statement();
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  // Binds are 1-based, as in SQLite. Text and blobs are copied.
+  Statement& bind(int index, int64_t value);
+  Statement& bind(int index, std::string_view text);
+  // True while there is a row; false when done. The statement resets itself
+  // when done and when the next bind after a step happens.
+  bool step();
+  // Runs to completion (for INSERT/UPDATE/DELETE).
+  void run();
+  void reset();
+
+  int64_t column_int(int index) const;
+  std::string column_text(int index) const;
+  bool column_is_null(int index) const;
+
+ private:
+  Database& db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  bool needs_reset_ = false;
+};
+
+// BEGIN IMMEDIATE: takes the write lock up front, so two writers never
+// deadlock upgrading read locks (which a busy timeout cannot resolve in WAL).
+class Transaction {
+ public:
+  explicit Transaction(Database& db);
+  ~Transaction();  // rolls back unless commit() ran; never throws
+  Transaction(const Transaction&) = delete;
+  Transaction& operator=(const Transaction&) = delete;
+  void commit();
+
+ private:
+  Database& db_;
+  bool done_ = false;
+};
+
+}  // namespace kcache::cache::sqlite

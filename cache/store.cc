@@ -1,0 +1,707 @@
+#include "cache/store.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <set>
+#include <unordered_map>
+
+#include "cache/sqlite.h"
+#include "common/error.h"
+
+namespace kcache::cache {
+namespace {
+
+// Store layout (one folder, shared by every process):
+//   index.sqlite        the index: one row per entry, counters, meta
+//   blobs/ab/<key>.<id> one file per entry (the encoded Entry); `ab` is the
+//                       key's first two hex digits, so no folder grows huge
+//
+// Payloads live in files rather than inline in SQLite: on this class of
+// machine reading a 200 KB payload through the index and a file costs about
+// what a plain read() does, inline blobs cost 2.5x (docs/PERFORMANCE.md,
+// bench/blob_placement_bench.cc), and evicting a file gives the space back at
+// once instead of leaving free pages in the database.
+//
+// Each write goes to a file name no one else uses (<key>.<random id>), and the
+// row naming it is inserted only once the file is complete. So a reader never
+// sees a partial file, an eviction can never delete a file a newer row names,
+// and a process killed at any point leaves at worst a stray file, which
+// cleanup() removes once it is older than kStrayGraceSeconds.
+
+// Bump kSchemaVersion when the tables change (and migrate in
+// create_or_check_schema). Set kCompatibleVersion to the oldest schema version
+// whose code can still read and write a store of this version: an older kcache
+// refuses a store whose compatible_version is above the version it knows.
+constexpr int kSchemaVersion = 1;
+constexpr int kCompatibleVersion = 1;
+constexpr const char* kIndexName = "index.sqlite";
+constexpr const char* kBlobDirName = "blobs";
+// Bazel runs many actions at once against one store; writes are short.
+constexpr int kBusyTimeoutMs = 30000;
+// A file with no row younger than this may be a put still in progress.
+constexpr int64_t kStrayGraceSeconds = 15 * 60;
+// Evict down to this fraction of the cap so that not every put evicts.
+constexpr double kEvictTargetFraction = 0.9;
+// Buffered hits are written at the latest after this many.
+constexpr size_t kMaxPendingTouches = 512;
+
+int64_t system_clock_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void warn_to_stderr(const std::string& message) {
+  std::fprintf(stderr, "kcache: %s\n", message.c_str());
+}
+
+std::string random_id() {
+  static thread_local std::mt19937_64 rng(std::random_device{}() ^
+                                          (static_cast<uint64_t>(getpid()) << 32) ^
+                                          static_cast<uint64_t>(system_clock_now()));
+  return hex64(rng());
+}
+
+int kind_code(TargetKind kind) { return kind == TargetKind::ptx ? 1 : 2; }
+TargetKind kind_from_code(int64_t code) { return code == 1 ? TargetKind::ptx : TargetKind::cubin; }
+
+// "<32 hex>.<16 hex>" -> the key, or nullopt for anything else (temp files).
+std::optional<Hash128> key_of_blob_name(const std::string& name) {
+  if (name.size() != 32 + 1 + 16 || name[32] != '.') return std::nullopt;
+  for (size_t i = 33; i < name.size(); ++i) {
+    if (!std::isxdigit(static_cast<unsigned char>(name[i]))) return std::nullopt;
+  }
+  return Hash128::from_hex(std::string_view(name).substr(0, 32));
+}
+
+class SqliteStore : public Store {
+ public:
+  SqliteStore(std::string dir, StoreOptions options)
+      : dir_(std::move(dir)),
+        blob_dir_(dir_ + "/" + kBlobDirName),
+        index_path_(dir_ + "/" + kIndexName),
+        fs_(options.fs ? *options.fs : FileSystem::real()),
+        warn_(options.warn ? options.warn : warn_to_stderr),
+        clock_(options.clock ? options.clock : system_clock_now) {
+    open_index();
+  }
+
+  ~SqliteStore() override {
+    try {
+      flush();
+    } catch (const std::exception& e) {
+      warn_(std::string("could not record cache statistics: ") + e.what());
+    }
+  }
+
+  std::optional<Entry> get(const Hash128& key) override {
+    const std::string hex = key.hex();
+    // Twice: a concurrent put may replace the file between our lookup and read.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      Row row;
+      if (!find_row(hex, &row)) break;
+      std::optional<std::string> bytes = fs_.read_file(blob_path(row.file));
+      if (!bytes) {
+        if (attempt == 0) continue;
+        drop_bad_entry(hex, row.file, "its blob file " + blob_path(row.file) + " is missing");
+        break;
+      }
+      try {
+        Entry entry = Entry::decode(std::move(*bytes), "cache entry " + hex);
+        pending_counters_["hits"] += 1;
+        pending_counters_["compile_ms_saved"] += entry.compile_ms();
+        pending_touches_.push_back(hex);
+        if (pending_touches_.size() >= kMaxPendingTouches) flush();
+        return entry;
+      } catch (const IncompatibleVersionError&) {
+        break;  // written by a newer kcache sharing this store: not ours to delete
+      } catch (const CorruptError& e) {
+        drop_bad_entry(hex, row.file, e.what());
+        break;
+      }
+    }
+    pending_counters_["misses"] += 1;
+    return std::nullopt;
+  }
+
+  void put(const Hash128& key, const Entry& entry) override {
+    require_writable("store a new entry");
+    const std::string hex = key.hex();
+    const std::string file = hex + "." + random_id();
+    const std::string path = blob_path(file);
+    fs_.create_directories(path.substr(0, path.rfind('/')), 0700);
+    fs_.write_file_atomically(path, entry.encoded(), 0644);
+
+    std::optional<Row> old;
+    try {
+      const int64_t now = clock_();
+      sqlite::Transaction txn(*db_);
+      Row previous;
+      if (find_row(hex, &previous)) old = previous;
+      insert_->bind(1, hex)
+          .bind(2, file)
+          .bind(3, kind_code(entry.kind()))
+          .bind(4, entry.arch())
+          .bind(5, static_cast<int64_t>(entry.encoded().size()))
+          .bind(6, static_cast<int64_t>(entry.compile_ms()))
+          .bind(7, entry.created_unix_s())
+          .bind(8, now)
+          .run();
+      add_totals(static_cast<int64_t>(entry.encoded().size()) - (old ? old->size : 0), old ? 0 : 1);
+      pending_counters_["stored"] += 1;
+      write_pending();
+      txn.commit();
+      pending_counters_.clear();
+      pending_touches_.clear();
+    } catch (...) {
+      remove_quietly(path);  // the row was not written: nothing names this file
+      throw;
+    }
+    if (old) remove_quietly(blob_path(old->file));
+    evict_to(max_size(), kEvictTargetFraction);
+  }
+
+  bool remove(const Hash128& key) override {
+    require_writable("remove an entry");
+    const std::string hex = key.hex();
+    Row row;
+    {
+      sqlite::Transaction txn(*db_);
+      if (!find_row(hex, &row)) return false;
+      delete_row(hex, row.size);
+      txn.commit();
+    }
+    remove_quietly(blob_path(row.file));
+    return true;
+  }
+
+  std::optional<EntryInfo> info(const Hash128& key) override {
+    sqlite::Statement s(*db_,
+                        "SELECT key, kind, arch, size, compile_ms, created, last_used "
+                        "FROM entries WHERE key = ?");
+    s.bind(1, key.hex());
+    if (!s.step()) return std::nullopt;
+    return info_from(s);
+  }
+
+  std::vector<EntryInfo> list() override {
+    sqlite::Statement s(*db_,
+                        "SELECT key, kind, arch, size, compile_ms, created, last_used "
+                        "FROM entries ORDER BY last_used DESC, key");
+    std::vector<EntryInfo> out;
+    while (s.step()) out.push_back(info_from(s));
+    return out;
+  }
+
+  void count(const std::string& counter, int64_t delta) override {
+    pending_counters_[counter] += delta;
+  }
+
+  void flush() override {
+    if (pending_counters_.empty() && pending_touches_.empty()) return;
+    if (read_only_) {
+      // Nothing can be recorded in a read-only store; hits still worked.
+      pending_counters_.clear();
+      pending_touches_.clear();
+      return;
+    }
+    sqlite::Transaction txn(*db_);
+    write_pending();
+    txn.commit();
+    pending_counters_.clear();
+    pending_touches_.clear();
+  }
+
+  StoreStats stats() override {
+    if (!read_only_) flush();
+    StoreStats out;
+    sqlite::Statement counters(*db_, "SELECT name, value FROM counters");
+    while (counters.step()) out.counters[counters.column_text(0)] = counters.column_int(1);
+    for (const auto& [name, delta] : pending_counters_) out.counters[name] += delta;
+    sqlite::Statement totals(*db_, "SELECT total_size, entries FROM totals");
+    if (totals.step()) {
+      out.bytes = static_cast<uint64_t>(totals.column_int(0));
+      out.entries = static_cast<uint64_t>(totals.column_int(1));
+    }
+    out.max_size = max_size();
+    return out;
+  }
+
+  void zero_stats() override {
+    require_writable("zero the statistics");
+    pending_counters_.clear();
+    sqlite::Transaction txn(*db_);
+    db_->exec("UPDATE counters SET value = 0");
+    set_meta("stats_zeroed_at", std::to_string(clock_()));
+    txn.commit();
+  }
+
+  void set_max_size(uint64_t bytes) override {
+    require_writable("change the size limit");
+    {
+      sqlite::Transaction txn(*db_);
+      set_meta("max_size", std::to_string(bytes));
+      txn.commit();
+    }
+    evict_to(bytes, 1.0);
+  }
+
+  CleanupResult clear() override {
+    require_writable("clear it");
+    std::vector<Row> rows;
+    {
+      sqlite::Transaction txn(*db_);
+      sqlite::Statement all(*db_, "SELECT key, file, size FROM entries");
+      while (all.step()) rows.push_back(row_from(all));
+      db_->exec("DELETE FROM entries");
+      db_->exec("UPDATE totals SET total_size = 0, entries = 0");
+      txn.commit();
+    }
+    CleanupResult result;
+    for (const Row& row : rows) {
+      remove_quietly(blob_path(row.file));
+      result.entries_removed += 1;
+      result.bytes_removed += static_cast<uint64_t>(row.size);
+    }
+    result.stray_files_removed = remove_stray_files(/*grace_seconds=*/kStrayGraceSeconds);
+    return result;
+  }
+
+  CleanupResult cleanup() override {
+    require_writable("clean it up");
+    CleanupResult result = evict_to(max_size(), 1.0);
+    result.stray_files_removed = remove_stray_files(kStrayGraceSeconds);
+    return result;
+  }
+
+  CleanupResult evict_older_than(std::chrono::seconds age) override {
+    require_writable("evict entries");
+    const int64_t cutoff = clock_() - age.count();
+    return evict_where([cutoff](const Row& row, int64_t) { return row.last_used < cutoff; });
+  }
+
+  VerifyResult verify() override {
+    require_writable("verify it (corrupt entries are removed)");
+    flush();
+    VerifyResult result;
+    std::vector<Row> rows;
+    {
+      sqlite::Statement all(*db_, "SELECT key, file, size, last_used FROM entries ORDER BY key");
+      while (all.step()) rows.push_back(row_from(all));
+    }
+    for (const Row& row : rows) {
+      result.entries_checked += 1;
+      std::string problem;
+      try {
+        std::optional<std::string> bytes = fs_.read_file(blob_path(row.file));
+        if (!bytes) {
+          problem = "blob file " + blob_path(row.file) + " is missing";
+        } else if (static_cast<int64_t>(bytes->size()) != row.size) {
+          problem = "blob file has " + std::to_string(bytes->size()) + " bytes, the index says " +
+                    std::to_string(row.size);
+        } else {
+          Entry::decode(std::move(*bytes), "cache entry " + row.key);
+        }
+      } catch (const IncompatibleVersionError&) {
+        continue;  // a newer kcache's entry: not corrupt
+      } catch (const Error& e) {
+        problem = e.what();
+      }
+      if (problem.empty()) continue;
+      result.problems.push_back(row.key + ": " + problem + " (removed)");
+      drop_bad_entry(row.key, row.file, problem, /*warn=*/false);
+    }
+    // The running totals must equal what the rows say.
+    {
+      sqlite::Transaction txn(*db_);
+      db_->exec(
+          "UPDATE totals SET total_size = (SELECT COALESCE(SUM(size), 0) FROM entries), "
+          "entries = (SELECT COUNT(*) FROM entries)");
+      txn.commit();
+    }
+    sqlite::Statement check(*db_, "PRAGMA quick_check");
+    while (check.step()) {
+      std::string line = check.column_text(0);
+      if (line != "ok") result.problems.push_back("index: " + line);
+    }
+    return result;
+  }
+
+  const std::string& dir() const override { return dir_; }
+  bool read_only() const override { return read_only_; }
+
+ private:
+  struct Row {
+    std::string key;
+    std::string file;
+    int64_t size = 0;
+    int64_t last_used = 0;
+  };
+
+  // -- opening -------------------------------------------------------------
+
+  void open_index() {
+    try {
+      fs_.create_directories(dir_, 0700);
+      fs_.create_directories(blob_dir_, 0700);
+    } catch (const IoError&) {
+      // A read-only folder that already holds a store is still readable.
+      if (!fs_.stat(index_path_)) throw;
+    }
+    try {
+      connect();
+    } catch (const CorruptError& e) {
+      rebuild_index(e.what());
+    }
+  }
+
+  void connect() {
+    read_only_ = ::access(dir_.c_str(), W_OK) != 0 ||
+                 (fs_.stat(index_path_) && ::access(index_path_.c_str(), W_OK) != 0);
+    if (read_only_) {
+      if (!fs_.stat(index_path_)) {
+        throw IoError("cannot create a store in " + dir_ +
+                      ": the folder is not writable; choose another with --dir or $KCACHE_DIR");
+      }
+      // WAL readers need the -shm file; without write access use a snapshot.
+      db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::immutable,
+                                               kBusyTimeoutMs);
+      check_schema_version();
+    } else {
+      db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::read_write_create,
+                                               kBusyTimeoutMs);
+      db_->exec("PRAGMA journal_mode = WAL");
+      // WAL + NORMAL: a commit survives a killed process; only a power loss can
+      // drop the last commits, which checksums and misses absorb.
+      db_->exec("PRAGMA synchronous = NORMAL");
+      create_or_check_schema();
+    }
+    prepare_statements();
+  }
+
+  void create_or_check_schema() {
+    sqlite::Transaction txn(*db_);
+    db_->exec(
+        "CREATE TABLE IF NOT EXISTS meta(name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;"
+        "CREATE TABLE IF NOT EXISTS entries("
+        "  key TEXT PRIMARY KEY, file TEXT NOT NULL, kind INTEGER NOT NULL, arch TEXT NOT NULL,"
+        "  size INTEGER NOT NULL, compile_ms INTEGER NOT NULL, created INTEGER NOT NULL,"
+        "  last_used INTEGER NOT NULL) WITHOUT ROWID;"
+        "CREATE INDEX IF NOT EXISTS entries_by_last_used ON entries(last_used);"
+        "CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL) "
+        "  WITHOUT ROWID;"
+        "CREATE TABLE IF NOT EXISTS totals(id INTEGER PRIMARY KEY CHECK (id = 0),"
+        "  total_size INTEGER NOT NULL, entries INTEGER NOT NULL);"
+        "INSERT OR IGNORE INTO totals VALUES (0, 0, 0);");
+    if (!get_meta("version")) {
+      set_meta("version", std::to_string(kSchemaVersion));
+      set_meta("compatible_version", std::to_string(kCompatibleVersion));
+      set_meta("max_size", std::to_string(kDefaultMaxSize));
+    }
+    check_schema_version();
+    txn.commit();
+  }
+
+  void check_schema_version() {
+    std::optional<std::string> compatible = get_meta("compatible_version");
+    std::optional<std::string> version = get_meta("version");
+    if (!compatible || !version) {
+      throw CorruptError("store index " + index_path_ + " has no version information");
+    }
+    if (std::atoi(compatible->c_str()) > kSchemaVersion) {
+      throw IncompatibleVersionError(
+          "the store in " + dir_ + " was written by a newer kcache (store version " + *version +
+          ", readable by kcache store version " + *compatible + " and later; this kcache knows " +
+          std::to_string(kSchemaVersion) + "). Use the newer kcache, or another folder (--dir)");
+    }
+  }
+
+  // The index file is not a database: move it aside and re-index the blobs,
+  // which carry everything but their last-use time.
+  void rebuild_index(const std::string& why) {
+    db_.reset();
+    if (::access(dir_.c_str(), W_OK) != 0) {
+      throw CorruptError(why + "; the store folder is read-only, so the index cannot be rebuilt");
+    }
+    const std::string aside = index_path_ + ".corrupt." + std::to_string(clock_());
+    if (std::rename(index_path_.c_str(), aside.c_str()) != 0) {
+      throw IoError(errno_message("cannot move the corrupt index aside to", aside, errno));
+    }
+    for (const char* suffix : {"-wal", "-shm"}) remove_quietly(index_path_ + suffix);
+    connect();
+    uint64_t recovered = 0;
+    std::unordered_map<std::string, Row> newest;
+    for (const std::string& shard : fs_.list_directory(blob_dir_)) {
+      for (const std::string& name : fs_.list_directory(blob_dir_ + "/" + shard)) {
+        std::optional<Hash128> key = key_of_blob_name(name);
+        if (!key) continue;
+        const std::string file = shard + "/" + name;
+        try {
+          std::optional<std::string> bytes = fs_.read_file(blob_dir_ + "/" + file);
+          std::optional<FileInfo> stat = fs_.stat(blob_dir_ + "/" + file);
+          if (!bytes || !stat) continue;
+          Entry entry = Entry::decode(std::move(*bytes), file);
+          sqlite::Transaction txn(*db_);
+          insert_->bind(1, key->hex())
+              .bind(2, name)
+              .bind(3, kind_code(entry.kind()))
+              .bind(4, entry.arch())
+              .bind(5, static_cast<int64_t>(entry.encoded().size()))
+              .bind(6, static_cast<int64_t>(entry.compile_ms()))
+              .bind(7, entry.created_unix_s())
+              .bind(8, stat->mtime_ns / 1000000000)
+              .run();
+          add_totals(static_cast<int64_t>(entry.encoded().size()), 1);
+          txn.commit();
+          recovered += 1;
+        } catch (const Error&) {
+          remove_quietly(blob_dir_ + "/" + file);
+        }
+      }
+    }
+    // Duplicate files for one key (a killed put) leave rows naming only one;
+    // the others are strays that cleanup removes.
+    db_->exec(
+        "UPDATE totals SET total_size = (SELECT COALESCE(SUM(size), 0) FROM entries), "
+        "entries = (SELECT COUNT(*) FROM entries)");
+    warn_("the store index " + index_path_ + " was unreadable (" + why + "); moved it to " + aside +
+          " and rebuilt the index from " + std::to_string(recovered) + " blob files");
+  }
+
+  void prepare_statements() {
+    find_ = std::make_unique<sqlite::Statement>(
+        *db_, "SELECT key, file, size, last_used FROM entries WHERE key = ?");
+    if (read_only_) return;
+    insert_ = std::make_unique<sqlite::Statement>(
+        *db_, "INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    delete_ = std::make_unique<sqlite::Statement>(*db_, "DELETE FROM entries WHERE key = ?");
+    touch_ = std::make_unique<sqlite::Statement>(
+        *db_, "UPDATE entries SET last_used = max(last_used, ?) WHERE key = ?");
+    add_counter_ = std::make_unique<sqlite::Statement>(
+        *db_,
+        "INSERT INTO counters VALUES (?, ?) "
+        "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value");
+    add_totals_ = std::make_unique<sqlite::Statement>(
+        *db_, "UPDATE totals SET total_size = total_size + ?, entries = entries + ?");
+  }
+
+  // -- rows ----------------------------------------------------------------
+
+  // File names are stored without their shard folder; it follows from the key.
+  std::string blob_path(const std::string& file) const {
+    return blob_dir_ + "/" + file.substr(0, 2) + "/" + file;
+  }
+
+  static Row row_from(sqlite::Statement& s) {
+    Row row;
+    row.key = s.column_text(0);
+    row.file = s.column_text(1);
+    row.size = s.column_int(2);
+    return row;
+  }
+
+  static EntryInfo info_from(sqlite::Statement& s) {
+    EntryInfo info;
+    info.key = Hash128::from_hex(s.column_text(0)).value_or(Hash128{});
+    info.kind = kind_from_code(s.column_int(1));
+    info.arch = s.column_text(2);
+    info.size = static_cast<uint64_t>(s.column_int(3));
+    info.compile_ms = static_cast<uint32_t>(s.column_int(4));
+    info.created_unix_s = s.column_int(5);
+    info.last_used_unix_s = s.column_int(6);
+    return info;
+  }
+
+  bool find_row(const std::string& hex, Row* row) {
+    find_->bind(1, hex);
+    if (!find_->step()) return false;
+    *row = row_from(*find_);
+    row->last_used = find_->column_int(3);
+    find_->reset();
+    return true;
+  }
+
+  void delete_row(const std::string& hex, int64_t size) {
+    delete_->bind(1, hex).run();
+    if (db_->changes() > 0) add_totals(-size, -1);
+  }
+
+  void add_totals(int64_t bytes, int64_t entries) {
+    add_totals_->bind(1, bytes).bind(2, entries).run();
+  }
+
+  // Removes an entry whose blob is missing or corrupt, if the row still names
+  // that blob (another process may have replaced it meanwhile).
+  void drop_bad_entry(const std::string& hex, const std::string& file, const std::string& why,
+                      bool warn = true) {
+    if (warn) warn_("removed a corrupt cache entry: " + why + "; it will be recompiled");
+    pending_counters_["corrupt_removed"] += 1;
+    if (read_only_) return;
+    try {
+      sqlite::Transaction txn(*db_);
+      Row row;
+      if (find_row(hex, &row) && row.file == file) delete_row(hex, row.size);
+      txn.commit();
+      remove_quietly(blob_path(file));
+    } catch (const Error& e) {
+      warn_(std::string("could not remove the corrupt entry: ") + e.what());
+    }
+  }
+
+  // -- counters, eviction --------------------------------------------------
+
+  void write_pending() {
+    const int64_t now = clock_();
+    for (const std::string& hex : pending_touches_) touch_->bind(1, now).bind(2, hex).run();
+    for (const auto& [name, delta] : pending_counters_) {
+      if (delta != 0) add_counter_->bind(1, name).bind(2, delta).run();
+    }
+  }
+
+  std::optional<std::string> get_meta(const std::string& name) {
+    sqlite::Statement s(*db_, "SELECT value FROM meta WHERE name = ?");
+    s.bind(1, name);
+    if (!s.step()) return std::nullopt;
+    return s.column_text(0);
+  }
+
+  void set_meta(const std::string& name, const std::string& value) {
+    sqlite::Statement s(*db_, "INSERT OR REPLACE INTO meta VALUES (?, ?)");
+    s.bind(1, name).bind(2, value).run();
+  }
+
+  uint64_t max_size() {
+    std::optional<std::string> v = get_meta("max_size");
+    return v ? std::strtoull(v->c_str(), nullptr, 10) : kDefaultMaxSize;
+  }
+
+  // If the store holds more than `cap` bytes, evicts least recently used
+  // entries until it holds at most cap * fraction. A cap of 0 means no limit.
+  CleanupResult evict_to(uint64_t cap, double fraction) {
+    if (cap == 0) return {};
+    {
+      sqlite::Statement total(*db_, "SELECT total_size FROM totals");
+      if (!total.step() || static_cast<uint64_t>(total.column_int(0)) <= cap) return {};
+    }
+    const auto target = static_cast<int64_t>(static_cast<double>(cap) * fraction);
+    return evict_where([target](const Row&, int64_t total) { return total > target; });
+  }
+
+  // Deletes, in one transaction, the rows `victim` picks, then their files.
+  // Rows are offered least recently used first, with the store's total size
+  // as it would be after the victims picked so far are gone.
+  CleanupResult evict_where(const std::function<bool(const Row& row, int64_t total)>& victim) {
+    std::vector<Row> victims;
+    {
+      sqlite::Transaction txn(*db_);
+      int64_t total = 0;
+      {
+        sqlite::Statement s(*db_, "SELECT total_size FROM totals");
+        if (s.step()) total = s.column_int(0);
+      }
+      sqlite::Statement rows(
+          *db_, "SELECT key, file, size, last_used FROM entries ORDER BY last_used, created, key");
+      while (rows.step()) {
+        Row row = row_from(rows);
+        row.last_used = rows.column_int(3);
+        if (!victim(row, total)) continue;
+        total -= row.size;
+        victims.push_back(std::move(row));
+      }
+      for (const Row& row : victims) delete_row(row.key, row.size);
+      if (!victims.empty()) {
+        add_counter_->bind(1, std::string("evicted"))
+            .bind(2, static_cast<int64_t>(victims.size()))
+            .run();
+      }
+      txn.commit();
+    }
+    CleanupResult result;
+    for (const Row& row : victims) {
+      remove_quietly(blob_path(row.file));
+      result.entries_removed += 1;
+      result.bytes_removed += static_cast<uint64_t>(row.size);
+    }
+    return result;
+  }
+
+  // Files no row names: leftovers of killed writers (temp files, blobs whose
+  // row was never inserted) and of evictions that were killed before unlinking.
+  uint64_t remove_stray_files(int64_t grace_seconds) {
+    std::set<std::string> named;
+    {
+      sqlite::Statement all(*db_, "SELECT file FROM entries");
+      while (all.step()) named.insert(all.column_text(0));
+    }
+    const int64_t cutoff_ns = (clock_() - grace_seconds) * 1000000000;
+    uint64_t removed = 0;
+    for (const std::string& shard : fs_.list_directory(blob_dir_)) {
+      const std::string shard_dir = blob_dir_ + "/" + shard;
+      for (const std::string& name : fs_.list_directory(shard_dir)) {
+        if (named.count(name)) continue;
+        std::optional<FileInfo> stat = fs_.stat(shard_dir + "/" + name);
+        if (!stat || stat->is_directory || stat->mtime_ns > cutoff_ns) continue;
+        if (fs_.remove_file(shard_dir + "/" + name)) removed += 1;
+      }
+    }
+    return removed;
+  }
+
+  void remove_quietly(const std::string& path) {
+    try {
+      fs_.remove_file(path);
+    } catch (const Error& e) {
+      warn_(e.what());
+    }
+  }
+
+  void require_writable(const std::string& what) const {
+    if (read_only_) {
+      throw IoError("cannot " + what + ": the store in " + dir_ +
+                    " is read-only for this user (check its permissions, or use --dir)");
+    }
+  }
+
+  const std::string dir_;
+  const std::string blob_dir_;
+  const std::string index_path_;
+  FileSystem& fs_;
+  std::function<void(const std::string&)> warn_;
+  std::function<int64_t()> clock_;
+  bool read_only_ = false;
+  std::unique_ptr<sqlite::Database> db_;
+  std::unique_ptr<sqlite::Statement> find_, insert_, delete_, touch_, add_counter_, add_totals_;
+  std::map<std::string, int64_t> pending_counters_;
+  std::vector<std::string> pending_touches_;
+};
+
+}  // namespace
+
+std::string default_store_dir() {
+  if (const char* dir = std::getenv("KCACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/kcache";
+  }
+  const char* home = std::getenv("HOME");
+  if (!home || !*home) {
+    const struct passwd* pw = getpwuid(getuid());
+    home = pw ? pw->pw_dir : nullptr;
+  }
+  if (!home) {
+    throw InvalidArgument("cannot find a folder for the store: set KCACHE_DIR or pass --dir");
+  }
+  return std::string(home) + "/.cache/kcache";
+}
+
+std::unique_ptr<Store> Store::open(const std::string& dir, StoreOptions options) {
+  if (dir.empty()) throw InvalidArgument("the store folder is empty; pass --dir or set KCACHE_DIR");
+  return std::make_unique<SqliteStore>(dir, std::move(options));
+}
+
+}  // namespace kcache::cache

@@ -1,0 +1,327 @@
+#include "cache/store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <memory>
+
+#include "common/error.h"
+#include "tests/testing/temp_dir.h"
+
+namespace kcache::cache {
+namespace {
+
+using kcache::testing::TempDir;
+
+Hash128 key_of(const std::string& name) { return xxh3_128(name); }
+
+Entry cubin(const std::string& payload, uint32_t compile_ms = 100) {
+  return Entry(TargetKind::cubin, "sm_90", compile_ms, 1763769600, payload);
+}
+
+// Every blob file in a store, as paths.
+std::vector<std::string> blob_files(const std::string& dir) {
+  std::vector<std::string> out;
+  FileSystem& fs = FileSystem::real();
+  for (const std::string& shard : fs.list_directory(dir + "/blobs")) {
+    for (const std::string& name : fs.list_directory(dir + "/blobs/" + shard)) {
+      out.push_back(dir + "/blobs/" + shard + "/" + name);
+    }
+  }
+  return out;
+}
+
+void sql(const std::string& db_path, const std::string& statement) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, statement.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+      << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Store> open_store() {
+    StoreOptions options;
+    options.warn = [this](const std::string& m) { warnings_.push_back(m); };
+    options.clock = [this] { return now_; };
+    return Store::open(dir_.path() + "/store", options);
+  }
+  std::string store_dir() const { return dir_.path() + "/store"; }
+
+  TempDir dir_;
+  std::vector<std::string> warnings_;
+  int64_t now_ = static_cast<int64_t>(std::time(nullptr));  // file mtimes are real
+};
+
+TEST_F(StoreTest, PutThenGetReturnsTheSameEntry) {
+  auto store = open_store();
+  store->put(key_of("a"), Entry(TargetKind::ptx, "compute_90", 42, 7, ".version 9.0"));
+  std::optional<Entry> got = store->get(key_of("a"));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->kind(), TargetKind::ptx);
+  EXPECT_EQ(got->arch(), "compute_90");
+  EXPECT_EQ(got->compile_ms(), 42u);
+  EXPECT_EQ(got->created_unix_s(), 7);
+  EXPECT_EQ(got->payload(), ".version 9.0");
+}
+
+TEST_F(StoreTest, MissIsNulloptNotAnError) {
+  auto store = open_store();
+  EXPECT_FALSE(store->get(key_of("nothing")));
+}
+
+TEST_F(StoreTest, FolderIsCreatedWithMode0700) {
+  open_store();
+  struct stat st;
+  ASSERT_EQ(::stat(store_dir().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST_F(StoreTest, CountersSurviveReopeningAndCountHitsMissesAndTimeSaved) {
+  {
+    auto store = open_store();
+    store->put(key_of("a"), cubin("x", 250));
+    store->get(key_of("a"));
+    store->get(key_of("a"));
+    store->get(key_of("b"));
+    store->count("nvrtc_invocations", 3);
+  }
+  auto store = open_store();
+  StoreStats stats = store->stats();
+  EXPECT_EQ(stats.counter("hits"), 2);
+  EXPECT_EQ(stats.counter("misses"), 1);
+  EXPECT_EQ(stats.counter("stored"), 1);
+  EXPECT_EQ(stats.counter("compile_ms_saved"), 500);
+  EXPECT_EQ(stats.counter("nvrtc_invocations"), 3);
+  EXPECT_EQ(stats.entries, 1u);
+  EXPECT_EQ(stats.bytes, cubin("x").encoded().size());
+  EXPECT_EQ(stats.max_size, kDefaultMaxSize);
+}
+
+TEST_F(StoreTest, ZeroStatsKeepsEntries) {
+  auto store = open_store();
+  store->put(key_of("a"), cubin("x"));
+  store->get(key_of("a"));
+  store->zero_stats();
+  StoreStats stats = store->stats();
+  EXPECT_EQ(stats.counter("hits"), 0);
+  EXPECT_EQ(stats.entries, 1u);
+  EXPECT_TRUE(store->get(key_of("a")));
+}
+
+TEST_F(StoreTest, ReplacingAnEntryKeepsOneFileAndCorrectTotals) {
+  auto store = open_store();
+  store->put(key_of("a"), cubin("first"));
+  store->put(key_of("a"), cubin("second, longer"));
+  EXPECT_EQ(store->get(key_of("a"))->payload(), "second, longer");
+  EXPECT_EQ(blob_files(store_dir()).size(), 1u);
+  EXPECT_EQ(store->stats().entries, 1u);
+  EXPECT_EQ(store->stats().bytes, cubin("second, longer").encoded().size());
+}
+
+TEST_F(StoreTest, CorruptBlobIsAMissAndIsRemoved) {
+  const std::vector<std::pair<const char*, std::function<std::string(std::string)>>> damages = {
+      {"flipped byte",
+       [](std::string b) {
+         b[b.size() / 2] ^= 1;
+         return b;
+       }},
+      {"truncated", [](std::string b) { return b.substr(0, b.size() - 3); }},
+      {"empty", [](std::string) { return std::string(); }},
+  };
+  for (const auto& [what, damage] : damages) {
+    warnings_.clear();
+    auto store = open_store();
+    store->put(key_of(what), cubin(std::string(1000, 'p')));
+    std::vector<std::string> files = blob_files(store_dir());
+    ASSERT_EQ(files.size(), 1u);
+    kcache::testing::write_file(files[0], damage(kcache::testing::read_file_or_die(files[0])));
+
+    EXPECT_FALSE(store->get(key_of(what))) << what;
+    EXPECT_FALSE(store->info(key_of(what))) << what << ": the row should be gone";
+    EXPECT_TRUE(blob_files(store_dir()).empty()) << what << ": the file should be gone";
+    ASSERT_EQ(warnings_.size(), 1u) << what;
+    EXPECT_NE(warnings_[0].find("corrupt"), std::string::npos) << warnings_[0];
+    EXPECT_EQ(store->stats().counter("corrupt_removed"), 1) << what;
+    store->zero_stats();
+  }
+}
+
+TEST_F(StoreTest, MissingBlobFileIsAMiss) {
+  auto store = open_store();
+  store->put(key_of("a"), cubin("x"));
+  ASSERT_EQ(std::remove(blob_files(store_dir())[0].c_str()), 0);
+  EXPECT_FALSE(store->get(key_of("a")));
+  EXPECT_EQ(store->stats().entries, 0u);
+}
+
+TEST_F(StoreTest, GarbageIndexIsRebuiltFromBlobFilesWithOneWarning) {
+  {
+    auto store = open_store();
+    store->put(key_of("a"), cubin("aaa"));
+    store->put(key_of("b"), cubin("bbb"));
+  }
+  kcache::testing::write_file(store_dir() + "/index.sqlite", std::string(8192, 'g'));
+  std::remove((store_dir() + "/index.sqlite-wal").c_str());
+  std::remove((store_dir() + "/index.sqlite-shm").c_str());
+
+  auto store = open_store();
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("rebuilt the index from 2 blob files"), std::string::npos)
+      << warnings_[0];
+  EXPECT_EQ(store->get(key_of("a"))->payload(), "aaa");
+  EXPECT_EQ(store->get(key_of("b"))->payload(), "bbb");
+  EXPECT_EQ(store->stats().entries, 2u);
+  EXPECT_TRUE(store->verify().problems.empty());
+}
+
+TEST_F(StoreTest, StoreFromANewerIncompatibleKcacheIsRefused) {
+  open_store();
+  sql(store_dir() + "/index.sqlite",
+      "UPDATE meta SET value = '99' WHERE name IN ('version', 'compatible_version')");
+  try {
+    open_store();
+    FAIL() << "expected IncompatibleVersionError";
+  } catch (const IncompatibleVersionError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("newer kcache"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(store_dir()), std::string::npos) << msg;
+  }
+}
+
+TEST_F(StoreTest, NewerButCompatibleStoreOpens) {
+  open_store();
+  sql(store_dir() + "/index.sqlite", "UPDATE meta SET value = '7' WHERE name = 'version'");
+  EXPECT_NO_THROW(open_store());
+}
+
+TEST_F(StoreTest, SizeCapEvictsLeastRecentlyUsedFirst) {
+  auto store = open_store();
+  const std::string payload(1000, 'x');
+  const uint64_t entry_size = cubin(payload).encoded().size();
+  store->set_max_size(entry_size * 3);
+  store->put(key_of("old"), cubin(payload));
+  now_ += 10;
+  store->put(key_of("middle"), cubin(payload));
+  now_ += 10;
+  store->put(key_of("new"), cubin(payload));
+  now_ += 10;
+  store->get(key_of("old"));  // now the most recently used
+  store->flush();
+  now_ += 10;
+  store->put(key_of("newest"), cubin(payload));  // over the cap: evict to 90%
+
+  EXPECT_TRUE(store->info(key_of("old")));
+  EXPECT_FALSE(store->info(key_of("middle")));
+  EXPECT_FALSE(store->info(key_of("new")));
+  EXPECT_TRUE(store->info(key_of("newest")));
+  EXPECT_LE(store->stats().bytes, entry_size * 3);
+  EXPECT_EQ(store->stats().counter("evicted"), 2);
+  EXPECT_EQ(blob_files(store_dir()).size(), 2u);
+}
+
+TEST_F(StoreTest, LoweringTheCapEvictsImmediately) {
+  auto store = open_store();
+  for (int i = 0; i < 10; ++i) store->put(key_of(std::to_string(i)), cubin(std::string(100, 'x')));
+  store->set_max_size(cubin(std::string(100, 'x')).encoded().size() * 4);
+  EXPECT_EQ(store->stats().entries, 4u);
+}
+
+TEST_F(StoreTest, EvictOlderThanRemovesOnlyOldEntries) {
+  auto store = open_store();
+  store->put(key_of("old"), cubin("o"));
+  now_ += 3 * 86400;
+  store->put(key_of("recent"), cubin("r"));
+  now_ += 86400;
+  CleanupResult r = store->evict_older_than(std::chrono::hours(48));
+  EXPECT_EQ(r.entries_removed, 1u);
+  EXPECT_FALSE(store->info(key_of("old")));
+  EXPECT_TRUE(store->info(key_of("recent")));
+}
+
+TEST_F(StoreTest, ClearRemovesEveryEntryAndFile) {
+  auto store = open_store();
+  for (int i = 0; i < 5; ++i) store->put(key_of(std::to_string(i)), cubin("x"));
+  EXPECT_EQ(store->clear().entries_removed, 5u);
+  EXPECT_EQ(store->stats().entries, 0u);
+  EXPECT_EQ(store->stats().bytes, 0u);
+  EXPECT_TRUE(blob_files(store_dir()).empty());
+}
+
+TEST_F(StoreTest, CleanupRemovesOldStrayFilesButNotFreshOnes) {
+  auto store = open_store();
+  store->put(key_of("kept"), cubin("x"));
+  FileSystem::real().create_directories(store_dir() + "/blobs/ab", 0700);
+  kcache::testing::write_file(store_dir() + "/blobs/ab/stray.tmp.1", "partial");
+  EXPECT_EQ(store->cleanup().stray_files_removed, 0u);  // might be a put in progress
+  now_ += 3600;
+  EXPECT_EQ(store->cleanup().stray_files_removed, 1u);
+  EXPECT_TRUE(store->get(key_of("kept")));
+}
+
+TEST_F(StoreTest, VerifyReportsAndRemovesCorruptEntries) {
+  auto store = open_store();
+  store->put(key_of("good"), cubin("good"));
+  store->put(key_of("bad"), cubin("bad"));
+  std::string bad_file;
+  for (const std::string& f : blob_files(store_dir())) {
+    if (f.find(key_of("bad").hex()) != std::string::npos) bad_file = f;
+  }
+  kcache::testing::write_file(bad_file, "garbage");
+  VerifyResult r = store->verify();
+  EXPECT_EQ(r.entries_checked, 2u);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find(key_of("bad").hex()), std::string::npos) << r.problems[0];
+  EXPECT_TRUE(store->verify().problems.empty());
+  EXPECT_TRUE(store->get(key_of("good")));
+}
+
+TEST_F(StoreTest, ListShowsEveryEntryMostRecentlyUsedFirst) {
+  auto store = open_store();
+  store->put(key_of("a"), cubin("a"));
+  now_ += 5;
+  store->put(key_of("b"), Entry(TargetKind::ptx, "compute_90", 9, 1, "b"));
+  std::vector<EntryInfo> all = store->list();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].key, key_of("b"));
+  EXPECT_EQ(all[0].kind, TargetKind::ptx);
+  EXPECT_EQ(all[0].arch, "compute_90");
+  EXPECT_EQ(all[0].compile_ms, 9u);
+  EXPECT_EQ(all[1].key, key_of("a"));
+}
+
+TEST_F(StoreTest, RemoveDeletesRowAndFile) {
+  auto store = open_store();
+  store->put(key_of("a"), cubin("a"));
+  EXPECT_TRUE(store->remove(key_of("a")));
+  EXPECT_FALSE(store->remove(key_of("a")));
+  EXPECT_TRUE(blob_files(store_dir()).empty());
+}
+
+class DefaultDirTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    unsetenv("KCACHE_DIR");
+    unsetenv("XDG_CACHE_HOME");
+  }
+};
+
+TEST_F(DefaultDirTest, KcacheDirThenXdgThenHome) {
+  setenv("HOME", "/home/someone", 1);
+  setenv("XDG_CACHE_HOME", "/xdg", 1);
+  setenv("KCACHE_DIR", "/explicit", 1);
+  EXPECT_EQ(default_store_dir(), "/explicit");
+  unsetenv("KCACHE_DIR");
+  EXPECT_EQ(default_store_dir(), "/xdg/kcache");
+  unsetenv("XDG_CACHE_HOME");
+  EXPECT_EQ(default_store_dir(), "/home/someone/.cache/kcache");
+}
+
+}  // namespace
+}  // namespace kcache::cache
