@@ -11,11 +11,27 @@ constexpr size_t kChecksumSize = 8;
 
 uint8_t kind_byte(TargetKind kind) { return kind == TargetKind::ptx ? 1 : 2; }
 
+// Big-endian halves, so the 16 bytes read like the key's hex form.
+void write_key(ByteWriter& w, const Hash128& key) {
+  for (uint64_t half : {key.high, key.low}) {
+    for (int shift = 56; shift >= 0; shift -= 8) w.u8(static_cast<uint8_t>(half >> shift));
+  }
+}
+
+Hash128 read_key(ByteReader& r) {
+  Hash128 key;
+  for (uint64_t* half : {&key.high, &key.low}) {
+    for (int i = 0; i < 8; ++i) *half = (*half << 8) | r.u8("key");
+  }
+  return key;
+}
+
 }  // namespace
 
-Entry::Entry(TargetKind kind, std::string arch, uint32_t compile_ms, int64_t created_unix_s,
-             std::string_view payload)
-    : kind_(kind),
+Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
+             int64_t created_unix_s, std::string_view payload)
+    : key_(key),
+      kind_(kind),
       arch_(std::move(arch)),
       compile_ms_(compile_ms),
       created_unix_s_(created_unix_s) {
@@ -24,6 +40,7 @@ Entry::Entry(TargetKind kind, std::string arch, uint32_t compile_ms, int64_t cre
   w.u16(kEntryFormatVersion);
   w.u8(kind_byte(kind_));
   w.u8(0);  // reserved
+  write_key(w, key_);
   w.str(arch_);
   w.u32(compile_ms_);
   w.u64(static_cast<uint64_t>(created_unix_s_));
@@ -62,6 +79,7 @@ Entry Entry::decode(std::string encoded, const std::string& what) {
   if (kind != 1 && kind != 2) body.fail("unknown kind " + std::to_string(kind));
   entry.kind_ = kind == 1 ? TargetKind::ptx : TargetKind::cubin;
   if (body.u8("reserved") != 0) body.fail("reserved byte set");
+  entry.key_ = read_key(body);
   entry.arch_ = std::string(body.str("arch"));
   entry.compile_ms_ = body.u32("compile ms");
   entry.created_unix_s_ = static_cast<int64_t>(body.u64("created"));

@@ -5,13 +5,15 @@
 //
 //   entry    ::= header payload checksum
 //   header   ::= magic:"KCENTRY\0"(8 bytes) format_version:u16 kind:u8(1=ptx, 2=cubin)
-//                reserved:u8(=0) arch:str compile_ms:u32 created_unix_s:i64
-//                payload_size:u64
+//                reserved:u8(=0) key:bytes(16, high half first, big-endian) arch:str
+//                compile_ms:u32 created_unix_s:i64 payload_size:u64
 //   payload  ::= bytes(payload_size)
 //   checksum ::= u64, XXH3-64 of header and payload
 //
 // A wrong magic, size or checksum is a CorruptError: the store treats it as a
-// miss and deletes the entry, never loads it.
+// miss and deletes the entry, never loads it. The key is inside the checksummed
+// bytes, so an entry filed under the wrong key (a copied file, a remote server
+// answering with another object) is caught too.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +21,7 @@
 #include <string_view>
 
 #include "cache/key.h"
+#include "common/hash.h"
 
 namespace kcache::cache {
 
@@ -32,13 +35,14 @@ constexpr std::string_view kEntryMagic{"KCENTRY\0", 8};
 class Entry {
  public:
   // Encodes a new entry.
-  Entry(TargetKind kind, std::string arch, uint32_t compile_ms, int64_t created_unix_s,
-        std::string_view payload);
+  Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
+        int64_t created_unix_s, std::string_view payload);
 
   // Parses and verifies `encoded`, taking ownership (no payload copy). Throws
   // CorruptError naming `what` (the key or the file) or IncompatibleVersionError.
   static Entry decode(std::string encoded, const std::string& what = "cache entry");
 
+  const Hash128& key() const { return key_; }
   TargetKind kind() const { return kind_; }
   const std::string& arch() const { return arch_; }
   uint32_t compile_ms() const { return compile_ms_; }  // what NVRTC took; a hit saves this
@@ -50,6 +54,7 @@ class Entry {
 
  private:
   Entry() = default;
+  Hash128 key_;
   TargetKind kind_ = TargetKind::cubin;
   std::string arch_;
   uint32_t compile_ms_ = 0;

@@ -44,11 +44,11 @@ std::optional<Entry> Storage::get(const Hash128& key) {
   }
 }
 
-void Storage::put(const Hash128& key, const Entry& entry) {
+void Storage::put(const Entry& entry) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!local_ || local_->read_only()) return;
   try {
-    local_->put(key, entry);
+    local_->put(entry);
   } catch (const Error& e) {
     warn_once("put", std::string("storing in the cache failed: ") + e.what() +
                          "; the result is used but not cached");

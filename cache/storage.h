@@ -37,7 +37,7 @@ class Storage {
   // A miss is nullopt; so is any cache failure (warned once).
   std::optional<Entry> get(const Hash128& key);
   // Best effort: failures are warned once and otherwise ignored.
-  void put(const Hash128& key, const Entry& entry);
+  void put(const Entry& entry);
   // Adds to a named counter of the local store ("nvrtc_invocations", ...).
   void count(const std::string& counter, int64_t delta);
 

@@ -100,7 +100,7 @@ class SqliteStore : public Store {
     }
   }
 
-  std::optional<Entry> get(const Hash128& key) override {
+  std::optional<Entry> get(const Hash128& key, Access access) override {
     const std::string hex = key.hex();
     // Twice: a concurrent put may replace the file between our lookup and read.
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -114,6 +114,10 @@ class SqliteStore : public Store {
       }
       try {
         Entry entry = Entry::decode(std::move(*bytes), "cache entry " + hex);
+        if (entry.key() != key) {
+          throw CorruptError("cache entry " + hex + " holds the entry for " + entry.key().hex());
+        }
+        if (access == Access::maintenance) return entry;
         pending_counters_["hits"] += 1;
         pending_counters_["compile_ms_saved"] += entry.compile_ms();
         pending_touches_.push_back(hex);
@@ -126,13 +130,13 @@ class SqliteStore : public Store {
         break;
       }
     }
-    pending_counters_["misses"] += 1;
+    if (access == Access::lookup) pending_counters_["misses"] += 1;
     return std::nullopt;
   }
 
-  void put(const Hash128& key, const Entry& entry) override {
+  void put(const Entry& entry) override {
     require_writable("store a new entry");
-    const std::string hex = key.hex();
+    const std::string hex = entry.key().hex();
     const std::string file = hex + "." + random_id();
     const std::string path = blob_path(file);
     fs_.create_directories(path.substr(0, path.rfind('/')), 0700);
@@ -305,8 +309,9 @@ class SqliteStore : public Store {
         } else if (static_cast<int64_t>(bytes->size()) != row.size) {
           problem = "blob file has " + std::to_string(bytes->size()) + " bytes, the index says " +
                     std::to_string(row.size);
-        } else {
-          Entry::decode(std::move(*bytes), "cache entry " + row.key);
+        } else if (Entry::decode(std::move(*bytes), "cache entry " + row.key).key().hex() !=
+                   row.key) {
+          problem = "the blob file holds the entry of another key";
         }
       } catch (const IncompatibleVersionError&) {
         continue;  // a newer kcache's entry: not corrupt
@@ -447,6 +452,7 @@ class SqliteStore : public Store {
           std::optional<FileInfo> stat = fs_.stat(blob_dir_ + "/" + file);
           if (!bytes || !stat) continue;
           Entry entry = Entry::decode(std::move(*bytes), file);
+          if (entry.key() != *key) continue;  // misnamed: left as a stray for cleanup
           sqlite::Transaction txn(*db_);
           insert_->bind(1, key->hex())
               .bind(2, name)

@@ -83,12 +83,17 @@ class Store {
   static std::unique_ptr<Store> open(const std::string& dir, StoreOptions options = {});
   virtual ~Store() = default;  // flushes buffered counters (errors are logged, not thrown)
 
-  // A miss is nullopt. A corrupt entry is removed, counted and reported as a miss.
-  virtual std::optional<Entry> get(const Hash128& key) = 0;
-  // Stores (or replaces) an entry, then evicts least recently used entries if
-  // the store is over its size cap. Throws IoError (disk full, read-only):
-  // nothing stored before is lost.
-  virtual void put(const Hash128& key, const Entry& entry) = 0;
+  enum class Access {
+    lookup,       // a cache lookup: counted as a hit or miss, refreshes LRU order
+    maintenance,  // export, inspection: leaves statistics and LRU order alone
+  };
+  // A miss is nullopt. A corrupt entry (bad checksum, or holding another key)
+  // is removed, counted and reported as a miss.
+  virtual std::optional<Entry> get(const Hash128& key, Access access = Access::lookup) = 0;
+  // Stores (or replaces) an entry under entry.key(), then evicts least
+  // recently used entries if the store is over its size cap. Throws IoError
+  // (disk full, read-only): nothing stored before is lost.
+  virtual void put(const Entry& entry) = 0;
   virtual bool remove(const Hash128& key) = 0;
   virtual std::optional<EntryInfo> info(const Hash128& key) = 0;
   virtual std::vector<EntryInfo> list() = 0;

@@ -11,8 +11,10 @@
 namespace kcache::cache {
 namespace {
 
+const Hash128 kKey = *Hash128::from_hex("00112233445566778899aabbccddeeff");
+
 Entry sample() {
-  return Entry(TargetKind::cubin, "sm_90", 1234, 1763769600,
+  return Entry(kKey, TargetKind::cubin, "sm_90", 1234, 1763769600,
                std::string("\x7f"
                            "ELF cubin\0bytes",
                            16));
@@ -27,6 +29,7 @@ std::string read_runfile(const std::string& path) {
 
 TEST(EntryTest, RoundTripsEveryField) {
   Entry e = Entry::decode(sample().encoded());
+  EXPECT_EQ(e.key(), kKey);
   EXPECT_EQ(e.kind(), TargetKind::cubin);
   EXPECT_EQ(e.arch(), "sm_90");
   EXPECT_EQ(e.compile_ms(), 1234u);
@@ -37,7 +40,7 @@ TEST(EntryTest, RoundTripsEveryField) {
 }
 
 TEST(EntryTest, PtxAndEmptyPayloadRoundTrip) {
-  Entry e = Entry::decode(Entry(TargetKind::ptx, "compute_90", 0, 0, "").encoded());
+  Entry e = Entry::decode(Entry(kKey, TargetKind::ptx, "compute_90", 0, 0, "").encoded());
   EXPECT_EQ(e.kind(), TargetKind::ptx);
   EXPECT_EQ(e.payload(), "");
 }

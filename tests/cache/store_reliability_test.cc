@@ -35,7 +35,7 @@ std::string payload_of(int k) {
   return p;
 }
 
-Entry entry_of(int k) { return Entry(TargetKind::cubin, "sm_90", 10, 1, payload_of(k)); }
+Entry entry_of(int k) { return Entry(key_of(k), TargetKind::cubin, "sm_90", 10, 1, payload_of(k)); }
 
 // Runs `body` in a child process and returns its exit status (0 = success).
 // The child reports problems on stderr and exits non-zero.
@@ -83,7 +83,11 @@ int mixed_workload(const std::string& dir, unsigned seed, int operations) {
   for (int i = 0; i < operations; ++i) {
     int k = static_cast<int>(rng() % kKeys);
     switch (rng() % 10) {
-      case 0: case 1: case 2: case 3: case 4: {
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4: {
         std::optional<Entry> e = store->get(key_of(k));
         if (e && e->payload() != payload_of(k)) {
           std::fprintf(stderr, "wrong bytes for key %d\n", k);
@@ -91,8 +95,10 @@ int mixed_workload(const std::string& dir, unsigned seed, int operations) {
         }
         break;
       }
-      case 5: case 6: case 7:
-        store->put(key_of(k), entry_of(k));
+      case 5:
+      case 6:
+      case 7:
+        store->put(entry_of(k));
         break;
       case 8:
         store->remove(key_of(k));
@@ -129,7 +135,8 @@ TEST(StoreReliabilityTest, EightProcessesMixingPutGetAndEvictSeeOnlyRightBytes) 
   for (pid_t pid : children) {
     int status = 0;
     waitpid(pid, &status, 0);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "worker failed, status " << status;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "worker failed, status " << status;
   }
   expect_consistent(store_dir);
   auto store = Store::open(store_dir);
@@ -164,9 +171,12 @@ TEST(StoreReliabilityTest, WriterKilledAtRandomPointsLeavesAConsistentStore) {
     // The store opens after every kill, verify finds nothing wrong, and no
     // torn entry is ever returned.
     StoreOptions options;
-    options.warn = [round](const std::string& m) { ADD_FAILURE() << "round " << round << ": " << m; };
+    options.warn = [round](const std::string& m) {
+      ADD_FAILURE() << "round " << round << ": " << m;
+    };
     auto store = Store::open(store_dir, options);
-    for (const std::string& p : store->verify().problems) ADD_FAILURE() << "round " << round << ": " << p;
+    for (const std::string& p : store->verify().problems)
+      ADD_FAILURE() << "round " << round << ": " << p;
     for (int k = 0; k < kKeys; ++k) {
       std::optional<Entry> e = store->get(key_of(k));
       if (e) {
@@ -182,7 +192,7 @@ TEST(StoreReliabilityTest, FullDiskFailsThePutOnceAndLosesNothing) {
   const std::string store_dir = dir / "store";
   {
     auto store = Store::open(store_dir);
-    for (int k = 0; k < 5; ++k) store->put(key_of(k), entry_of(k));
+    for (int k = 0; k < 5; ++k) store->put(entry_of(k));
   }
   int code = in_child([&] {
     // `ulimit -f`: writes past 32 KB fail with EFBIG instead of killing us.
@@ -194,8 +204,8 @@ TEST(StoreReliabilityTest, FullDiskFailsThePutOnceAndLosesNothing) {
     options.local_dir = store_dir;
     options.warn = [&](const std::string& m) { warnings.push_back(m); };
     Storage storage(options);
-    storage.put(key_of(30), entry_of(30));  // 47 KB: cannot be written
-    storage.put(key_of(31), entry_of(31));  // again: no second warning
+    storage.put(entry_of(30));  // 47 KB: cannot be written
+    storage.put(entry_of(31));  // again: no second warning
     if (warnings.size() != 1) return 11;
     if (warnings[0].find("File too large") == std::string::npos) {
       std::fprintf(stderr, "warning was: %s\n", warnings[0].c_str());
@@ -225,10 +235,11 @@ TEST(StoreReliabilityTest, ReadOnlyFolderServesHitsAndRefusesWritesWithOneWarnin
   const std::string store_dir = dir / "store";
   {
     auto store = Store::open(store_dir);
-    for (int k = 0; k < 3; ++k) store->put(key_of(k), entry_of(k));
+    for (int k = 0; k < 3; ++k) store->put(entry_of(k));
   }
   // Readable by everyone, writable by no one but root.
-  ASSERT_EQ(std::system(("chmod 0755 " + dir.path() + " && chmod -R a+rX,a-w " + store_dir).c_str()), 0);
+  ASSERT_EQ(
+      std::system(("chmod 0755 " + dir.path() + " && chmod -R a+rX,a-w " + store_dir).c_str()), 0);
 
   int code = in_child([&] {
     if (!become_unprivileged()) return 20;
@@ -242,14 +253,14 @@ TEST(StoreReliabilityTest, ReadOnlyFolderServesHitsAndRefusesWritesWithOneWarnin
       std::optional<Entry> e = storage.get(key_of(k));
       if (!e || e->payload() != payload_of(k)) return 22;
     }
-    storage.put(key_of(9), entry_of(9));
-    storage.put(key_of(10), entry_of(10));
+    storage.put(entry_of(9));
+    storage.put(entry_of(10));
     if (warnings.size() != 1 || warnings[0].find("read-only") == std::string::npos) {
       for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
       return 23;
     }
     try {
-      storage.local()->put(key_of(9), entry_of(9));
+      storage.local()->put(entry_of(9));
       return 24;
     } catch (const IoError& e) {
       if (std::string(e.what()).find("read-only") == std::string::npos) return 25;
@@ -273,7 +284,7 @@ TEST(StoreReliabilityTest, UnusableFolderDisablesCachingWithOneWarning) {
   Storage storage(options);
   EXPECT_EQ(storage.local(), nullptr);
   EXPECT_FALSE(storage.get(key_of(1)));
-  storage.put(key_of(1), entry_of(1));
+  storage.put(entry_of(1));
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("continuing without the cache"), std::string::npos) << warnings[0];
 }

@@ -18,8 +18,8 @@ using kcache::testing::TempDir;
 
 Hash128 key_of(const std::string& name) { return xxh3_128(name); }
 
-Entry cubin(const std::string& payload, uint32_t compile_ms = 100) {
-  return Entry(TargetKind::cubin, "sm_90", compile_ms, 1763769600, payload);
+Entry cubin(const std::string& key, const std::string& payload, uint32_t compile_ms = 100) {
+  return Entry(key_of(key), TargetKind::cubin, "sm_90", compile_ms, 1763769600, payload);
 }
 
 // Every blob file in a store, as paths.
@@ -61,7 +61,7 @@ class StoreTest : public ::testing::Test {
 
 TEST_F(StoreTest, PutThenGetReturnsTheSameEntry) {
   auto store = open_store();
-  store->put(key_of("a"), Entry(TargetKind::ptx, "compute_90", 42, 7, ".version 9.0"));
+  store->put(Entry(key_of("a"), TargetKind::ptx, "compute_90", 42, 7, ".version 9.0"));
   std::optional<Entry> got = store->get(key_of("a"));
   ASSERT_TRUE(got);
   EXPECT_EQ(got->kind(), TargetKind::ptx);
@@ -86,7 +86,7 @@ TEST_F(StoreTest, FolderIsCreatedWithMode0700) {
 TEST_F(StoreTest, CountersSurviveReopeningAndCountHitsMissesAndTimeSaved) {
   {
     auto store = open_store();
-    store->put(key_of("a"), cubin("x", 250));
+    store->put(cubin("a", "x", 250));
     store->get(key_of("a"));
     store->get(key_of("a"));
     store->get(key_of("b"));
@@ -100,13 +100,13 @@ TEST_F(StoreTest, CountersSurviveReopeningAndCountHitsMissesAndTimeSaved) {
   EXPECT_EQ(stats.counter("compile_ms_saved"), 500);
   EXPECT_EQ(stats.counter("nvrtc_invocations"), 3);
   EXPECT_EQ(stats.entries, 1u);
-  EXPECT_EQ(stats.bytes, cubin("x").encoded().size());
+  EXPECT_EQ(stats.bytes, cubin("a", "x").encoded().size());
   EXPECT_EQ(stats.max_size, kDefaultMaxSize);
 }
 
 TEST_F(StoreTest, ZeroStatsKeepsEntries) {
   auto store = open_store();
-  store->put(key_of("a"), cubin("x"));
+  store->put(cubin("a", "x"));
   store->get(key_of("a"));
   store->zero_stats();
   StoreStats stats = store->stats();
@@ -117,12 +117,12 @@ TEST_F(StoreTest, ZeroStatsKeepsEntries) {
 
 TEST_F(StoreTest, ReplacingAnEntryKeepsOneFileAndCorrectTotals) {
   auto store = open_store();
-  store->put(key_of("a"), cubin("first"));
-  store->put(key_of("a"), cubin("second, longer"));
+  store->put(cubin("a", "first"));
+  store->put(cubin("a", "second, longer"));
   EXPECT_EQ(store->get(key_of("a"))->payload(), "second, longer");
   EXPECT_EQ(blob_files(store_dir()).size(), 1u);
   EXPECT_EQ(store->stats().entries, 1u);
-  EXPECT_EQ(store->stats().bytes, cubin("second, longer").encoded().size());
+  EXPECT_EQ(store->stats().bytes, cubin("a", "second, longer").encoded().size());
 }
 
 TEST_F(StoreTest, CorruptBlobIsAMissAndIsRemoved) {
@@ -138,7 +138,7 @@ TEST_F(StoreTest, CorruptBlobIsAMissAndIsRemoved) {
   for (const auto& [what, damage] : damages) {
     warnings_.clear();
     auto store = open_store();
-    store->put(key_of(what), cubin(std::string(1000, 'p')));
+    store->put(cubin(what, std::string(1000, 'p')));
     std::vector<std::string> files = blob_files(store_dir());
     ASSERT_EQ(files.size(), 1u);
     kcache::testing::write_file(files[0], damage(kcache::testing::read_file_or_die(files[0])));
@@ -153,9 +153,25 @@ TEST_F(StoreTest, CorruptBlobIsAMissAndIsRemoved) {
   }
 }
 
+TEST_F(StoreTest, BlobHoldingAnotherKeysEntryIsCorrupt) {
+  auto store = open_store();
+  store->put(cubin("a", "payload of a"));
+  store->put(cubin("b", "payload of b"));
+  std::string file_a, file_b;
+  for (const std::string& f : blob_files(store_dir())) {
+    (f.find(key_of("a").hex()) != std::string::npos ? file_a : file_b) = f;
+  }
+  kcache::testing::write_file(file_a, kcache::testing::read_file_or_die(file_b));
+  EXPECT_FALSE(store->get(key_of("a")));
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("holds the entry for " + key_of("b").hex()), std::string::npos)
+      << warnings_[0];
+  EXPECT_EQ(store->get(key_of("b"))->payload(), "payload of b");
+}
+
 TEST_F(StoreTest, MissingBlobFileIsAMiss) {
   auto store = open_store();
-  store->put(key_of("a"), cubin("x"));
+  store->put(cubin("a", "x"));
   ASSERT_EQ(std::remove(blob_files(store_dir())[0].c_str()), 0);
   EXPECT_FALSE(store->get(key_of("a")));
   EXPECT_EQ(store->stats().entries, 0u);
@@ -164,8 +180,8 @@ TEST_F(StoreTest, MissingBlobFileIsAMiss) {
 TEST_F(StoreTest, GarbageIndexIsRebuiltFromBlobFilesWithOneWarning) {
   {
     auto store = open_store();
-    store->put(key_of("a"), cubin("aaa"));
-    store->put(key_of("b"), cubin("bbb"));
+    store->put(cubin("a", "aaa"));
+    store->put(cubin("b", "bbb"));
   }
   kcache::testing::write_file(store_dir() + "/index.sqlite", std::string(8192, 'g'));
   std::remove((store_dir() + "/index.sqlite-wal").c_str());
@@ -204,18 +220,18 @@ TEST_F(StoreTest, NewerButCompatibleStoreOpens) {
 TEST_F(StoreTest, SizeCapEvictsLeastRecentlyUsedFirst) {
   auto store = open_store();
   const std::string payload(1000, 'x');
-  const uint64_t entry_size = cubin(payload).encoded().size();
+  const uint64_t entry_size = cubin("k", payload).encoded().size();
   store->set_max_size(entry_size * 3);
-  store->put(key_of("old"), cubin(payload));
+  store->put(cubin("old", payload));
   now_ += 10;
-  store->put(key_of("middle"), cubin(payload));
+  store->put(cubin("middle", payload));
   now_ += 10;
-  store->put(key_of("new"), cubin(payload));
+  store->put(cubin("new", payload));
   now_ += 10;
   store->get(key_of("old"));  // now the most recently used
   store->flush();
   now_ += 10;
-  store->put(key_of("newest"), cubin(payload));  // over the cap: evict to 90%
+  store->put(cubin("newest", payload));  // over the cap: evict to 90%
 
   EXPECT_TRUE(store->info(key_of("old")));
   EXPECT_FALSE(store->info(key_of("middle")));
@@ -228,16 +244,16 @@ TEST_F(StoreTest, SizeCapEvictsLeastRecentlyUsedFirst) {
 
 TEST_F(StoreTest, LoweringTheCapEvictsImmediately) {
   auto store = open_store();
-  for (int i = 0; i < 10; ++i) store->put(key_of(std::to_string(i)), cubin(std::string(100, 'x')));
-  store->set_max_size(cubin(std::string(100, 'x')).encoded().size() * 4);
+  for (int i = 0; i < 10; ++i) store->put(cubin(std::to_string(i), std::string(100, 'x')));
+  store->set_max_size(cubin("k", std::string(100, 'x')).encoded().size() * 4);
   EXPECT_EQ(store->stats().entries, 4u);
 }
 
 TEST_F(StoreTest, EvictOlderThanRemovesOnlyOldEntries) {
   auto store = open_store();
-  store->put(key_of("old"), cubin("o"));
+  store->put(cubin("old", "o"));
   now_ += 3 * 86400;
-  store->put(key_of("recent"), cubin("r"));
+  store->put(cubin("recent", "r"));
   now_ += 86400;
   CleanupResult r = store->evict_older_than(std::chrono::hours(48));
   EXPECT_EQ(r.entries_removed, 1u);
@@ -247,7 +263,7 @@ TEST_F(StoreTest, EvictOlderThanRemovesOnlyOldEntries) {
 
 TEST_F(StoreTest, ClearRemovesEveryEntryAndFile) {
   auto store = open_store();
-  for (int i = 0; i < 5; ++i) store->put(key_of(std::to_string(i)), cubin("x"));
+  for (int i = 0; i < 5; ++i) store->put(cubin(std::to_string(i), "x"));
   EXPECT_EQ(store->clear().entries_removed, 5u);
   EXPECT_EQ(store->stats().entries, 0u);
   EXPECT_EQ(store->stats().bytes, 0u);
@@ -256,7 +272,7 @@ TEST_F(StoreTest, ClearRemovesEveryEntryAndFile) {
 
 TEST_F(StoreTest, CleanupRemovesOldStrayFilesButNotFreshOnes) {
   auto store = open_store();
-  store->put(key_of("kept"), cubin("x"));
+  store->put(cubin("kept", "x"));
   FileSystem::real().create_directories(store_dir() + "/blobs/ab", 0700);
   kcache::testing::write_file(store_dir() + "/blobs/ab/stray.tmp.1", "partial");
   EXPECT_EQ(store->cleanup().stray_files_removed, 0u);  // might be a put in progress
@@ -267,8 +283,8 @@ TEST_F(StoreTest, CleanupRemovesOldStrayFilesButNotFreshOnes) {
 
 TEST_F(StoreTest, VerifyReportsAndRemovesCorruptEntries) {
   auto store = open_store();
-  store->put(key_of("good"), cubin("good"));
-  store->put(key_of("bad"), cubin("bad"));
+  store->put(cubin("good", "good"));
+  store->put(cubin("bad", "bad"));
   std::string bad_file;
   for (const std::string& f : blob_files(store_dir())) {
     if (f.find(key_of("bad").hex()) != std::string::npos) bad_file = f;
@@ -284,9 +300,9 @@ TEST_F(StoreTest, VerifyReportsAndRemovesCorruptEntries) {
 
 TEST_F(StoreTest, ListShowsEveryEntryMostRecentlyUsedFirst) {
   auto store = open_store();
-  store->put(key_of("a"), cubin("a"));
+  store->put(cubin("a", "a"));
   now_ += 5;
-  store->put(key_of("b"), Entry(TargetKind::ptx, "compute_90", 9, 1, "b"));
+  store->put(Entry(key_of("b"), TargetKind::ptx, "compute_90", 9, 1, "b"));
   std::vector<EntryInfo> all = store->list();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].key, key_of("b"));
@@ -298,7 +314,7 @@ TEST_F(StoreTest, ListShowsEveryEntryMostRecentlyUsedFirst) {
 
 TEST_F(StoreTest, RemoveDeletesRowAndFile) {
   auto store = open_store();
-  store->put(key_of("a"), cubin("a"));
+  store->put(cubin("a", "a"));
   EXPECT_TRUE(store->remove(key_of("a")));
   EXPECT_FALSE(store->remove(key_of("a")));
   EXPECT_TRUE(blob_files(store_dir()).empty());
