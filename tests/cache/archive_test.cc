@@ -1,0 +1,108 @@
+#include "cache/archive.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "tests/testing/temp_dir.h"
+
+namespace kcache::cache {
+namespace {
+
+using kcache::testing::TempDir;
+
+Entry entry_of(int k) {
+  return Entry(xxh3_128("k" + std::to_string(k)), TargetKind::cubin, "sm_90", 5, 1,
+               std::string(100 + k * 10, static_cast<char>('a' + k)));
+}
+
+class ArchiveTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Store> open(const std::string& name) {
+    StoreOptions options;
+    options.warn = [](const std::string& m) { ADD_FAILURE() << m; };
+    return Store::open(dir_ / name, options);
+  }
+  // An archive of entries 0..n-1 exported from a fresh store.
+  std::string make_archive(int n) {
+    auto source = open("source");
+    for (int k = 0; k < n; ++k) source->put(entry_of(k));
+    std::string path = dir_ / "ci.kcarchive";
+    ExportResult r = export_archive(*source, path);
+    EXPECT_EQ(r.entries, static_cast<uint64_t>(n));
+    return path;
+  }
+  TempDir dir_;
+};
+
+TEST_F(ArchiveTest, ExportThenImportIntoAnotherStoreCopiesEveryEntry) {
+  std::string path = make_archive(5);
+  auto target = open("target");
+  ImportResult r = import_archive(*target, path);
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.imported, 5u);
+  EXPECT_TRUE(r.problems.empty());
+  for (int k = 0; k < 5; ++k) {
+    EXPECT_EQ(target->get(entry_of(k).key())->payload(), entry_of(k).payload());
+  }
+}
+
+TEST_F(ArchiveTest, ExportLeavesStatisticsAlone) {
+  auto source = open("source");
+  source->put(entry_of(1));
+  export_archive(*source, dir_ / "a");
+  EXPECT_EQ(source->stats().counter("hits"), 0);
+}
+
+TEST_F(ArchiveTest, ImportSkipsEntriesAlreadyPresent) {
+  std::string path = make_archive(3);
+  auto target = open("target");
+  target->put(entry_of(1));
+  ImportResult r = import_archive(*target, path);
+  EXPECT_EQ(r.imported, 2u);
+  EXPECT_EQ(r.already_present, 1u);
+}
+
+TEST_F(ArchiveTest, TruncatedArchiveImportsTheEntriesBeforeTheDamage) {
+  std::string path = make_archive(4);
+  std::string bytes = kcache::testing::read_file_or_die(path);
+  kcache::testing::write_file(path, bytes.substr(0, bytes.size() - 200));
+  auto target = open("target");
+  ImportResult r = import_archive(*target, path);
+  EXPECT_FALSE(r.complete);
+  EXPECT_EQ(r.imported, 3u);
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_NE(r.problems[0].find("truncated"), std::string::npos) << r.problems[0];
+  EXPECT_TRUE(target->verify().problems.empty());
+}
+
+TEST_F(ArchiveTest, DamagedEntryIsRejectedAndTheRestImported) {
+  std::string path = make_archive(3);
+  std::string bytes = kcache::testing::read_file_or_die(path);
+  bytes[bytes.find(std::string(110, 'b')) + 5] ^= 1;  // inside entry 1's payload
+  kcache::testing::write_file(path, bytes);
+  auto target = open("target");
+  ImportResult r = import_archive(*target, path);
+  EXPECT_EQ(r.imported, 2u);
+  EXPECT_EQ(r.rejected, 1u);
+  EXPECT_FALSE(r.complete) << "the archive checksum must fail too";
+  EXPECT_FALSE(target->info(entry_of(1).key()));
+}
+
+TEST_F(ArchiveTest, NotAnArchiveIsACorruptErrorNamingTheFile) {
+  kcache::testing::write_file(dir_ / "junk", "definitely not an archive");
+  auto target = open("target");
+  try {
+    import_archive(*target, dir_ / "junk");
+    FAIL();
+  } catch (const CorruptError& e) {
+    EXPECT_NE(std::string(e.what()).find(dir_ / "junk"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ArchiveTest, MissingArchiveIsAnIoError) {
+  auto target = open("target");
+  EXPECT_THROW(import_archive(*target, dir_ / "missing"), IoError);
+}
+
+}  // namespace
+}  // namespace kcache::cache

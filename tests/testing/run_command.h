@@ -1,0 +1,25 @@
+// Runs a program as a child process and captures what it printed, for tests
+// that exercise the `kcache` binary the way a user or Bazel does.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kcache::testing {
+
+struct CommandResult {
+  int exit_code = -1;  // 128 + signal if killed
+  std::string out;
+  std::string err;
+};
+
+// `env` entries are added to (or replace) the current environment; an empty
+// value removes the variable.
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& env = {});
+
+// The kcache binary in the test's runfiles.
+std::string kcache_binary();
+
+}  // namespace kcache::testing
