@@ -62,19 +62,26 @@ class RealFileSystem : public FileSystem {
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) throw IoError(errno_message("cannot stat", path, errno));
     if (S_ISDIR(st.st_mode)) throw IoError("cannot read " + path + ": it is a directory");
-    std::string out;
     // Size from fstat, then read until EOF: the file may still grow or shrink.
-    out.resize(static_cast<size_t>(st.st_size));
+    // A small probe detects growth, so the common case never reallocates.
+    std::string out(static_cast<size_t>(st.st_size), '\0');
     size_t filled = 0;
     for (;;) {
-      if (filled == out.size()) out.resize(out.size() + 4096 + out.size() / 2);
-      ssize_t n = ::read(fd.get(), &out[filled], out.size() - filled);
+      char probe[512];
+      char* dest = filled < out.size() ? &out[filled] : probe;
+      size_t room = filled < out.size() ? out.size() - filled : sizeof probe;
+      ssize_t n = ::read(fd.get(), dest, room);
       if (n < 0) {
         if (errno == EINTR) continue;
         throw IoError(errno_message("cannot read", path, errno));
       }
       if (n == 0) break;
-      filled += static_cast<size_t>(n);
+      if (dest == probe) {
+        out.append(probe, static_cast<size_t>(n));
+        filled = out.size();
+      } else {
+        filled += static_cast<size_t>(n);
+      }
     }
     out.resize(filled);
     return out;
