@@ -24,7 +24,9 @@ def kcache_dependencies():
     _maybe(native.local_repository, name = "bazel_skylib", path = "/usr/share/bazel/tools/skylib")
 
 def kcache_dev_dependencies():
-    """Repositories needed only to build and test kcache itself."""
+    """Repositories and toolchains needed only to build and test kcache itself."""
+    # skylib's analysistest runs through these (tests/rules/).
+    native.register_toolchains("@bazel_skylib//toolchains/unittest:all")
     _maybe(
         native.new_local_repository,
         name = "googletest",

@@ -1,0 +1,50 @@
+"""The arch grammar of cuda_kernel and its build settings, checked at analysis.
+
+    real arch    ::= "sm_" digits [ "a" | "f" ]    a cubin, e.g. sm_80, sm_90a, sm_100f
+    virtual arch ::= "compute_" digits [ "a" | "f" ]   PTX, e.g. compute_90
+
+`a` builds for exactly that arch (arch-specific instructions such as wgmma);
+`f` for its family (CUDA 12.9+). Which archs exist depends on the toolkit: the
+valid ones are those `nvcc --list-gpu-code` prints for it (REAL_ARCHS in the
+generated @local_cuda//:toolkit.bzl), plus their `a`/`f` variants.
+"""
+
+load("@local_cuda//:toolkit.bzl", "CUDA_VERSION", "REAL_ARCHS", "VIRTUAL_ARCHS")
+
+def _valid_list(archs):
+    return ", ".join(archs)
+
+def validate_archs(label, archs):
+    """Fails, listing the valid archs, if any entry is not a real arch of this toolkit."""
+    seen = {}
+    for arch in archs:
+        if arch in seen:
+            fail("cuda_kernel {}: arch \"{}\" is listed twice".format(label, arch))
+        seen[arch] = True
+        if arch in REAL_ARCHS:
+            continue
+        hint = ""
+        if arch.startswith("compute_"):
+            hint = " (\"{}\" is a virtual arch: put it in ptx, not archs)".format(arch)
+        fail("cuda_kernel {}: unknown arch \"{}\"{}. Valid archs for CUDA {}: {}".format(
+            label,
+            arch,
+            hint,
+            CUDA_VERSION,
+            _valid_list(REAL_ARCHS),
+        ))
+
+def validate_ptx(label, ptx):
+    """Fails, listing the valid virtual archs, unless `ptx` is empty or one of them."""
+    if not ptx or ptx in VIRTUAL_ARCHS:
+        return
+    hint = ""
+    if ptx.startswith("sm_"):
+        hint = " (\"{}\" is a real arch: put it in archs; ptx takes compute_XY)".format(ptx)
+    fail("cuda_kernel {}: unknown ptx arch \"{}\"{}. Valid virtual archs for CUDA {}: {}, or \"none\"".format(
+        label,
+        ptx,
+        hint,
+        CUDA_VERSION,
+        _valid_list(VIRTUAL_ARCHS),
+    ))
