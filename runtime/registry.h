@@ -28,8 +28,9 @@ namespace kcache::runtime {
 // Throws as Module::load_embedded does.
 const Module& embedded_module(std::string_view symbol);
 
-// Loads every embedded bundle into the current context (skipping those already
-// loaded there) and returns how many bundles the binary has. Throws the first
+// Initializes the driver and the current context, loads every embedded bundle
+// into it (skipping those already loaded there) and returns how many bundles
+// the binary has. Throws the first
 // failure, naming its bundle, after which the others may or may not be loaded.
 size_t load_all();
 
