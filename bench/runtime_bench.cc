@@ -70,15 +70,13 @@ void register_module_load(const Fixture& f) {
     }
   })->Unit(benchmark::kMicrosecond);
   if (driver().has_library_api()) {
-    benchmark::RegisterBenchmark((what + " cuLibrary/raw").c_str(),
-                                 [f](benchmark::State& state) {
+    benchmark::RegisterBenchmark((what + " cuLibrary/raw").c_str(), [f](benchmark::State& state) {
       const Driver& d = driver();
       for (auto _ : state) {
         CUlibrary l;
         CUkernel k;
         CUfunction fn;
-        check_raw(d.cuLibraryLoadData(&l, f.image.data(), nullptr, nullptr, 0, nullptr, nullptr,
-                                      0),
+        check_raw(d.cuLibraryLoadData(&l, f.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
                   "cuLibraryLoadData");
         check_raw(d.cuLibraryGetKernel(&k, l, f.kernel.c_str()), "cuLibraryGetKernel");
         check_raw(d.cuKernelGetFunction(&fn, k), "cuKernelGetFunction");
@@ -99,12 +97,13 @@ void register_module_load(const Fixture& f) {
   if (driver().has_library_api()) {
     benchmark::RegisterBenchmark((what + " cuLibrary/kcache").c_str(),
                                  [f](benchmark::State& state) {
-      for (auto _ : state) {
-        Module m = Module::load_bytes(f.bytes, f.name);
-        Function fn = m.function(f.kernel);
-        benchmark::DoNotOptimize(fn.handle());
-      }
-    })->Unit(benchmark::kMicrosecond);
+                                   for (auto _ : state) {
+                                     Module m = Module::load_bytes(f.bytes, f.name);
+                                     Function fn = m.function(f.kernel);
+                                     benchmark::DoNotOptimize(fn.handle());
+                                   }
+                                 })
+        ->Unit(benchmark::kMicrosecond);
   }
 }
 
@@ -163,22 +162,22 @@ void register_kernel_calls(const Fixture& saxpy) {
   static Module* module = new Module(Module::load_bytes(saxpy.bytes, saxpy.name));
   static Function fn = module->function("saxpy");
 
-  benchmark::RegisterBenchmark("OccupancyMaxActiveBlocksPerMultiprocessor/raw",
-                               [](benchmark::State& state) {
-    const Driver& d = driver();
-    int blocks;
-    for (auto _ : state) {
-      benchmark::DoNotOptimize(
-          d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn.handle(), 256, 0));
-      benchmark::DoNotOptimize(blocks);
-    }
-  });
-  benchmark::RegisterBenchmark("OccupancyMaxActiveBlocksPerMultiprocessor/kcache",
-                               [](benchmark::State& state) {
-    for (auto _ : state) {
-      benchmark::DoNotOptimize(fn.occupancy().max_active_blocks_per_multiprocessor(256, 0));
-    }
-  });
+  benchmark::RegisterBenchmark(
+      "OccupancyMaxActiveBlocksPerMultiprocessor/raw", [](benchmark::State& state) {
+        const Driver& d = driver();
+        int blocks;
+        for (auto _ : state) {
+          benchmark::DoNotOptimize(
+              d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn.handle(), 256, 0));
+          benchmark::DoNotOptimize(blocks);
+        }
+      });
+  benchmark::RegisterBenchmark(
+      "OccupancyMaxActiveBlocksPerMultiprocessor/kcache", [](benchmark::State& state) {
+        for (auto _ : state) {
+          benchmark::DoNotOptimize(fn.occupancy().max_active_blocks_per_multiprocessor(256, 0));
+        }
+      });
   benchmark::RegisterBenchmark("OccupancyMaxPotentialBlockSize/raw", [](benchmark::State& state) {
     const Driver& d = driver();
     int grid, block;
@@ -188,28 +187,29 @@ void register_kernel_calls(const Fixture& saxpy) {
       benchmark::DoNotOptimize(block);
     }
   });
-  benchmark::RegisterBenchmark("OccupancyMaxPotentialBlockSize/kcache",
-                               [](benchmark::State& state) {
-    for (auto _ : state) {
-      benchmark::DoNotOptimize(fn.occupancy().max_potential_block_size(0, 0).max_block_size);
-    }
-  });
-  benchmark::RegisterBenchmark("OccupancyAvailableDynamicSMemPerBlock/raw",
-                               [](benchmark::State& state) {
-    const Driver& d = driver();
-    size_t bytes;
-    for (auto _ : state) {
-      benchmark::DoNotOptimize(
-          d.cuOccupancyAvailableDynamicSMemPerBlock(&bytes, fn.handle(), 2, 256));
-      benchmark::DoNotOptimize(bytes);
-    }
-  });
-  benchmark::RegisterBenchmark("OccupancyAvailableDynamicSMemPerBlock/kcache",
-                               [](benchmark::State& state) {
-    for (auto _ : state) {
-      benchmark::DoNotOptimize(fn.occupancy().available_dynamic_shared_memory_per_block(2, 256));
-    }
-  });
+  benchmark::RegisterBenchmark(
+      "OccupancyMaxPotentialBlockSize/kcache", [](benchmark::State& state) {
+        for (auto _ : state) {
+          benchmark::DoNotOptimize(fn.occupancy().max_potential_block_size(0, 0).max_block_size);
+        }
+      });
+  benchmark::RegisterBenchmark(
+      "OccupancyAvailableDynamicSMemPerBlock/raw", [](benchmark::State& state) {
+        const Driver& d = driver();
+        size_t bytes;
+        for (auto _ : state) {
+          benchmark::DoNotOptimize(
+              d.cuOccupancyAvailableDynamicSMemPerBlock(&bytes, fn.handle(), 2, 256));
+          benchmark::DoNotOptimize(bytes);
+        }
+      });
+  benchmark::RegisterBenchmark(
+      "OccupancyAvailableDynamicSMemPerBlock/kcache", [](benchmark::State& state) {
+        for (auto _ : state) {
+          benchmark::DoNotOptimize(
+              fn.occupancy().available_dynamic_shared_memory_per_block(2, 256));
+        }
+      });
 
   // Launch cost on the host: a one-block saxpy of 0 elements, synchronised
   // every 256 launches (in both) so the queue never fills.
@@ -304,8 +304,8 @@ int main(int argc, char** argv) {
     std::time_t now = std::time(nullptr);
     std::strftime(date, sizeof(date), "%Y-%m-%d", std::gmtime(&now));
     header = "runtime_bench on " + device.name() + " (" + device.arch().name() + "), driver CUDA " +
-             std::to_string(d.version / 1000) + "." + std::to_string(d.version % 1000 / 10) +
-             ", " + date;
+             std::to_string(d.version / 1000) + "." + std::to_string(d.version % 1000 / 10) + ", " +
+             date;
     Fixture saxpy = load_fixture("saxpy.kcb", "saxpy");
     Fixture cub = load_fixture("cub_block.kcb", "block_sort_reduce<int, 4>");
     register_module_load(saxpy);

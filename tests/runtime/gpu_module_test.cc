@@ -71,8 +71,8 @@ TEST_F(GpuModuleTest, EmbeddedSaxpyMatchesTheCpuReference) {
   const Module& m = embedded_module("kcache_test_saxpy");
   EXPECT_EQ(m.image_arch(), expected_arch("saxpy.kcb"));
   std::printf("saxpy on %s (%s): image %s, %s, %s\n", Device::current().name().c_str(),
-              Device::current().arch().name().c_str(), m.image_arch().c_str(),
-              to_string(m.match()), m.uses_library_api() ? "cuLibraryLoadData" : "cuModuleLoad");
+              Device::current().arch().name().c_str(), m.image_arch().c_str(), to_string(m.match()),
+              m.uses_library_api() ? "cuLibraryLoadData" : "cuModuleLoad");
   Stream s = Stream::create();
   run_saxpy(m.function("saxpy"), s);
 }

@@ -30,8 +30,7 @@ class GpuStreamTest : public ::testing::Test {
   void spin(StreamRef stream, double ms) {
     LaunchConfig config;  // 1 block of 1 thread
     unsigned long long ns = static_cast<unsigned long long>(ms * 1e6);
-    launch(stream, config, embedded_module("kcache_test_saxpy").function("spin"), ns,
-           done_->get());
+    launch(stream, config, embedded_module("kcache_test_saxpy").function("spin"), ns, done_->get());
   }
 
   int done() const { return done_->to_vector<int>(1)[0]; }
@@ -83,7 +82,6 @@ TEST_F(GpuStreamTest, ElapsedIsPositiveAndConsistent) {
   EXPECT_FLOAT_EQ(elapsed(start, end).count(), total);
   EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(elapsed(start, end)).count(),
             static_cast<long>(total));
-  EXPECT_LT(elapsed_ms(end, start), 0.0f);  // reversed events give a negative time
 }
 
 TEST_F(GpuStreamTest, ElapsedBeforeTheEndEventCompletesThrowsNotReady) {

@@ -14,8 +14,9 @@ std::string why_no_gpu() {
     if (Device::count() == 0) return "no CUDA device visible: this test needs a GPU";
     return "";
   } catch (const Error& e) {
-    return std::string("skipped, this test needs a CUDA GPU (run tools/gpu_check.sh on a GPU "
-                       "machine): ") +
+    return std::string(
+               "skipped, this test needs a CUDA GPU (run tools/gpu_check.sh on a GPU "
+               "machine): ") +
            e.what();
   }
 }

@@ -1,9 +1,8 @@
 // Shared by the GPU tests: skipping without a GPU, device memory, fixtures.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <cuda.h>
+#include <gtest/gtest.h>
 
 #include <string>
 #include <utility>
@@ -19,13 +18,13 @@ std::string why_no_gpu();
 bool gpu_expected();
 
 // Skips the test with a clear message without a GPU (fails under gpu_check.sh).
-#define KCACHE_REQUIRE_GPU()                                                         \
-  do {                                                                               \
-    std::string why_ = ::kcache::runtime::testing::why_no_gpu();                     \
-    if (!why_.empty()) {                                                             \
-      if (::kcache::runtime::testing::gpu_expected()) FAIL() << why_;                \
-      GTEST_SKIP() << why_;                                                          \
-    }                                                                                \
+#define KCACHE_REQUIRE_GPU()                                          \
+  do {                                                                \
+    std::string why_ = ::kcache::runtime::testing::why_no_gpu();      \
+    if (!why_.empty()) {                                              \
+      if (::kcache::runtime::testing::gpu_expected()) FAIL() << why_; \
+      GTEST_SKIP() << why_;                                           \
+    }                                                                 \
   } while (0)
 
 // Device memory for a test; freed in the destructor.

@@ -134,7 +134,8 @@ TEST_F(NoDriverTest, BundleFromANewerKcacheIsAnIncompatibleVersion) {
 }
 
 TEST_F(NoDriverTest, MissingKcbFileIsAnIoErrorNamingThePath) {
-  std::string path = std::string(std::getenv("TEST_TMPDIR")) + "/missing.kcb";
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  std::string path = std::string(tmp ? tmp : "/tmp") + "/kcache-no-such-dir/missing.kcb";
   try {
     Module::load_file(path);
     FAIL() << "expected IoError";

@@ -32,8 +32,8 @@ const std::vector<Kernels> kKernels = {
     {"cub_block.kcb",
      {"block_sort_reduce<int, 4>", "block_sort_reduce<int, 16>",
       "block_sort_reduce<unsigned int, 4>", "block_sort_reduce<unsigned int, 16>",
-      "block_sort_reduce<float, 4>", "block_sort_reduce<float, 16>",
-      "block_sort_reduce<double, 4>", "block_sort_reduce<double, 16>"}},
+      "block_sort_reduce<float, 4>", "block_sort_reduce<float, 16>", "block_sort_reduce<double, 4>",
+      "block_sort_reduce<double, 16>"}},
 };
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
@@ -89,8 +89,7 @@ int main(int argc, char** argv) {
         for (auto [blocks, block] : {std::pair<int, int>{1, 128}, {2, 256}, {4, 256}}) {
           line += (first ? "" : ", ") + std::string("[") + std::to_string(blocks) + ", " +
                   std::to_string(block) + ", " +
-                  std::to_string(o.available_dynamic_shared_memory_per_block(blocks, block)) +
-                  "]";
+                  std::to_string(o.available_dynamic_shared_memory_per_block(blocks, block)) + "]";
           first = false;
         }
         line += "]";
