@@ -38,6 +38,23 @@ const std::vector<Kernels> kKernels = {
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
+std::string to_json(const std::string& s) { return s; }
+template <typename T>
+std::string to_json(T value) {
+  return std::to_string(value);
+}
+
+// The query's answer as JSON, or "error: <CUresult name>" when the driver
+// refuses it (cuda.core should refuse the same question).
+template <typename F>
+std::string answer(F&& query) {
+  try {
+    return to_json(query());
+  } catch (const kcache::DriverError& e) {
+    return quoted("error: " + e.result_name());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,33 +80,43 @@ int main(int argc, char** argv) {
         Function f = m.function(name);
         Occupancy o = f.occupancy();
         std::string symbol = m.lowered(name).empty() ? name : m.lowered(name);
-        std::string line = "{\"kcb\": " + quoted(k.kcb) + ", \"image\": " + quoted(image_path) +
-                           ", \"name\": " + quoted(name) + ", \"symbol\": " + quoted(symbol);
+        std::string line =
+            "{\"kcb\": " + quoted(k.kcb) + ", \"image\": " + quoted(image_path) +
+            ", \"name\": " + quoted(name) + ", \"symbol\": " + quoted(symbol) +
+            ", \"max_threads_per_block\": " +
+            std::to_string(f.attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)) +
+            ", \"num_regs\": " + std::to_string(f.attribute(CU_FUNC_ATTRIBUTE_NUM_REGS));
         line += ", \"max_active_blocks_per_multiprocessor\": [";
         bool first = true;
         for (int block : {32, 128, 256, 1024}) {
           for (size_t smem : {size_t{0}, size_t{4096}, size_t{40000}}) {
             line += (first ? "" : ", ") + std::string("[") + std::to_string(block) + ", " +
                     std::to_string(smem) + ", " +
-                    std::to_string(o.max_active_blocks_per_multiprocessor(block, smem)) + "]";
+                    answer([&] { return o.max_active_blocks_per_multiprocessor(block, smem); }) +
+                    "]";
             first = false;
           }
         }
         line += "], \"max_potential_block_size\": [";
         first = true;
         for (auto [smem, limit] : {std::pair<size_t, int>{0, 0}, {1024, 256}, {16384, 0}}) {
-          MaxPotentialBlockSize p = o.max_potential_block_size(smem, limit);
-          line += (first ? "" : ", ") + std::string("[") + std::to_string(smem) + ", " +
-                  std::to_string(limit) + ", " + std::to_string(p.min_grid_size) + ", " +
-                  std::to_string(p.max_block_size) + "]";
+          line +=
+              (first ? "" : ", ") + std::string("[") + std::to_string(smem) + ", " +
+              std::to_string(limit) + ", " + answer([&, smem = smem, limit = limit] {
+                MaxPotentialBlockSize p = o.max_potential_block_size(smem, limit);
+                return std::to_string(p.min_grid_size) + ", " + std::to_string(p.max_block_size);
+              }) +
+              "]";
           first = false;
         }
         line += "], \"available_dynamic_shared_memory_per_block\": [";
         first = true;
         for (auto [blocks, block] : {std::pair<int, int>{1, 128}, {2, 256}, {4, 256}}) {
           line += (first ? "" : ", ") + std::string("[") + std::to_string(blocks) + ", " +
-                  std::to_string(block) + ", " +
-                  std::to_string(o.available_dynamic_shared_memory_per_block(blocks, block)) + "]";
+                  std::to_string(block) + ", " + answer([&, blocks = blocks, block = block] {
+                    return o.available_dynamic_shared_memory_per_block(blocks, block);
+                  }) +
+                  "]";
           first = false;
         }
         line += "]";
@@ -100,10 +127,10 @@ int main(int argc, char** argv) {
           config.grid = 32;
           config.block = 128;
           line += ", \"max_potential_cluster_size\": [32, 128, " +
-                  std::to_string(o.max_potential_cluster_size(config)) + "]";
+                  answer([&] { return o.max_potential_cluster_size(config); }) + "]";
           config.cluster = {2, 1, 1};
           line += ", \"max_active_clusters\": [32, 128, 2, " +
-                  std::to_string(o.max_active_clusters(config)) + "]";
+                  answer([&] { return o.max_active_clusters(config); }) + "]";
         }
         std::printf("%s}\n", line.c_str());
       }

@@ -32,7 +32,11 @@ def main():
         print(f"cuda.core is not importable here ({e}); nothing compared")
         return 2
     version = getattr(cc, "__version__", "unknown")
-    lines = subprocess.run([report, out_dir], check=True, capture_output=True, text=True).stdout
+    p = subprocess.run([report, out_dir], capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"occupancy_report failed (exit {p.returncode}):\n{p.stderr}")
+        return 1
+    lines = p.stdout
     device = cc.Device(0)
     device.set_current()
     print(f"cuda.core {version} on {device.name}")
@@ -42,13 +46,21 @@ def main():
     errors = 0
     modules = {}
 
-    def same(what, ours, theirs):
+    def same(what, ours, ask):
+        """ours: a value, or "error: CUDA_ERROR_X" where kcache's query threw."""
         nonlocal compared, differences
         compared += 1
-        mark = "ok " if ours == theirs else "DIFF"
-        if ours != theirs:
+        try:
+            theirs = ask()
+        except Exception as e:  # cuda.core raises CUDAError naming the CUresult
+            theirs = f"raised {type(e).__name__}: {e}"
+        if isinstance(ours, str) and ours.startswith("error: "):
+            agree = isinstance(theirs, str) and ours[len("error: "):] in theirs
+        else:
+            agree = ours == theirs
+        if not agree:
             differences += 1
-        print(f"  {mark} {what}: kcache {ours}, cuda.core {theirs}")
+        print(f"  {'ok  ' if agree else 'DIFF'} {what}: kcache {ours}, cuda.core {theirs}")
 
     def cluster_call(fn, config):
         # Newer cuda.core wants stream= keyword-only; older ones take none.
@@ -69,28 +81,34 @@ def main():
                 else:
                     modules[r["image"]] = cc.ObjectCode.from_cubin(data)
             occ = modules[r["image"]].get_kernel(r["symbol"]).occupancy
+            print(f"  (max threads per block {r['max_threads_per_block']}, "
+                  f"{r['num_regs']} registers)")
             for block, smem, ours in r["max_active_blocks_per_multiprocessor"]:
                 same(f"max_active_blocks_per_multiprocessor({block}, {smem})", ours,
-                     occ.max_active_blocks_per_multiprocessor(block, smem))
-            for smem, limit, grid, block in r["max_potential_block_size"]:
-                res = occ.max_potential_block_size(smem, limit)
-                same(f"max_potential_block_size({smem}, {limit})", (grid, block),
-                     (res.min_grid_size, res.max_block_size))
+                     lambda: occ.max_active_blocks_per_multiprocessor(block, smem))
+            for row in r["max_potential_block_size"]:
+                smem, limit, ours = row[0], row[1], row[2:]
+                ours = ours[0] if len(ours) == 1 else tuple(ours)
+
+                def ask():
+                    res = occ.max_potential_block_size(smem, limit)
+                    return (res.min_grid_size, res.max_block_size)
+                same(f"max_potential_block_size({smem}, {limit})", ours, ask)
             for blocks, block, ours in r["available_dynamic_shared_memory_per_block"]:
                 same(f"available_dynamic_shared_memory_per_block({blocks}, {block})", ours,
-                     occ.available_dynamic_shared_memory_per_block(blocks, block))
+                     lambda: occ.available_dynamic_shared_memory_per_block(blocks, block))
             if "max_potential_cluster_size" in r:
                 grid, block, ours = r["max_potential_cluster_size"]
                 config = cc.LaunchConfig(grid=grid, block=block)
                 same(f"max_potential_cluster_size(grid {grid}, block {block})", ours,
-                     cluster_call(occ.max_potential_cluster_size, config))
+                     lambda: cluster_call(occ.max_potential_cluster_size, config))
             if "max_active_clusters" in r:
                 grid, block, cluster, ours = r["max_active_clusters"]
                 # cuda.core counts the grid in clusters when a cluster is given
                 # (recent releases); 16 clusters of 2 = kcache's 32 blocks.
                 config = cc.LaunchConfig(grid=grid // cluster, cluster=cluster, block=block)
                 same(f"max_active_clusters(grid {grid} blocks, block {block}, cluster {cluster})",
-                     ours, cluster_call(occ.max_active_clusters, config))
+                     ours, lambda: cluster_call(occ.max_active_clusters, config))
         except Exception as e:  # report and go on: one kernel should not hide the others
             errors += 1
             print(f"  ERROR {type(e).__name__}: {e}")
