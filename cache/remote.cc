@@ -93,7 +93,11 @@ bool retryable(CURLcode code) {
   }
 }
 
-std::string status_hint(long status) {
+std::string status_hint(long status, RemoteLayout layout) {
+  if (status == 400 && layout == RemoteLayout::bazel) {
+    return " (bazel-remote refuses kcache entries under /ac/ unless it runs with "
+           "--disable_http_ac_validation)";
+  }
   switch (status) {
     case 401:
     case 403:
@@ -317,7 +321,7 @@ class HttpBackend : public RemoteBackend {
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         if (status >= 200 && status < 300) return Response{status, std::move(transfer.body)};
         if (status == 404 && method != Method::put) return Response{status, {}};
-        last_error = "HTTP " + std::to_string(status) + status_hint(status);
+        last_error = "HTTP " + std::to_string(status) + status_hint(status, options_.layout);
         if (status < 500) break;  // the request itself is wrong: asking again will not help
         continue;
       }

@@ -298,6 +298,15 @@ TEST_F(RemoteTest, Http4xxIsNotRetried) {
   EXPECT_NE(warnings_[0].find("HTTP 403"), std::string::npos) << warnings_[0];
 }
 
+TEST_F(RemoteTest, BazelRemoteWithAcValidationIsNamedInTheWarning) {
+  NginxServer nginx("location /strict/ac/ { return 400; }");  // what bazel-remote answers
+  RemoteOptions options = remote_at(nginx.url("/strict"));
+  options.layout = RemoteLayout::bazel;
+  machine("m", options)->put(entry_of("a"));
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_NE(warnings_[0].find("--disable_http_ac_validation"), std::string::npos) << warnings_[0];
+}
+
 TEST_F(RemoteTest, BodyCutShortOfItsLengthIsAnErrorNotAnEntry) {
   Entry e = entry_of("kernel");
   ScriptedServer liar("HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(e.encoded().size()) +
