@@ -4,6 +4,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cctype>
@@ -110,6 +112,42 @@ std::string status_hint(long status, RemoteLayout layout) {
       return "";
   }
 }
+
+// With CURLOPT_NOSIGNAL (required with threads) libcurl no longer ignores
+// SIGPIPE itself, and a write to a TLS connection the server closed raises it:
+// the default action would kill the build. Blocked in this thread for the
+// transfer, and a SIGPIPE it caused is consumed, so the process's own signal
+// handling is left alone (libpq's technique).
+class SigpipeGuard {
+ public:
+  SigpipeGuard() {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe, &old_mask_);
+  }
+  ~SigpipeGuard() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      const timespec zero{0, 0};
+      sigtimedwait(&pipe, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t old_mask_;
+  bool was_pending_ = false;
+};
 
 class HttpBackend : public RemoteBackend {
  public:
@@ -313,7 +351,11 @@ class HttpBackend : public RemoteBackend {
           curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
           break;
       }
-      const CURLcode code = curl_easy_perform(h);
+      CURLcode code;
+      {
+        SigpipeGuard no_sigpipe;
+        code = curl_easy_perform(h);
+      }
       curl_slist_free_all(headers);
 
       if (code == CURLE_OK) {
