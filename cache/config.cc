@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -247,6 +248,29 @@ StorageConfig resolve_storage_config(const std::map<std::string, std::string>& f
     config.options.remote = remote;
   }
   return config;
+}
+
+StorageOptions storage_options_or_local_only(const std::function<void(const std::string&)>& warn,
+                                             const GetEnv& getenv) {
+  try {
+    return resolve_storage_config({}, getenv).options;
+  } catch (const Error& e) {
+    const std::string message =
+        std::string(e.what()) + "; using the default local store without a remote cache";
+    if (warn) {
+      warn(message);
+    } else {
+      std::fprintf(stderr, "kcache: warning: %s\n", message.c_str());
+    }
+  }
+  StorageOptions options;
+  try {
+    const char* dir = getenv ? getenv("KCACHE_DIR") : std::getenv("KCACHE_DIR");
+    options.local_dir = dir && *dir ? dir : default_store_dir();
+  } catch (const Error&) {
+    options.local_enabled = false;  // no folder at all: Storage then runs without a cache
+  }
+  return options;
 }
 
 }  // namespace kcache::cache

@@ -65,6 +65,13 @@ using GetEnv = std::function<const char*(const char*)>;
 StorageConfig resolve_storage_config(const std::map<std::string, std::string>& flags = {},
                                      const GetEnv& getenv = nullptr);
 
+// For code that must never fail because of cache settings (the runtime JIT,
+// a library inside someone else's program): resolve_storage_config() without
+// flags, or, if a setting is bad, the default local store without a remote
+// and the reason passed to `warn` (default: stderr).
+StorageOptions storage_options_or_local_only(
+    const std::function<void(const std::string&)>& warn = nullptr, const GetEnv& getenv = nullptr);
+
 // The environment variable for a file key ("remote" -> "KCACHE_REMOTE").
 std::string env_var_for(const std::string& key);
 

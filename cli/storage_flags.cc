@@ -58,7 +58,7 @@ cache::StorageConfig storage_config(const GlobalOptions& global) {
   return cache::resolve_storage_config(flags);
 }
 
-cache::StorageOptions storage_options(const GlobalOptions& global) {
+cache::StorageOptions storage_options_for(const GlobalOptions& global) {
   return storage_config(global).options;
 }
 

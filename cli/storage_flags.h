@@ -5,7 +5,7 @@
 // A verb that uses the cache does, where it creates its subcommand:
 //   add_storage_flags(*verb, dispatch.global);
 // and when it runs:
-//   cache::Storage storage(storage_options(global));
+//   cache::Storage storage(storage_options_for(global));
 #pragma once
 
 #include "cache/config.h"
@@ -25,6 +25,6 @@ void add_storage_flags(CLI::App& verb, GlobalOptions& global);
 // Resolves --dir, the verb's storage flags, the environment and the config
 // file. Throws InvalidArgument for a bad setting (exit code 2).
 cache::StorageConfig storage_config(const GlobalOptions& global);
-cache::StorageOptions storage_options(const GlobalOptions& global);
+cache::StorageOptions storage_options_for(const GlobalOptions& global);
 
 }  // namespace kcache::cli

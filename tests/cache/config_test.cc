@@ -184,6 +184,27 @@ TEST_F(ConfigTest, BadValuesSayWhereTheyCameFrom) {
   EXPECT_NE(message.find("--remote"), std::string::npos) << message;
 }
 
+TEST_F(ConfigTest, NeverFailingVariantFallsBackToTheLocalStore) {
+  auto getenv = [this](const char* name) -> const char* {
+    auto it = env_.find(name);
+    return it == env_.end() ? nullptr : it->second.c_str();
+  };
+  env_["KCACHE_DIR"] = store();
+  env_["KCACHE_REMOTE"] = "http://cache";
+  std::vector<std::string> warnings;
+  auto warn = [&](const std::string& m) { warnings.push_back(m); };
+  StorageOptions o = storage_options_or_local_only(warn, getenv);
+  EXPECT_TRUE(o.remote);
+  EXPECT_TRUE(warnings.empty());
+
+  env_["KCACHE_REMOTE_TIMEOUT"] = "soon";
+  o = storage_options_or_local_only(warn, getenv);
+  EXPECT_FALSE(o.remote);
+  EXPECT_EQ(o.local_dir, store());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("$KCACHE_REMOTE_TIMEOUT"), std::string::npos) << warnings[0];
+}
+
 TEST_F(ConfigTest, EnvVarNames) {
   EXPECT_EQ(env_var_for("remote_hmac_key_file"), "KCACHE_REMOTE_HMAC_KEY_FILE");
   EXPECT_EQ(env_var_for("dir"), "KCACHE_DIR");
