@@ -1,21 +1,41 @@
 // The storage facade the precompiler and the JIT use (ccache's
 // storage/Storage): the local store first, then the remote tier.
 //
+// get: local store; on a miss, the remote (if configured); a remote hit is
+//      written to the local store, so the next lookup is a local hit.
+// put: local store; then an upload to the remote unless it is read-only.
+//
 // Cache trouble never fails a build: if the local store cannot be opened or
 // written (read-only folder, full disk, corrupt index), Storage prints one
 // warning and carries on without it. get() then misses and put() does nothing.
 //
+// The remote costs at most its timeout once per process: after the first
+// failure (refused, timed out, HTTP 5xx or 4xx) Storage warns once and asks it
+// nothing more for the rest of its life (one Storage per process is the
+// intended use: the precompiler and the JIT each hold one). An object the
+// remote answers with that fails its checks (checksum, key, signature) is
+// never used: it is a miss, counted as `remote_rejected`, and the remote stays
+// in use.
+//
+// Counters (in the local store, shown by `kcache -s`): remote_hits,
+// remote_misses, remote_errors, remote_rejected, remote_stored; a remote hit
+// also adds the entry's compile time to compile_ms_saved.
+//
 // Thread-safe: the precompiler compiles archs in parallel threads that share
-// one Storage.
+// one Storage. Remote transfers run without holding Storage's lock, so
+// parallel lookups fetch in parallel.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cache/entry.h"
+#include "cache/remote.h"
 #include "cache/store.h"
 #include "common/hash.h"
 
@@ -24,6 +44,9 @@ namespace kcache::cache {
 struct StorageOptions {
   std::string local_dir;  // empty: default_store_dir()
   bool local_enabled = true;
+  // The remote tier; nullopt for none. cache/config.h fills this (and
+  // local_dir) from flags, the environment and the config file.
+  std::optional<RemoteOptions> remote;
   // Where the one warning per kind of trouble goes; default: stderr.
   std::function<void(const std::string&)> warn;
   FileSystem* fs = nullptr;  // default: FileSystem::real()
@@ -32,6 +55,8 @@ struct StorageOptions {
 class Storage {
  public:
   explicit Storage(StorageOptions options);
+  // Tests and benchmarks: a remote over any backend (ignores options.remote).
+  Storage(StorageOptions options, std::unique_ptr<Remote> remote);
   ~Storage();
 
   // A miss is nullopt; so is any cache failure (warned once).
@@ -43,13 +68,23 @@ class Storage {
 
   // The local store, or nullptr if it is disabled or could not be opened.
   Store* local();
+  // The remote tier, or nullptr if none is configured or it could not be
+  // opened (a credential file missing, ...).
+  Remote* remote();
+  // False once the remote has failed in this process (and it is no longer asked).
+  bool remote_usable() const;
 
  private:
+  void open_local();
   void warn_once(const std::string& kind, const std::string& message);
+  void count_locked(const std::string& counter, int64_t delta);
+  void remote_failed(const std::string& what, const std::exception& e);
 
   StorageOptions options_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards local_ (a Store is used by one thread at a time), warned_
   std::unique_ptr<Store> local_;
+  std::unique_ptr<Remote> remote_;
+  std::atomic<bool> remote_failed_{false};
   std::vector<std::string> warned_;
 };
 

@@ -11,8 +11,10 @@
 #include <set>
 
 #include "cache/archive.h"
+#include "cache/config.h"
 #include "cache/store.h"
 #include "cli/command.h"
+#include "cli/storage_flags.h"
 #include "cli/units.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -23,8 +25,19 @@ namespace {
 using cache::Store;
 using nlohmann::json;
 
+// The store folder as every verb resolves it: --dir, $KCACHE_DIR, `dir` in
+// $KCACHE_CONFIG, then the default.
 std::unique_ptr<Store> open_store(const GlobalOptions& global) {
-  return Store::open(global.dir.empty() ? cache::default_store_dir() : global.dir);
+  return Store::open(storage_config(global).options.local_dir);
+}
+
+json remote_json(const cache::StorageConfig& config) {
+  if (!config.options.remote) return nullptr;
+  const cache::RemoteOptions& r = *config.options.remote;
+  return json{{"url", r.url},
+              {"layout", cache::to_string(r.layout)},
+              {"read_only", r.read_only},
+              {"signed", !r.hmac_key_file.empty()}};
 }
 
 bool json_output(const GlobalOptions& global) { return global.format == "json"; }
@@ -82,7 +95,8 @@ json entry_json(const cache::EntryInfo& info) {
 }
 
 int show_stats(const GlobalOptions& global) {
-  auto store = open_store(global);
+  const cache::StorageConfig config = storage_config(global);
+  auto store = Store::open(config.options.local_dir);
   cache::StoreStats stats = store->stats();
   if (json_output(global)) {
     json out{{"dir", store->dir()},
@@ -90,18 +104,27 @@ int show_stats(const GlobalOptions& global) {
              {"bytes", stats.bytes},
              {"max_size", stats.max_size},
              {"read_only", store->read_only()},
+             {"remote", remote_json(config)},
              {"counters", stats.counters}};
     std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
   std::printf("Local store: %s%s\n", store->dir().c_str(),
               store->read_only() ? " (read-only)" : "");
+  if (config.options.remote) {
+    const cache::RemoteOptions& r = *config.options.remote;
+    std::printf("Remote:      %s (%s layout%s%s)\n", r.url.c_str(), cache::to_string(r.layout),
+                r.read_only ? ", read-only" : "", r.hmac_key_file.empty() ? "" : ", signed");
+  }
   const int64_t hits = stats.counter("hits"), misses = stats.counter("misses");
   std::set<std::string> shown;
   for (const CounterLabel& c : kCounterLabels) {
     shown.insert(c.name);
     auto it = stats.counters.find(c.name);
-    if (it == stats.counters.end() && std::string(c.name).rfind("remote_", 0) == 0) continue;
+    if (it == stats.counters.end() && std::string(c.name).rfind("remote_", 0) == 0 &&
+        !config.options.remote) {
+      continue;
+    }
     int64_t value = it == stats.counters.end() ? 0 : it->second;
     if (std::string(c.name) == "hits" && hits + misses > 0) {
       std::printf("  %-26s %lld / %lld (%.1f %%)\n", "Hits:", static_cast<long long>(hits),

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace CLI {
 class App;
@@ -25,6 +27,9 @@ enum ExitCode : int {
 struct GlobalOptions {
   std::string dir;  // --dir; empty: $KCACHE_DIR, $XDG_CACHE_HOME/kcache, ~/.cache/kcache
   std::string format = "text";  // --format text|json
+  // Values of the chosen verb's storage flags, keyed as in cache/config.h
+  // (add_storage_flags in cli/storage_flags.h fills it).
+  std::map<std::string, std::string> storage_flags;
 };
 
 struct Dispatch {
@@ -37,6 +42,7 @@ struct Dispatch {
 void add_admin_commands(CLI::App& app, Dispatch& dispatch);
 void add_compile_command(CLI::App& app, Dispatch& dispatch);
 void add_prewarm_command(CLI::App& app, Dispatch& dispatch);
+void add_remote_command(CLI::App& app, Dispatch& dispatch);
 
 // Expands "@file" arguments into the file's lines (one argument per line, as
 // Bazel writes params files); recursive expansion is not done.

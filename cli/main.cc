@@ -48,6 +48,7 @@ int run(int argc, char** argv) {
   app.add_option("--format", dispatch.global.format, "Output format for stats and listings")
       ->check(CLI::IsMember({"text", "json"}));
   add_admin_commands(app, dispatch);
+  add_remote_command(app, dispatch);
   app.require_subcommand(0, 1);
 
   try {
