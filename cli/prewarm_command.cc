@@ -161,7 +161,9 @@ std::string seconds(double ms) {
 // Progress on stderr: a redrawn bar on a terminal, plain lines otherwise.
 class Progress {
  public:
-  Progress(size_t total, bool tty) : total_(total), tty_(tty) {}
+  Progress(size_t total, bool tty) : total_(total), tty_(tty) {
+    if (tty_) draw();
+  }
 
   void done(const Job& job, const compiler::CompileResult* r, const std::string& error,
             const std::string& log) {

@@ -1,0 +1,177 @@
+// `kcache compile` as a user (or a Bazel action) runs it: exit codes, what it
+// prints, what it writes. Tried as a new user would: wrong arch, missing
+// header, unreadable file, missing output folder.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "bundle/bundle.h"
+#include "cache/store.h"
+#include "common/file_system.h"
+#include "tests/cli/kcache_runner.h"
+#include "tests/compiler/test_files.h"
+
+namespace kcache::cli {
+namespace {
+
+using compiler::testing::test_dir;
+using compiler::testing::write;
+using testing::KcacheRun;
+using testing::run_kcache;
+
+const std::string kSaxpy = "tests/compiler/kernels/saxpy.cu";
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class CompileCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test_dir(); }
+
+  KcacheRun kcache(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--dir", dir_ + "/store"});
+    return run_kcache(args);
+  }
+
+  int64_t counter(const std::string& name) {
+    return cache::Store::open(dir_ + "/store")->stats().counter(name);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(CompileCommandTest, WritesTheBundleQuietlyAndTheSecondRunIsAHit) {
+  std::string out = dir_ + "/saxpy.kcb";
+  KcacheRun first =
+      kcache({"compile", kSaxpy, "--arch", "sm_80,sm_90", "--ptx", "compute_90", "-o", out});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, "");
+  EXPECT_EQ(first.err, "");
+  std::string bytes = *read_file(out);
+  bundle::Bundle b = bundle::parse(bytes, out);
+  EXPECT_EQ(b.source_name, kSaxpy);
+  ASSERT_EQ(b.images.size(), 3u);
+  EXPECT_EQ(b.images[2].arch, "compute_90");
+  EXPECT_EQ(counter("nvrtc_invocations"), 3);
+
+  KcacheRun second = kcache({"--format", "json", "compile", kSaxpy, "--arch", "sm_80,sm_90",
+                             "--ptx", "compute_90", "-o", out});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_TRUE(contains(second.out, "\"hits\": 3")) << second.out;
+  EXPECT_EQ(counter("nvrtc_invocations"), 3) << "a hit must not invoke NVRTC";
+  EXPECT_EQ(*read_file(out), bytes);
+}
+
+TEST_F(CompileCommandTest, VerboseSaysHitOrMissPerTarget) {
+  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "-v"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "saxpy.cu sm_80 cubin miss ")) << r.out;
+  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "-v"});
+  EXPECT_TRUE(contains(r.out, "saxpy.cu sm_80 cubin hit ")) << r.out;
+}
+
+TEST_F(CompileCommandTest, WritesEmbeddingSourceAndHeader) {
+  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/saxpy.cc",
+                        "--h-out", dir_ + "/saxpy.h", "--symbol", "demo::saxpy_bundle"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string cc = *read_file(dir_ + "/saxpy.cc"), h = *read_file(dir_ + "/saxpy.h");
+  EXPECT_TRUE(contains(cc, "kcache::bundle::register_embedded")) << cc.substr(0, 2000);
+  EXPECT_TRUE(contains(cc, "namespace demo {")) << cc.substr(0, 2000);
+  EXPECT_TRUE(contains(h, "const kcache::bundle::EmbeddedBundle& saxpy_bundle();")) << h;
+}
+
+TEST_F(CompileCommandTest, ReadsArgumentsFromAParamsFile) {
+  // Bazel's multiline format: one argument per line.
+  write(dir_, "args.params",
+        "compile\n" + kSaxpy + "\n--arch\nsm_80\n--nvrtc-opt=-lineinfo\n-DSCALE=2\n-o\n" + dir_ +
+            "/k.kcb\n");
+  KcacheRun r = kcache({"@" + dir_ + "/args.params"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(read_file(dir_ + "/k.kcb").has_value());
+}
+
+TEST_F(CompileCommandTest, CompileErrorExitsWith3PrintingTheLogAndOptionsAndWritesNothing) {
+  KcacheRun r = kcache({"compile", "tests/compiler/kernels/broken.cu", "--arch", "sm_80", "-o",
+                        dir_ + "/broken.kcb"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_TRUE(contains(r.err,
+                       "tests/compiler/kernels/broken.cu(4): error: identifier "
+                       "\"undeclared_variable\" is undefined"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "kcache compile: NVRTC options: -arch=sm_80")) << r.err;
+  EXPECT_TRUE(contains(r.err, "kcache compile: NVRTC could not compile")) << r.err;
+  EXPECT_FALSE(read_file(dir_ + "/broken.kcb").has_value());
+  EXPECT_EQ(cache::Store::open(dir_ + "/store")->stats().entries, 0u);
+}
+
+TEST_F(CompileCommandTest, WrongArchIsAUsageErrorListingSupportedArchs) {
+  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_85", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "sm_85 is not supported by NVRTC")) << r.err;
+  EXPECT_TRUE(contains(r.err, "sm_90")) << r.err;
+  r = kcache({"compile", kSaxpy, "--arch", "compute_90", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "use --ptx compute_90")) << r.err;
+}
+
+TEST_F(CompileCommandTest, MissingHeaderNamesItAndTheFoldersSearched) {
+  std::string src = write(dir_, "k.cu", "#include \"nothere.h\"\n__global__ void k() {}\n");
+  KcacheRun r =
+      kcache({"compile", src, "--arch", "sm_80", "-I", dir_ + "/inc", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_TRUE(contains(r.err, "\"nothere.h\" (included from " + src +
+                                  ":1) was not found in: " + dir_ + ", " + dir_ + "/inc, "))
+      << r.err;
+}
+
+TEST_F(CompileCommandTest, MissingOrUnreadableSourceIsOneLine) {
+  KcacheRun r = kcache({"compile", dir_ + "/nothere.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "nothere.cu does not exist")) << r.err;
+  FileSystem::real().create_directories(dir_ + "/folder.cu", 0755);
+  r = kcache({"compile", dir_ + "/folder.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "folder.cu: it is a directory")) << r.err;
+}
+
+TEST_F(CompileCommandTest, MissingOutputFolderIsOneLineBeforeAnyCompile) {
+  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/no/such/k.kcb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "output folder " + dir_ + "/no/such does not exist")) << r.err;
+  EXPECT_EQ(counter("nvrtc_invocations"), 0);
+}
+
+TEST_F(CompileCommandTest, OutputFlagsThatCannotWorkAreUsageErrors) {
+  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "no output")) << r.err;
+  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/k.cc"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "need --symbol")) << r.err;
+  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/k.cc", "--symbol", "a-b"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST_F(CompileCommandTest, MissingToolkitSaysWhereItLooked) {
+  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "--cuda-path",
+                        dir_ + "/no-cuda"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "no CUDA toolkit found; looked at:")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--cuda-path = " + dir_ + "/no-cuda (does not exist)")) << r.err;
+}
+
+TEST_F(CompileCommandTest, UnwritableStoreStillCompiles) {
+  write(dir_, "store", "a file where the store folder should be");
+  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "warning")) << r.err;
+  EXPECT_TRUE(read_file(dir_ + "/k.kcb").has_value());
+}
+
+}  // namespace
+}  // namespace kcache::cli
