@@ -3,21 +3,21 @@
 // header, unreadable file, missing output folder.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "bundle/bundle.h"
 #include "cache/store.h"
 #include "common/file_system.h"
-#include "tests/cli/kcache_runner.h"
 #include "tests/compiler/test_files.h"
+#include "tests/testing/run_command.h"
 
 namespace kcache::cli {
 namespace {
 
 using compiler::testing::test_dir;
 using compiler::testing::write;
-using testing::KcacheRun;
-using testing::run_kcache;
+using kcache::testing::CommandResult;
 
 const std::string kSaxpy = "tests/compiler/kernels/saxpy.cu";
 
@@ -25,13 +25,17 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+int lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
 class CompileCommandTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = test_dir(); }
 
-  KcacheRun kcache(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--dir", dir_ + "/store"});
-    return run_kcache(args);
+  CommandResult kcache(std::vector<std::string> args) {
+    args.insert(args.begin(), {kcache::testing::kcache_binary(), "--dir", dir_ + "/store"});
+    return kcache::testing::run_command(args);
   }
 
   int64_t counter(const std::string& name) {
@@ -43,7 +47,7 @@ class CompileCommandTest : public ::testing::Test {
 
 TEST_F(CompileCommandTest, WritesTheBundleQuietlyAndTheSecondRunIsAHit) {
   std::string out = dir_ + "/saxpy.kcb";
-  KcacheRun first =
+  CommandResult first =
       kcache({"compile", kSaxpy, "--arch", "sm_80,sm_90", "--ptx", "compute_90", "-o", out});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(first.out, "");
@@ -55,8 +59,8 @@ TEST_F(CompileCommandTest, WritesTheBundleQuietlyAndTheSecondRunIsAHit) {
   EXPECT_EQ(b.images[2].arch, "compute_90");
   EXPECT_EQ(counter("nvrtc_invocations"), 3);
 
-  KcacheRun second = kcache({"--format", "json", "compile", kSaxpy, "--arch", "sm_80,sm_90",
-                             "--ptx", "compute_90", "-o", out});
+  CommandResult second = kcache({"--format", "json", "compile", kSaxpy, "--arch", "sm_80,sm_90",
+                                 "--ptx", "compute_90", "-o", out});
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_TRUE(contains(second.out, "\"hits\": 3")) << second.out;
   EXPECT_EQ(counter("nvrtc_invocations"), 3) << "a hit must not invoke NVRTC";
@@ -64,7 +68,7 @@ TEST_F(CompileCommandTest, WritesTheBundleQuietlyAndTheSecondRunIsAHit) {
 }
 
 TEST_F(CompileCommandTest, VerboseSaysHitOrMissPerTarget) {
-  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "-v"});
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "-v"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "saxpy.cu sm_80 cubin miss ")) << r.out;
   r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "-v"});
@@ -72,8 +76,8 @@ TEST_F(CompileCommandTest, VerboseSaysHitOrMissPerTarget) {
 }
 
 TEST_F(CompileCommandTest, WritesEmbeddingSourceAndHeader) {
-  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/saxpy.cc",
-                        "--h-out", dir_ + "/saxpy.h", "--symbol", "demo::saxpy_bundle"});
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/saxpy.cc",
+                            "--h-out", dir_ + "/saxpy.h", "--symbol", "demo::saxpy_bundle"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string cc = *read_file(dir_ + "/saxpy.cc"), h = *read_file(dir_ + "/saxpy.h");
   EXPECT_TRUE(contains(cc, "kcache::bundle::register_embedded")) << cc.substr(0, 2000);
@@ -86,14 +90,14 @@ TEST_F(CompileCommandTest, ReadsArgumentsFromAParamsFile) {
   write(dir_, "args.params",
         "compile\n" + kSaxpy + "\n--arch\nsm_80\n--nvrtc-opt=-lineinfo\n-DSCALE=2\n-o\n" + dir_ +
             "/k.kcb\n");
-  KcacheRun r = kcache({"@" + dir_ + "/args.params"});
+  CommandResult r = kcache({"@" + dir_ + "/args.params"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(read_file(dir_ + "/k.kcb").has_value());
 }
 
 TEST_F(CompileCommandTest, CompileErrorExitsWith3PrintingTheLogAndOptionsAndWritesNothing) {
-  KcacheRun r = kcache({"compile", "tests/compiler/kernels/broken.cu", "--arch", "sm_80", "-o",
-                        dir_ + "/broken.kcb"});
+  CommandResult r = kcache({"compile", "tests/compiler/kernels/broken.cu", "--arch", "sm_80", "-o",
+                            dir_ + "/broken.kcb"});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_TRUE(contains(r.err,
                        "tests/compiler/kernels/broken.cu(4): error: identifier "
@@ -106,9 +110,9 @@ TEST_F(CompileCommandTest, CompileErrorExitsWith3PrintingTheLogAndOptionsAndWrit
 }
 
 TEST_F(CompileCommandTest, WrongArchIsAUsageErrorListingSupportedArchs) {
-  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_85", "-o", dir_ + "/k.kcb"});
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_85", "-o", dir_ + "/k.kcb"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_TRUE(contains(r.err, "sm_85 is not supported by NVRTC")) << r.err;
   EXPECT_TRUE(contains(r.err, "sm_90")) << r.err;
   r = kcache({"compile", kSaxpy, "--arch", "compute_90", "-o", dir_ + "/k.kcb"});
@@ -118,7 +122,7 @@ TEST_F(CompileCommandTest, WrongArchIsAUsageErrorListingSupportedArchs) {
 
 TEST_F(CompileCommandTest, MissingHeaderNamesItAndTheFoldersSearched) {
   std::string src = write(dir_, "k.cu", "#include \"nothere.h\"\n__global__ void k() {}\n");
-  KcacheRun r =
+  CommandResult r =
       kcache({"compile", src, "--arch", "sm_80", "-I", dir_ + "/inc", "-o", dir_ + "/k.kcb"});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_TRUE(contains(r.err, "\"nothere.h\" (included from " + src +
@@ -127,27 +131,28 @@ TEST_F(CompileCommandTest, MissingHeaderNamesItAndTheFoldersSearched) {
 }
 
 TEST_F(CompileCommandTest, MissingOrUnreadableSourceIsOneLine) {
-  KcacheRun r = kcache({"compile", dir_ + "/nothere.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  CommandResult r =
+      kcache({"compile", dir_ + "/nothere.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_TRUE(contains(r.err, "nothere.cu does not exist")) << r.err;
   FileSystem::real().create_directories(dir_ + "/folder.cu", 0755);
   r = kcache({"compile", dir_ + "/folder.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_TRUE(contains(r.err, "folder.cu: it is a directory")) << r.err;
 }
 
 TEST_F(CompileCommandTest, MissingOutputFolderIsOneLineBeforeAnyCompile) {
-  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/no/such/k.kcb"});
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/no/such/k.kcb"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err_lines(), 1) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_TRUE(contains(r.err, "output folder " + dir_ + "/no/such does not exist")) << r.err;
   EXPECT_EQ(counter("nvrtc_invocations"), 0);
 }
 
 TEST_F(CompileCommandTest, OutputFlagsThatCannotWorkAreUsageErrors) {
-  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80"});
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "no output")) << r.err;
   r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/k.cc"});
@@ -158,8 +163,8 @@ TEST_F(CompileCommandTest, OutputFlagsThatCannotWorkAreUsageErrors) {
 }
 
 TEST_F(CompileCommandTest, MissingToolkitSaysWhereItLooked) {
-  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "--cuda-path",
-                        dir_ + "/no-cuda"});
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb",
+                            "--cuda-path", dir_ + "/no-cuda"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.err, "no CUDA toolkit found; looked at:")) << r.err;
   EXPECT_TRUE(contains(r.err, "--cuda-path = " + dir_ + "/no-cuda (does not exist)")) << r.err;
@@ -167,7 +172,7 @@ TEST_F(CompileCommandTest, MissingToolkitSaysWhereItLooked) {
 
 TEST_F(CompileCommandTest, UnwritableStoreStillCompiles) {
   write(dir_, "store", "a file where the store folder should be");
-  KcacheRun r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.err, "warning")) << r.err;
   EXPECT_TRUE(read_file(dir_ + "/k.kcb").has_value());

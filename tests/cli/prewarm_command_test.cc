@@ -2,22 +2,23 @@
 // when stderr is not a terminal, a summary, failures reported and counted.
 #include <gtest/gtest.h>
 
+
 #include "cache/store.h"
 #include "common/file_system.h"
-#include "tests/cli/kcache_runner.h"
 #include "tests/compiler/test_files.h"
+#include "tests/testing/run_command.h"
 
 namespace kcache::cli {
 namespace {
 
 using compiler::testing::test_dir;
 using compiler::testing::write;
-using testing::KcacheRun;
-using testing::run_kcache;
+using kcache::testing::CommandResult;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
+
 
 std::string tiny_kernel(const std::string& name) {
   return "extern \"C\" __global__ void " + name + "(int* p) { *p = KCACHE_VALUE; }\n";
@@ -32,9 +33,11 @@ class PrewarmCommandTest : public ::testing::Test {
     write(dir_, "kernels/not_a_kernel.txt", "ignored");
   }
 
-  KcacheRun kcache(std::vector<std::string> args) {
-    args.insert(args.begin(), {"--dir", dir_ + "/store"});
-    return run_kcache(args, dir_);
+  CommandResult kcache(std::vector<std::string> args) {
+    // Relative paths, as in a workspace root: prewarm takes them as given.
+    compiler::testing::ScopedCwd cwd(dir_);
+    args.insert(args.begin(), {kcache::testing::kcache_binary(), "--dir", dir_ + "/store"});
+    return kcache::testing::run_command(args);
   }
 
   int64_t counter(const std::string& name) {
@@ -45,7 +48,8 @@ class PrewarmCommandTest : public ::testing::Test {
 };
 
 TEST_F(PrewarmCommandTest, FolderCompilesEveryKernelThenEveryOneHits) {
-  KcacheRun first = kcache({"prewarm", "kernels", "--arch", "sm_80,sm_90", "-D", "KCACHE_VALUE=1"});
+  CommandResult first =
+      kcache({"prewarm", "kernels", "--arch", "sm_80,sm_90", "-D", "KCACHE_VALUE=1"});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_TRUE(contains(first.err, "] miss kernels/a.cu (2 of 2 targets compiled")) << first.err;
   EXPECT_TRUE(contains(first.err, "] miss kernels/sub/b.cu")) << first.err;
@@ -54,7 +58,7 @@ TEST_F(PrewarmCommandTest, FolderCompilesEveryKernelThenEveryOneHits) {
   EXPECT_FALSE(contains(first.err, "\r")) << "no progress bar when stderr is not a terminal";
   EXPECT_EQ(counter("nvrtc_invocations"), 4);
 
-  KcacheRun second =
+  CommandResult second =
       kcache({"prewarm", "kernels", "--arch", "sm_80,sm_90", "-D", "KCACHE_VALUE=1"});
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_TRUE(contains(second.err, "] hit  kernels/a.cu")) << second.err;
@@ -64,8 +68,8 @@ TEST_F(PrewarmCommandTest, FolderCompilesEveryKernelThenEveryOneHits) {
   EXPECT_EQ(counter("nvrtc_invocations"), 4);
 
   // What prewarm stored is what `kcache compile` then finds.
-  KcacheRun compile = kcache({"--format", "json", "compile", "kernels/a.cu", "--arch", "sm_90",
-                              "-D", "KCACHE_VALUE=1", "-o", "a.kcb"});
+  CommandResult compile = kcache({"--format", "json", "compile", "kernels/a.cu", "--arch", "sm_90",
+                                  "-D", "KCACHE_VALUE=1", "-o", "a.kcb"});
   ASSERT_EQ(compile.exit_code, 0) << compile.err;
   EXPECT_TRUE(contains(compile.out, "\"hits\": 1")) << compile.out;
 }
@@ -77,7 +81,7 @@ TEST_F(PrewarmCommandTest, ManifestLinesAreCompileCommandLines) {
         "kernels/a.cu -D KCACHE_VALUE=2\n"
         "kcache compile kernels/sub/b.cu --arch sm_90 '-DKCACHE_VALUE=3'\n"
         "/usr/bin/kcache compile kernels/a.cu -D KCACHE_VALUE=4 -o a4.kcb\n");
-  KcacheRun r = kcache({"--format", "json", "prewarm", "kernels.txt", "--arch", "sm_80"});
+  CommandResult r = kcache({"--format", "json", "prewarm", "kernels.txt", "--arch", "sm_80"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(contains(r.out, "\"kernels\": 3")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"target_misses\": 3")) << r.out;  // b.cu's --arch replaced sm_80
@@ -86,7 +90,7 @@ TEST_F(PrewarmCommandTest, ManifestLinesAreCompileCommandLines) {
 
 TEST_F(PrewarmCommandTest, FailuresAreReportedAndTheRestStillWarms) {
   write(dir_, "kernels/broken.cu", "extern \"C\" __global__ void k() { nope; }\n");
-  KcacheRun r =
+  CommandResult r =
       kcache({"prewarm", "kernels", "--arch", "sm_80", "-D", "KCACHE_VALUE=1", "-j", "2"});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_TRUE(contains(r.err, "kernels/broken.cu(1): error: identifier \"nope\" is undefined"))
@@ -99,14 +103,14 @@ TEST_F(PrewarmCommandTest, FailuresAreReportedAndTheRestStillWarms) {
 
 TEST_F(PrewarmCommandTest, BadManifestLineIsAUsageErrorNamingTheLine) {
   write(dir_, "kernels.txt", "kernels/a.cu --arch sm_80\nkernels/b.cu --no-such-flag\n");
-  KcacheRun r = kcache({"prewarm", "kernels.txt"});
+  CommandResult r = kcache({"prewarm", "kernels.txt"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "kernels.txt:2: ")) << r.err;
   EXPECT_EQ(counter("nvrtc_invocations"), 0);
 }
 
 TEST_F(PrewarmCommandTest, KernelWithoutATargetIsAUsageError) {
-  KcacheRun r = kcache({"prewarm", "kernels"});
+  CommandResult r = kcache({"prewarm", "kernels"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(contains(r.err, "no target")) << r.err;
   r = kcache({"prewarm", "nothere"});
