@@ -13,6 +13,7 @@
 #include "cli/compile_flags.h"
 #include "common/error.h"
 #include "compiler/compiler.h"
+#include "compiler/nvrtc_worker.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::cli {
@@ -64,7 +65,7 @@ int run_compile(const GlobalOptions& global, const CompileCommand& c) {
   cache::StorageOptions storage_options;
   storage_options.local_dir = global.dir;
   cache::Storage storage(storage_options);
-  compiler::Compiler compiler(std::move(toolkit), &storage, c.setup.jobs);
+  compiler::Compiler compiler(std::move(toolkit), &storage, c.setup.jobs, worker_command());
   compiler::CompileResult result;
   try {
     result = compiler.compile(options);
@@ -92,6 +93,15 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
   cmd->callback([&dispatch, c] {
     dispatch.verb = "compile";
     dispatch.action = [&dispatch, c] { return run_compile(dispatch.global, *c); };
+  });
+
+  // Hidden (no group): kcache runs itself with it to compile targets in
+  // parallel processes, since NVRTC serializes compiles within a process.
+  CLI::App* worker = app.add_subcommand("__nvrtc-worker", "");
+  worker->group("");
+  worker->callback([&dispatch] {
+    dispatch.verb = "__nvrtc-worker";
+    dispatch.action = [] { return compiler::run_nvrtc_worker(0, 1); };
   });
 }
 

@@ -1,6 +1,7 @@
 #include "cli/compile_flags.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -99,6 +100,13 @@ void write_outputs(const CompileFlags& f, const compiler::CompileResult& result)
   if (!f.cc_out.empty())
     write_file_atomically(f.cc_out, compiler::generate_source(result.bundle, info));
   if (!f.h_out.empty()) write_file_atomically(f.h_out, compiler::generate_header(info));
+}
+
+std::vector<std::string> worker_command() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return {};  // no workers: targets compile one after another
+  return {std::string(buf, static_cast<size_t>(n)), "__nvrtc-worker"};
 }
 
 void print_compile_error(const std::string& verb, const CompileError& e) {

@@ -51,6 +51,10 @@ struct CompilerSetup {
 };
 void add_setup_flags(CLI::App& app, CompilerSetup& setup);
 
+// This binary with the hidden verb that runs compiler::run_nvrtc_worker, for
+// compiling several targets in parallel processes (see nvrtc_worker.h).
+std::vector<std::string> worker_command();
+
 // Prints NVRTC's log as NVRTC wrote it, then the options, to stderr.
 void print_compile_error(const std::string& verb, const CompileError& e);
 

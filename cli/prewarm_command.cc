@@ -248,7 +248,7 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   cache::StorageOptions storage_options;
   storage_options.local_dir = global.dir;
   cache::Storage storage(storage_options);
-  compiler::Compiler compiler(std::move(toolkit), &storage, c.setup.jobs);
+  compiler::Compiler compiler(std::move(toolkit), &storage, c.setup.jobs, worker_command());
   int workers = c.setup.jobs > 0
                     ? c.setup.jobs
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

@@ -13,6 +13,7 @@
 #include "common/file_system.h"
 #include "compiler/includes.h"
 #include "compiler/nvrtc.h"
+#include "compiler/nvrtc_worker.h"
 
 namespace kcache::compiler {
 namespace {
@@ -142,13 +143,14 @@ void Compiler::Slots::release() {
   cv_.notify_one();
 }
 
-Compiler::Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel)
+Compiler::Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel,
+                   std::vector<std::string> worker_command)
     : toolkit_(std::move(toolkit)),
       identity_(toolkit_.identity()),
       storage_(storage),
-      slots_(max_parallel > 0
-                 ? max_parallel
-                 : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
+      slots_(max_parallel > 0 ? max_parallel
+                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+      worker_command_(std::move(worker_command)) {}
 
 struct Compiler::Prepared {
   std::vector<Target> targets;
@@ -280,7 +282,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         input.options.insert(input.options.end(), key_options.begin(), key_options.end());
         for (const std::string& d : toolkit_.include_dirs) input.options.push_back("-I" + d);
         SlotGuard guard(slots_);
-        outputs[slot] = nvrtc.compile(input);
+        std::unique_lock<std::mutex> here(in_process_, std::try_to_lock);
+        if (here.owns_lock() || worker_command_.empty()) {
+          if (!here.owns_lock()) here.lock();
+          outputs[slot] = nvrtc.compile(input);
+        } else {
+          outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
+        }
       } catch (const CompileError& e) {
         errors[slot] = std::make_exception_ptr(
             CompileError(std::string(e.what()) + " for " + t.arch, e.log(), e.options()));

@@ -4,8 +4,13 @@
 // For each target the cache key is computed from exactly what NVRTC is handed
 // (compiler identity, target, canonical options, source, every user header
 // reached, name expressions; see includes.h and toolkit.h). The store is asked
-// first, for every target; NVRTC is loaded and run only for the misses, one
-// thread per target. A hit never loads NVRTC.
+// first, for every target; NVRTC is loaded and run only for the misses. A hit
+// never loads NVRTC.
+//
+// Misses compile concurrently, one thread each, at most `max_parallel` at a
+// time. NVRTC serializes compiles within one process (nvrtc_worker.h), so one
+// compile runs in this process and the others, given a worker command, in
+// worker processes; without one they wait their turn.
 //
 // Failure: a source NVRTC rejects throws CompileError carrying NVRTC's log as
 // written and the options, and nothing is stored (not even the targets that
@@ -77,7 +82,10 @@ class Compiler {
  public:
   // `storage` may be null (no caching). `max_parallel` caps NVRTC compiles
   // running at once across all compile() calls (0: one per CPU).
-  Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel = 0);
+  // `worker_command` runs run_nvrtc_worker() in a new process, e.g.
+  // {"/usr/bin/kcache", "__nvrtc-worker"}; empty: everything in-process.
+  Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel = 0,
+           std::vector<std::string> worker_command = {});
 
   // Thread-safe: prewarm calls it from many threads.
   CompileResult compile(const CompileOptions& options);
@@ -108,6 +116,8 @@ class Compiler {
   std::string identity_;
   cache::Storage* storage_;
   Slots slots_;
+  std::vector<std::string> worker_command_;
+  std::mutex in_process_;  // held while this process runs an NVRTC compile
 };
 
 }  // namespace kcache::compiler
