@@ -89,17 +89,29 @@ void check_outputs(const CompileFlags& f) {
   if (!f.h_out.empty()) check_folder_of(f.h_out, "--h-out");
 }
 
+namespace {
+
+// Leaves an output with the right bytes alone: on a rebuild with the same
+// outputs, comparing costs less than writing and renaming over the old file
+// (which makes ext4 write it back at once).
+void write_if_changed(const std::string& path, const std::string& data) {
+  std::optional<FileInfo> info = FileSystem::real().stat(path);
+  if (info && info->size == data.size() && read_file(path) == data) return;
+  write_file_atomically(path, data);
+}
+
+}  // namespace
+
 void write_outputs(const CompileFlags& f, const compiler::CompileResult& result) {
-  if (!f.output.empty()) write_file_atomically(f.output, result.bundle);
+  if (!f.output.empty()) write_if_changed(f.output, result.bundle);
   if (f.cc_out.empty() && f.h_out.empty()) return;
   compiler::EmbedInfo info;
   info.symbol = f.symbol;
   info.source_name = result.source_name;
   info.archs = arch_list(result);
   info.name_expressions = f.name_expressions;
-  if (!f.cc_out.empty())
-    write_file_atomically(f.cc_out, compiler::generate_source(result.bundle, info));
-  if (!f.h_out.empty()) write_file_atomically(f.h_out, compiler::generate_header(info));
+  if (!f.cc_out.empty()) write_if_changed(f.cc_out, compiler::generate_source(result.bundle, info));
+  if (!f.h_out.empty()) write_if_changed(f.h_out, compiler::generate_header(info));
 }
 
 std::vector<std::string> worker_command() {
