@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "cache/storage.h"
+#include "common/file_system.h"
+#include "common/hash.h"
 #include "compiler/codegen.h"
 #include "compiler/compiler.h"
 #include "compiler/toolkit.h"
@@ -198,7 +200,27 @@ void BM_GenerateSource(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes.size()));
 }
 
+// What a hit pays for the compiler identity: finding the toolkit, reading
+// CUDA_VERSION and CCCL_VERSION, fingerprinting libnvrtc and its builtins.
+void BM_FindToolkit(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(find_toolkit("").identity());
+}
+
+// The alternative toolkit.h rejects: hashing all of libnvrtc (109 MB) on
+// every run, page cache warm.
+void BM_HashWholeNvrtc(benchmark::State& state) {
+  std::string path = find_toolkit("").nvrtc.path;
+  for (auto _ : state) {
+    Hasher128 h;
+    h.update(*read_file(path));
+    benchmark::DoNotOptimize(h.digest());
+  }
+}
+
 void register_all() {
+  benchmark::RegisterBenchmark("BM_FindToolkit", BM_FindToolkit)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("BM_HashWholeNvrtc", BM_HashWholeNvrtc)
+      ->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_GenerateSource", BM_GenerateSource)
       ->Arg(1)
       ->Arg(16)

@@ -8,7 +8,8 @@
 //     reads itself (cuda_fp16.h, cooperative_groups, CUB, ...), and
 //   - a fingerprint of libnvrtc and libnvrtc-builtins: the file size, the GNU
 //     build-id when the ELF has one, and XXH3-64 of the first and last 64 KiB.
-// Reading 2 x 64 KiB costs ~0.1 ms; hashing all of libnvrtc costs ~20 ms.
+// find_toolkit() costs ~0.1 ms in all; hashing all of libnvrtc would cost
+// ~80 ms per run (bench/compile_bench, page cache warm).
 // The trade-off (ccache's compiler_check): a rebuilt NVRTC of the same size
 // whose change lies only in the unread middle, with the same build-id, would
 // share keys with the old one. A release changes the build-id and (in
