@@ -62,10 +62,8 @@ int run_compile(const GlobalOptions& global, const CompileCommand& c) {
   check_outputs(c.flags);
   compiler::CompileOptions options = to_options(c.flags);
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
-  cache::StorageOptions storage_options;
-  storage_options.local_dir = global.dir;
-  cache::Storage storage(storage_options);
-  compiler::Compiler compiler(std::move(toolkit), &storage, c.setup.jobs, worker_command());
+  std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
+  compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
   compiler::CompileResult result;
   try {
     result = compiler.compile(options);

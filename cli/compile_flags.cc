@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 
 #include "common/error.h"
 #include "common/file_system.h"
@@ -38,6 +39,9 @@ void add_compile_flags(CLI::App& app, CompileFlags& f, bool per_kernel) {
                    "The kernel source (.cu); its path as given is the name NVRTC reports and "
                    "part of the cache key")
         ->required();
+    app.add_option("--source-name", f.source_name,
+                   "The name NVRTC reports and the key uses instead of the path as given "
+                   "(e.g. a name stable across build configurations)");
   }
   app.add_option("--arch", f.archs, "Real architectures, one cubin each: sm_80,sm_90,sm_90a")
       ->delimiter(',');
@@ -64,11 +68,28 @@ void add_setup_flags(CLI::App& app, CompilerSetup& setup) {
                  "The CUDA toolkit (default: $CUDA_PATH, else /usr/local/cuda)");
   app.add_option("-j,--jobs", setup.jobs, "NVRTC compiles at once (default: one per CPU)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--store", setup.store,
+                 "Use the store: on (default), off, or env: only if $KCACHE_DIR is set (what a "
+                 "build system passes so that the store is opt-in and quiet otherwise)")
+      ->check(CLI::IsMember({"on", "off", "env"}));
+}
+
+std::unique_ptr<cache::Storage> open_storage(const GlobalOptions& global,
+                                             const CompilerSetup& setup) {
+  if (setup.store == "off") return nullptr;
+  if (setup.store == "env" && global.dir.empty()) {
+    const char* dir = std::getenv("KCACHE_DIR");
+    if (!dir || !*dir) return nullptr;
+  }
+  cache::StorageOptions options;
+  options.local_dir = global.dir;
+  return std::make_unique<cache::Storage>(options);
 }
 
 compiler::CompileOptions to_options(const CompileFlags& f) {
   compiler::CompileOptions o;
   o.source_path = f.source;
+  o.source_name = f.source_name;
   o.archs = f.archs;
   o.ptx_arch = f.ptx;
   o.include_dirs = f.include_dirs;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "cache/storage.h"
+#include "cli/command.h"
 #include "common/error.h"
 #include "compiler/compiler.h"
 
@@ -18,6 +20,7 @@ namespace kcache::cli {
 
 struct CompileFlags {
   std::string source;
+  std::string source_name;  // --source-name
   std::vector<std::string> archs;
   std::string ptx;
   std::vector<std::string> include_dirs;
@@ -44,12 +47,17 @@ void check_outputs(const CompileFlags& flags);
 // Writes the outputs asked for (each atomically).
 void write_outputs(const CompileFlags& flags, const compiler::CompileResult& result);
 
-// The `--cuda-path` flag and the storage both verbs share.
+// The flags both verbs share for the toolkit, parallelism and the store.
 struct CompilerSetup {
   std::string cuda_path;
-  int jobs = 0;  // 0: one per CPU
+  int jobs = 0;              // 0: one per CPU
+  std::string store = "on";  // on | off | env (only if $KCACHE_DIR is set)
 };
 void add_setup_flags(CLI::App& app, CompilerSetup& setup);
+
+// The storage to compile through, or null when --store says not to use one.
+std::unique_ptr<cache::Storage> open_storage(const GlobalOptions& global,
+                                             const CompilerSetup& setup);
 
 // This binary with the hidden verb that runs compiler::run_nvrtc_worker, for
 // compiling several targets in parallel processes (see nvrtc_worker.h).

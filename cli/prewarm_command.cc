@@ -245,10 +245,8 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   }
 
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
-  cache::StorageOptions storage_options;
-  storage_options.local_dir = global.dir;
-  cache::Storage storage(storage_options);
-  compiler::Compiler compiler(std::move(toolkit), &storage, c.setup.jobs, worker_command());
+  std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
+  compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
   int workers = c.setup.jobs > 0
                     ? c.setup.jobs
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

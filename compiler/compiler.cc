@@ -195,7 +195,7 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
 
   p.request.compiler_identity = identity_;
   p.request.options = p.key_options;
-  p.request.source_name = options.source_path;
+  p.request.source_name = options.logical_name();
   p.request.source = p.source;
   for (const ResolvedHeader& h : p.includes.headers)
     p.request.headers.push_back({h.name, h.content});
@@ -216,7 +216,7 @@ std::vector<Hash128> Compiler::keys(const CompileOptions& options) const {
 
 CompileResult Compiler::compile(const CompileOptions& options) {
   CompileResult result;
-  result.source_name = options.source_path;
+  result.source_name = options.logical_name();
   result.compiler_identity = identity_;
   Prepared prepared = prepare(options);
   const std::vector<Target>& targets = prepared.targets;
@@ -262,7 +262,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     }
 
     NvrtcInput base;
-    base.source_name = options.source_path;
+    base.source_name = options.logical_name();
     base.source = prepared.source;
     for (const ResolvedHeader& h : includes.headers) base.headers.push_back({h.name, h.content});
     for (const MissingInclude& m : includes.missing) {

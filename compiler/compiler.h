@@ -43,7 +43,11 @@ struct Target {
 Target parse_target(const std::string& arch, cache::TargetKind kind);
 
 struct CompileOptions {
-  std::string source_path;                    // as given; it is also the logical source name
+  std::string source_path;  // where the source is read, as given
+  // The logical name NVRTC reports and the key hashes; empty: source_path.
+  // Give one stable across checkouts and build configurations (Bazel's
+  // short_path) when the path is not.
+  std::string source_name;
   std::vector<std::string> archs;             // real archs, one cubin each: "sm_80"
   std::string ptx_arch;                       // virtual arch for PTX ("compute_90"), or empty
   std::vector<std::string> include_dirs;      // -I, searched by kcache (see includes.h)
@@ -51,6 +55,10 @@ struct CompileOptions {
   std::string std;                            // "c++17"; empty: NVRTC's default
   std::vector<std::string> nvrtc_options;     // passed through, e.g. "-lineinfo"
   std::vector<std::string> name_expressions;  // "scale<float>"
+
+  const std::string& logical_name() const {
+    return source_name.empty() ? source_path : source_name;
+  }
 };
 
 struct TargetResult {

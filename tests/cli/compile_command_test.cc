@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 
 #include "bundle/bundle.h"
@@ -168,6 +169,47 @@ TEST_F(CompileCommandTest, MissingToolkitSaysWhereItLooked) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(contains(r.err, "no CUDA toolkit found; looked at:")) << r.err;
   EXPECT_TRUE(contains(r.err, "--cuda-path = " + dir_ + "/no-cuda (does not exist)")) << r.err;
+}
+
+// What the Bazel rule passes: the store only when the user opted in with
+// $KCACHE_DIR, and no warning or stray store otherwise.
+TEST_F(CompileCommandTest, StoreFromTheEnvironmentOnlyWhenAsked) {
+  std::vector<std::string> args = {kcache::testing::kcache_binary(),
+                                   "compile",
+                                   kSaxpy,
+                                   "--arch",
+                                   "sm_80",
+                                   "--store=env",
+                                   "-o",
+                                   dir_ + "/k.kcb"};
+  std::map<std::string, std::string> no_store = {
+      {"KCACHE_DIR", ""}, {"XDG_CACHE_HOME", ""}, {"HOME", dir_ + "/home"}};
+  CommandResult r = kcache::testing::run_command(args, no_store);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_FALSE(FileSystem::real().stat(dir_ + "/home/.cache/kcache").has_value());
+
+  std::map<std::string, std::string> opted_in = no_store;
+  opted_in["KCACHE_DIR"] = dir_ + "/opted-in";
+  r = kcache::testing::run_command(args, opted_in);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(cache::Store::open(dir_ + "/opted-in")->stats().entries, 1u);
+
+  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--store=off", "-o", dir_ + "/k.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(FileSystem::real().stat(dir_ + "/store").has_value());
+}
+
+TEST_F(CompileCommandTest, SourceNameReplacesThePathInTheLogAndTheBundle) {
+  CommandResult r = kcache({"compile", "tests/compiler/kernels/broken.cu", "--source-name",
+                            "kernels/broken.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.err.rfind("kernels/broken.cu(4): error", 0), 0u) << r.err;
+  r = kcache(
+      {"compile", kSaxpy, "--source-name", "saxpy.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string bytes = *read_file(dir_ + "/k.kcb");
+  EXPECT_EQ(bundle::parse(bytes).source_name, "saxpy.cu");
 }
 
 TEST_F(CompileCommandTest, UnwritableStoreStillCompiles) {

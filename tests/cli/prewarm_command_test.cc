@@ -2,7 +2,6 @@
 // when stderr is not a terminal, a summary, failures reported and counted.
 #include <gtest/gtest.h>
 
-
 #include "cache/store.h"
 #include "common/file_system.h"
 #include "tests/compiler/test_files.h"
@@ -18,7 +17,6 @@ using kcache::testing::CommandResult;
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
-
 
 std::string tiny_kernel(const std::string& name) {
   return "extern \"C\" __global__ void " + name + "(int* p) { *p = KCACHE_VALUE; }\n";

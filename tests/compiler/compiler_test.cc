@@ -350,6 +350,18 @@ TEST_F(CompilerTest, KeyCoversEveryInputThatChangesTheImage) {
   EXPECT_EQ(compiler_->keys(base), k);
 }
 
+TEST_F(CompilerTest, SourceNameIsWhatTheKeyAndNvrtcSee) {
+  std::string copy =
+      write(dir_, "elsewhere/bazel-out/k8-opt/bin/saxpy.cu", *read_file(kKernels + "saxpy.cu"));
+  CompileOptions a = kernel("saxpy.cu", {"sm_80"});
+  CompileOptions b = a;
+  b.source_path = copy;
+  a.source_name = b.source_name = "kernels/saxpy.cu";
+  EXPECT_EQ(compiler_->keys(a), compiler_->keys(b));
+  a.source_name = "";
+  EXPECT_NE(compiler_->keys(a), compiler_->keys(b));
+}
+
 // A hit must not even load NVRTC: with a toolkit whose libnvrtc is not a
 // library at all, stored targets still come back; only a miss trips on it.
 TEST_F(CompilerTest, HitNeverLoadsNvrtc) {
