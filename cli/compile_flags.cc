@@ -68,16 +68,17 @@ void add_setup_flags(CLI::App& app, CompilerSetup& setup) {
                  "The CUDA toolkit (default: $CUDA_PATH, else /usr/local/cuda)");
   app.add_option("-j,--jobs", setup.jobs, "NVRTC compiles at once (default: one per CPU)")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--store", setup.store,
-                 "Use the store: on (default), off, or env: only if $KCACHE_DIR is set (what a "
-                 "build system passes so that the store is opt-in and quiet otherwise)")
-      ->check(CLI::IsMember({"on", "off", "env"}));
+  app.add_flag("--no-store", setup.no_store,
+               "Compile without the store: no lookups, nothing stored");
+  app.add_flag("--no-default-store", setup.no_default_store,
+               "Use a store only if --dir or $KCACHE_DIR names one, never the default under "
+               "$HOME (what build rules pass: the store is opt-in, and quiet when not chosen)");
 }
 
 std::unique_ptr<cache::Storage> open_storage(const GlobalOptions& global,
                                              const CompilerSetup& setup) {
-  if (setup.store == "off") return nullptr;
-  if (setup.store == "env" && global.dir.empty()) {
+  if (setup.no_store) return nullptr;
+  if (setup.no_default_store && global.dir.empty()) {
     const char* dir = std::getenv("KCACHE_DIR");
     if (!dir || !*dir) return nullptr;
   }

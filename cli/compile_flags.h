@@ -50,12 +50,13 @@ void write_outputs(const CompileFlags& flags, const compiler::CompileResult& res
 // The flags both verbs share for the toolkit, parallelism and the store.
 struct CompilerSetup {
   std::string cuda_path;
-  int jobs = 0;              // 0: one per CPU
-  std::string store = "on";  // on | off | env (only if $KCACHE_DIR is set)
+  int jobs = 0;                   // 0: one per CPU
+  bool no_store = false;          // --no-store
+  bool no_default_store = false;  // --no-default-store: only a store named by --dir or $KCACHE_DIR
 };
 void add_setup_flags(CLI::App& app, CompilerSetup& setup);
 
-// The storage to compile through, or null when --store says not to use one.
+// The storage to compile through, or null when the flags say not to use one.
 std::unique_ptr<cache::Storage> open_storage(const GlobalOptions& global,
                                              const CompilerSetup& setup);
 

@@ -171,15 +171,15 @@ TEST_F(CompileCommandTest, MissingToolkitSaysWhereItLooked) {
   EXPECT_TRUE(contains(r.err, "--cuda-path = " + dir_ + "/no-cuda (does not exist)")) << r.err;
 }
 
-// What the Bazel rule passes: the store only when the user opted in with
-// $KCACHE_DIR, and no warning or stray store otherwise.
+// What the Bazel rule passes (--no-default-store): the store only when the
+// user opted in with $KCACHE_DIR, and no warning or stray store otherwise.
 TEST_F(CompileCommandTest, StoreFromTheEnvironmentOnlyWhenAsked) {
   std::vector<std::string> args = {kcache::testing::kcache_binary(),
                                    "compile",
                                    kSaxpy,
                                    "--arch",
                                    "sm_80",
-                                   "--store=env",
+                                   "--no-default-store",
                                    "-o",
                                    dir_ + "/k.kcb"};
   std::map<std::string, std::string> no_store = {
@@ -195,7 +195,7 @@ TEST_F(CompileCommandTest, StoreFromTheEnvironmentOnlyWhenAsked) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(cache::Store::open(dir_ + "/opted-in")->stats().entries, 1u);
 
-  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--store=off", "-o", dir_ + "/k.kcb"});
+  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--no-store", "-o", dir_ + "/k.kcb"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(FileSystem::real().stat(dir_ + "/store").has_value());
 }
