@@ -1,8 +1,10 @@
 // `kcache compile SRC.cu --arch sm_80,sm_90 [--ptx compute_90] [-I DIR] [-D N[=V]]
-//  [--std c++17] [--name-expression E] [--nvrtc-opt=OPT] -o OUT.kcb
-//  [--cc-out F.cc --h-out F.h --symbol S]`: one kernel source through the
-// cache into a bundle. Quiet on success (it runs inside Bazel actions); -v
-// prints a line per target, --format json a summary on stdout.
+//  [--std c++17] [--name-expression E] [--nvrtc-opt=OPT] [--source-name NAME]
+//  -o OUT.kcb [--cc-out F.cc --h-out F.h --symbol S] [--cuda-path DIR] [-j N]
+//  [--no-default-store | --no-store]`: one kernel source through the cache into
+// a bundle. Quiet on success (it runs inside Bazel actions): NVRTC's warnings
+// on a miss go to stderr; -v prints a line per target, --format json a summary
+// on stdout.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
