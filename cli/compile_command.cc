@@ -13,6 +13,7 @@
 #include "cache/storage.h"
 #include "cli/command.h"
 #include "cli/compile_flags.h"
+#include "cli/storage_flags.h"
 #include "common/error.h"
 #include "compiler/compiler.h"
 #include "compiler/nvrtc_worker.h"
@@ -89,6 +90,7 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
   auto c = std::make_shared<CompileCommand>();
   add_compile_flags(*cmd, c->flags, /*per_kernel=*/true);
   add_setup_flags(*cmd, c->setup);
+  add_storage_flags(*cmd, dispatch.global);
   cmd->add_flag("-v,--verbose", c->verbose, "Print one line per target: hit or miss, key, time");
   cmd->callback([&dispatch, c] {
     dispatch.verb = "compile";

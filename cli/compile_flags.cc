@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cli/storage_flags.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/codegen.h"
@@ -71,22 +72,22 @@ void add_setup_flags(CLI::App& app, CompilerSetup& setup) {
   app.add_flag("--no-store", setup.no_store,
                "Compile without the store: no lookups, nothing stored");
   app.add_flag("--no-default-store", setup.no_default_store,
-               "Use a store only if --dir or $KCACHE_DIR names one, never the default under "
-               "$HOME (what build rules pass: the store is opt-in, and quiet when not chosen)");
+               "Use a local store only if --dir or $KCACHE_DIR names one, never the default "
+               "under $HOME (what build rules pass: the store is opt-in, and quiet when not "
+               "chosen); a configured remote is still used");
 }
 
 std::unique_ptr<cache::Storage> open_storage(const GlobalOptions& global,
                                              const CompilerSetup& setup) {
   if (setup.no_store) return nullptr;
-  if (setup.no_default_store && global.dir.empty()) {
-    const char* dir = std::getenv("KCACHE_DIR");
-    if (!dir || !*dir) return nullptr;
+  // --dir, $KCACHE_DIR, the remote flags and kcache.conf, as every verb reads them.
+  cache::StorageConfig config = storage_config(global);
+  if (setup.no_default_store && !config.origins.count("dir")) {
+    config.options.local_enabled = false;  // no store under $HOME; a remote may still be set
+    if (!config.options.remote) return nullptr;
   }
-  cache::StorageOptions options;
-  options.local_dir = global.dir;
-  return std::make_unique<cache::Storage>(options);
+  return std::make_unique<cache::Storage>(config.options);
 }
-
 compiler::CompileOptions to_options(const CompileFlags& f) {
   compiler::CompileOptions o;
   o.source_path = f.source;

@@ -29,6 +29,7 @@
 #include "cache/storage.h"
 #include "cli/command.h"
 #include "cli/compile_flags.h"
+#include "cli/storage_flags.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/compiler.h"
@@ -340,6 +341,7 @@ void add_prewarm_command(CLI::App& app, Dispatch& dispatch) {
   cmd->add_option("inputs", c->inputs, "Manifest files or folders of .cu files")->required();
   add_compile_flags(*cmd, c->defaults, /*per_kernel=*/false);
   add_setup_flags(*cmd, c->setup);
+  add_storage_flags(*cmd, dispatch.global);
   cmd->callback([&dispatch, c] {
     dispatch.verb = "prewarm";
     dispatch.action = [&dispatch, c] { return run_prewarm(dispatch.global, *c); };

@@ -11,6 +11,7 @@
 #include "cache/store.h"
 #include "common/file_system.h"
 #include "tests/compiler/test_files.h"
+#include "tests/testing/http_servers.h"
 #include "tests/testing/run_command.h"
 
 namespace kcache::cli {
@@ -210,6 +211,34 @@ TEST_F(CompileCommandTest, SourceNameReplacesThePathInTheLogAndTheBundle) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string bytes = *read_file(dir_ + "/k.kcb");
   EXPECT_EQ(bundle::parse(bytes).source_name, "saxpy.cu");
+}
+
+// A CI fleet: one machine compiles and uploads; another, with an empty local
+// store, gets every target from the remote without invoking NVRTC. Inside a
+// Bazel action (--no-default-store) the remote alone is used.
+TEST_F(CompileCommandTest, SecondMachineHitsThroughTheRemote) {
+  kcache::testing::NginxServer nginx;
+  CommandResult r = kcache::testing::run_command(
+      {kcache::testing::kcache_binary(), "--dir", dir_ + "/machine-a", "compile", kSaxpy, "--arch",
+       "sm_80,sm_90", "--remote", nginx.url("/kcache"), "-o", dir_ + "/a.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nginx.count_requests("PUT", "/kcache/"), 2);
+
+  r = kcache::testing::run_command({kcache::testing::kcache_binary(), "--dir", dir_ + "/machine-b",
+                                    "--format", "json", "compile", kSaxpy, "--arch", "sm_80,sm_90",
+                                    "--remote", nginx.url("/kcache"), "-o", dir_ + "/b.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "\"hits\": 2")) << r.out;
+  EXPECT_EQ(cache::Store::open(dir_ + "/machine-b")->stats().counter("nvrtc_invocations"), 0);
+  EXPECT_EQ(*read_file(dir_ + "/b.kcb"), *read_file(dir_ + "/a.kcb"));
+
+  r = kcache::testing::run_command(
+      {kcache::testing::kcache_binary(), "--format", "json", "compile", kSaxpy, "--arch", "sm_80",
+       "--no-default-store", "-o", dir_ + "/c.kcb"},
+      {{"KCACHE_DIR", ""}, {"HOME", dir_ + "/home"}, {"KCACHE_REMOTE", nginx.url("/kcache")}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "\"hits\": 1")) << r.out;
+  EXPECT_FALSE(FileSystem::real().stat(dir_ + "/home/.cache/kcache").has_value());
 }
 
 TEST_F(CompileCommandTest, UnwritableStoreStillCompiles) {
