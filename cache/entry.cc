@@ -29,12 +29,14 @@ Hash128 read_key(ByteReader& r) {
 }  // namespace
 
 Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
-             int64_t created_unix_s, std::string_view payload)
+             int64_t created_unix_s, std::string_view payload,
+             std::vector<LoweredName> lowered_names)
     : key_(key),
       kind_(kind),
       arch_(std::move(arch)),
       compile_ms_(compile_ms),
-      created_unix_s_(created_unix_s) {
+      created_unix_s_(created_unix_s),
+      lowered_names_(std::move(lowered_names)) {
   ByteWriter w;
   w.bytes(kEntryMagic);
   w.u16(kEntryFormatVersion);
@@ -44,6 +46,11 @@ Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t com
   w.str(arch_);
   w.u32(compile_ms_);
   w.u64(static_cast<uint64_t>(created_unix_s_));
+  w.u32(static_cast<uint32_t>(lowered_names_.size()));
+  for (const LoweredName& n : lowered_names_) {
+    w.str(n.name_expression);
+    w.str(n.lowered_name);
+  }
   w.u64(payload.size());
   payload_offset_ = w.size();
   payload_size_ = payload.size();
@@ -83,6 +90,15 @@ Entry Entry::decode(std::string encoded, const std::string& what) {
   entry.arch_ = std::string(body.str("arch"));
   entry.compile_ms_ = body.u32("compile ms");
   entry.created_unix_s_ = static_cast<int64_t>(body.u64("created"));
+  uint32_t names = body.u32("lowered name count");
+  // Each name takes at least two length prefixes: a tampered count fails fast.
+  if (names > body.remaining() / 8) body.fail("lowered name count past the end");
+  for (uint32_t i = 0; i < names; ++i) {
+    LoweredName n;
+    n.name_expression = std::string(body.str("name expression"));
+    n.lowered_name = std::string(body.str("lowered name"));
+    entry.lowered_names_.push_back(std::move(n));
+  }
   uint64_t size = body.u64("payload size");
   if (size != body.remaining()) {
     body.fail("payload size " + std::to_string(size) + " does not match the " +

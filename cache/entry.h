@@ -6,7 +6,8 @@
 //   entry    ::= header payload checksum
 //   header   ::= magic:"KCENTRY\0"(8 bytes) format_version:u16 kind:u8(1=ptx, 2=cubin)
 //                reserved:u8(=0) key:bytes(16, high half first, big-endian) arch:str
-//                compile_ms:u32 created_unix_s:i64 payload_size:u64
+//                compile_ms:u32 created_unix_s:i64 lowered_names payload_size:u64
+//   lowered_names ::= count:u32 (name_expression:str lowered_name:str){count}
 //   payload  ::= bytes(payload_size)
 //   checksum ::= u64, XXH3-64 of header and payload
 //
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cache/key.h"
 #include "common/hash.h"
@@ -30,13 +32,25 @@ namespace kcache::cache {
 constexpr uint16_t kEntryFormatVersion = 1;
 constexpr std::string_view kEntryMagic{"KCENTRY\0", 8};
 
+// A name expression and the mangled name NVRTC lowered it to ("scale<float>" ->
+// "_Z5scaleIfEvPT_S0_i"). Only NVRTC can compute it, so a hit must carry it
+// beside the image (as jitify2 does).
+struct LoweredName {
+  std::string name_expression;
+  std::string lowered_name;
+  friend bool operator==(const LoweredName& a, const LoweredName& b) {
+    return a.name_expression == b.name_expression && a.lowered_name == b.lowered_name;
+  }
+};
+
 // An entry is always held in its encoded form, so a hit hands out the payload
 // without copying it and a put writes the bytes as they are.
 class Entry {
  public:
   // Encodes a new entry.
   Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
-        int64_t created_unix_s, std::string_view payload);
+        int64_t created_unix_s, std::string_view payload,
+        std::vector<LoweredName> lowered_names = {});
 
   // Parses and verifies `encoded`, taking ownership (no payload copy). Throws
   // CorruptError naming `what` (the key or the file) or IncompatibleVersionError.
@@ -47,6 +61,7 @@ class Entry {
   const std::string& arch() const { return arch_; }
   uint32_t compile_ms() const { return compile_ms_; }  // what NVRTC took; a hit saves this
   int64_t created_unix_s() const { return created_unix_s_; }
+  const std::vector<LoweredName>& lowered_names() const { return lowered_names_; }
   std::string_view payload() const {  // PTX text or cubin bytes
     return std::string_view(encoded_).substr(payload_offset_, payload_size_);
   }
@@ -59,6 +74,7 @@ class Entry {
   std::string arch_;
   uint32_t compile_ms_ = 0;
   int64_t created_unix_s_ = 0;
+  std::vector<LoweredName> lowered_names_;
   std::string encoded_;
   size_t payload_offset_ = 0;
   size_t payload_size_ = 0;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/curl_api.h"  // after curl.h and OpenSSL: redirects them to dlopen
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/file_system.h"

@@ -49,6 +49,8 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json"}));
   add_admin_commands(app, dispatch);
   add_remote_command(app, dispatch);
+  add_compile_command(app, dispatch);
+  add_prewarm_command(app, dispatch);
   app.require_subcommand(0, 1);
 
   try {

@@ -17,7 +17,8 @@ Entry sample() {
   return Entry(kKey, TargetKind::cubin, "sm_90", 1234, 1763769600,
                std::string("\x7f"
                            "ELF cubin\0bytes",
-                           16));
+                           16),
+               {{"scale<float>", "_Z5scaleIfEvPT_S0_i"}});
 }
 
 std::string read_runfile(const std::string& path) {
@@ -37,12 +38,16 @@ TEST(EntryTest, RoundTripsEveryField) {
   EXPECT_EQ(e.payload(), std::string("\x7f"
                                      "ELF cubin\0bytes",
                                      16));
+  ASSERT_EQ(e.lowered_names().size(), 1u);
+  EXPECT_EQ(e.lowered_names()[0].name_expression, "scale<float>");
+  EXPECT_EQ(e.lowered_names()[0].lowered_name, "_Z5scaleIfEvPT_S0_i");
 }
 
 TEST(EntryTest, PtxAndEmptyPayloadRoundTrip) {
   Entry e = Entry::decode(Entry(kKey, TargetKind::ptx, "compute_90", 0, 0, "").encoded());
   EXPECT_EQ(e.kind(), TargetKind::ptx);
   EXPECT_EQ(e.payload(), "");
+  EXPECT_TRUE(e.lowered_names().empty());
 }
 
 // Fails when the bytes written change. If intended, bump kEntryFormatVersion

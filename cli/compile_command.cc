@@ -1,0 +1,110 @@
+// `kcache compile SRC.cu --arch sm_80,sm_90 [--ptx compute_90] [-I DIR] [-D N[=V]]
+//  [--std c++17] [--name-expression E] [--nvrtc-opt=OPT] [--source-name NAME]
+//  -o OUT.kcb [--cc-out F.cc --h-out F.h --symbol S] [--cuda-path DIR] [-j N]
+//  [--no-default-store | --no-store]`: one kernel source through the cache into
+// a bundle. Quiet on success (it runs inside Bazel actions): NVRTC's warnings
+// on a miss go to stderr; -v prints a line per target, --format json a summary
+// on stdout.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cache/storage.h"
+#include "cli/command.h"
+#include "cli/compile_flags.h"
+#include "cli/storage_flags.h"
+#include "common/error.h"
+#include "compiler/compiler.h"
+#include "compiler/nvrtc_worker.h"
+#include "compiler/toolkit.h"
+
+namespace kcache::cli {
+namespace {
+
+struct CompileCommand {
+  CompileFlags flags;
+  CompilerSetup setup;
+  bool verbose = false;
+};
+
+void print_summary(const GlobalOptions& global, const CompileCommand& c,
+                   const compiler::CompileResult& r) {
+  if (global.format == "json") {
+    nlohmann::json j;
+    j["source"] = r.source_name;
+    j["compiler"] = r.compiler_identity;
+    j["hits"] = r.hits();
+    j["misses"] = r.misses();
+    for (const compiler::TargetResult& t : r.targets) {
+      j["targets"].push_back({{"arch", t.target.arch},
+                              {"kind", cache::to_string(t.target.kind)},
+                              {"key", t.key.hex()},
+                              {"hit", t.hit},
+                              {"compile_ms", t.compile_ms},
+                              {"size", t.entry->payload().size()}});
+    }
+    for (const cache::LoweredName& n : r.lowered_names) {
+      j["lowered_names"][n.name_expression] = n.lowered_name;
+    }
+    j["bundle_size"] = r.bundle.size();
+    std::printf("%s\n", j.dump(2).c_str());
+  } else if (c.verbose) {
+    for (const compiler::TargetResult& t : r.targets) {
+      std::printf("kcache compile: %s %s %-5s %s %s %u ms\n", r.source_name.c_str(),
+                  t.target.arch.c_str(), cache::to_string(t.target.kind), t.hit ? "hit " : "miss",
+                  t.key.hex().c_str(), t.compile_ms);
+    }
+  }
+}
+
+int run_compile(const GlobalOptions& global, const CompileCommand& c) {
+  if (c.flags.output.empty() && c.flags.cc_out.empty()) {
+    throw InvalidArgument("no output: give -o OUT.kcb and/or --cc-out F.cc --symbol NAME");
+  }
+  check_outputs(c.flags);
+  compiler::CompileOptions options = to_options(c.flags);
+  compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
+  std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
+  compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
+  compiler::CompileResult result;
+  try {
+    result = compiler.compile(options);
+  } catch (const CompileError& e) {
+    print_compile_error("compile", e);
+    throw;
+  }
+  if (!result.warnings.empty()) std::fputs(result.warnings.c_str(), stderr);
+  write_outputs(c.flags, result);
+  print_summary(global, c, result);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_compile_command(CLI::App& app, Dispatch& dispatch) {
+  CLI::App* cmd = app.add_subcommand(
+      "compile",
+      "Compile one kernel source with NVRTC through the cache into a bundle (.kcb), and "
+      "optionally C++ that embeds it. A hit skips NVRTC entirely.");
+  auto c = std::make_shared<CompileCommand>();
+  add_compile_flags(*cmd, c->flags, /*per_kernel=*/true);
+  add_setup_flags(*cmd, c->setup);
+  add_storage_flags(*cmd, dispatch.global);
+  cmd->add_flag("-v,--verbose", c->verbose, "Print one line per target: hit or miss, key, time");
+  cmd->callback([&dispatch, c] {
+    dispatch.verb = "compile";
+    dispatch.action = [&dispatch, c] { return run_compile(dispatch.global, *c); };
+  });
+
+  // Hidden (no group): kcache runs itself with it to compile targets in
+  // parallel processes, since NVRTC serializes compiles within a process.
+  CLI::App* worker = app.add_subcommand("__nvrtc-worker", "");
+  worker->group("");
+  worker->callback([&dispatch] {
+    dispatch.verb = "__nvrtc-worker";
+    dispatch.action = [] { return compiler::run_nvrtc_worker(0, 1); };
+  });
+}
+
+}  // namespace kcache::cli

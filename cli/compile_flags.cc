@@ -1,0 +1,156 @@
+#include "cli/compile_flags.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/storage_flags.h"
+#include "common/error.h"
+#include "common/file_system.h"
+#include "compiler/codegen.h"
+
+namespace kcache::cli {
+namespace {
+
+void check_folder_of(const std::string& path, const std::string& flag) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return;  // the current folder
+  std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw IoError("output folder " + dir + " does not exist (" + flag + " " + path +
+                  "); create it first");
+  }
+}
+
+std::vector<std::string> arch_list(const compiler::CompileResult& result) {
+  std::vector<std::string> archs;
+  for (const compiler::TargetResult& t : result.targets) archs.push_back(t.target.arch);
+  return archs;
+}
+
+}  // namespace
+
+void add_compile_flags(CLI::App& app, CompileFlags& f, bool per_kernel) {
+  if (per_kernel) {
+    app.add_option("source", f.source,
+                   "The kernel source (.cu); its path as given is the name NVRTC reports and "
+                   "part of the cache key")
+        ->required();
+    app.add_option("--source-name", f.source_name,
+                   "The name NVRTC reports and the key uses instead of the path as given "
+                   "(e.g. a name stable across build configurations)");
+  }
+  app.add_option("--arch", f.archs, "Real architectures, one cubin each: sm_80,sm_90,sm_90a")
+      ->delimiter(',');
+  app.add_option("--ptx", f.ptx, "A virtual architecture to emit PTX for: compute_90");
+  app.add_option("-I,--include-dir", f.include_dirs,
+                 "A folder searched for #include (kcache resolves includes itself)");
+  app.add_option("-D,--define", f.defines, "A macro: NAME or NAME=VALUE");
+  app.add_option("--std", f.std, "The C++ dialect: c++17, c++20 (default: NVRTC's)");
+  app.add_option("--name-expression", f.name_expressions,
+                 "A __global__ function or template instance to look up by name: "
+                 "'scale<float>' (its mangled name goes into the bundle)");
+  app.add_option("--nvrtc-opt", f.nvrtc_options,
+                 "An extra NVRTC option, written --nvrtc-opt=-lineinfo");
+  if (!per_kernel) return;
+  app.add_option("-o,--output", f.output, "Where to write the bundle (.kcb)");
+  app.add_option("--cc-out", f.cc_out, "Where to write C++ that embeds the bundle");
+  app.add_option("--h-out", f.h_out, "Where to write the header declaring the bundle accessor");
+  app.add_option("--symbol", f.symbol,
+                 "The C++ name of the accessor --cc-out defines: name or ns::name");
+}
+
+void add_setup_flags(CLI::App& app, CompilerSetup& setup) {
+  app.add_option("--cuda-path", setup.cuda_path,
+                 "The CUDA toolkit (default: $CUDA_PATH, else /usr/local/cuda)");
+  app.add_option("-j,--jobs", setup.jobs, "NVRTC compiles at once (default: one per CPU)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-store", setup.no_store,
+               "Compile without the store: no lookups, nothing stored");
+  app.add_flag("--no-default-store", setup.no_default_store,
+               "Use a local store only if --dir or $KCACHE_DIR names one, never the default "
+               "under $HOME (what build rules pass: the store is opt-in, and quiet when not "
+               "chosen); a configured remote is still used");
+}
+
+std::unique_ptr<cache::Storage> open_storage(const GlobalOptions& global,
+                                             const CompilerSetup& setup) {
+  if (setup.no_store) return nullptr;
+  // --dir, $KCACHE_DIR, the remote flags and kcache.conf, as every verb reads them.
+  cache::StorageConfig config = storage_config(global);
+  if (setup.no_default_store && !config.origins.count("dir")) {
+    config.options.local_enabled = false;  // no store under $HOME; a remote may still be set
+    if (!config.options.remote) return nullptr;
+  }
+  return std::make_unique<cache::Storage>(config.options);
+}
+compiler::CompileOptions to_options(const CompileFlags& f) {
+  compiler::CompileOptions o;
+  o.source_path = f.source;
+  o.source_name = f.source_name;
+  o.archs = f.archs;
+  o.ptx_arch = f.ptx;
+  o.include_dirs = f.include_dirs;
+  o.defines = f.defines;
+  o.std = f.std;
+  o.nvrtc_options = f.nvrtc_options;
+  o.name_expressions = f.name_expressions;
+  return o;
+}
+
+void check_outputs(const CompileFlags& f) {
+  if ((!f.cc_out.empty() || !f.h_out.empty()) && f.symbol.empty()) {
+    throw InvalidArgument("--cc-out and --h-out need --symbol NAME (the accessor's C++ name)");
+  }
+  if (!f.symbol.empty()) compiler::check_symbol(f.symbol);
+  if (!f.output.empty()) check_folder_of(f.output, "-o");
+  if (!f.cc_out.empty()) check_folder_of(f.cc_out, "--cc-out");
+  if (!f.h_out.empty()) check_folder_of(f.h_out, "--h-out");
+}
+
+namespace {
+
+// Leaves an output with the right bytes alone: on a rebuild with the same
+// outputs, comparing costs less than writing and renaming over the old file
+// (which makes ext4 write it back at once).
+void write_if_changed(const std::string& path, const std::string& data) {
+  std::optional<FileInfo> info = FileSystem::real().stat(path);
+  if (info && info->size == data.size() && read_file(path) == data) return;
+  write_file_atomically(path, data);
+}
+
+}  // namespace
+
+void write_outputs(const CompileFlags& f, const compiler::CompileResult& result) {
+  if (!f.output.empty()) write_if_changed(f.output, result.bundle);
+  if (f.cc_out.empty() && f.h_out.empty()) return;
+  compiler::EmbedInfo info;
+  info.symbol = f.symbol;
+  info.source_name = result.source_name;
+  info.archs = arch_list(result);
+  info.name_expressions = f.name_expressions;
+  if (!f.cc_out.empty()) write_if_changed(f.cc_out, compiler::generate_source(result.bundle, info));
+  if (!f.h_out.empty()) write_if_changed(f.h_out, compiler::generate_header(info));
+}
+
+std::vector<std::string> worker_command() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return {};  // no workers: targets compile one after another
+  return {std::string(buf, static_cast<size_t>(n)), "__nvrtc-worker"};
+}
+
+void print_compile_error(const std::string& verb, const CompileError& e) {
+  std::string log = e.log();
+  if (!log.empty() && log.back() != '\n') log += '\n';
+  std::fputs(log.c_str(), stderr);
+  std::string options;
+  for (const std::string& o : e.options()) options += " " + o;
+  std::fprintf(stderr, "kcache %s: NVRTC options:%s\n", verb.c_str(), options.c_str());
+}
+
+}  // namespace kcache::cli

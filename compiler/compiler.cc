@@ -1,0 +1,354 @@
+#include "compiler/compiler.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <ctime>
+#include <exception>
+#include <functional>
+#include <thread>
+
+#include "bundle/bundle.h"
+#include "common/error.h"
+#include "common/file_system.h"
+#include "compiler/includes.h"
+#include "compiler/nvrtc.h"
+#include "compiler/nvrtc_worker.h"
+
+namespace kcache::compiler {
+namespace {
+
+// kcache resolves includes and picks the arch itself; these would let NVRTC
+// read files the key does not cover, or compile a target other than the one
+// keyed.
+struct Forbidden {
+  const char* prefix;
+  const char* instead;
+};
+constexpr Forbidden kForbidden[] = {
+    {"-I", "pass -I to kcache: it resolves includes itself so the key covers them"},
+    {"--include-path", "pass -I to kcache: it resolves includes itself so the key covers them"},
+    {"-include", "include the header from the source instead"},
+    {"--pre-include", "include the header from the source instead"},
+    {"-arch", "use --arch (cubins) and --ptx (PTX)"},
+    {"--gpu-architecture", "use --arch (cubins) and --ptx (PTX)"},
+    {"-std", "use --std"},
+    {"--std", "use --std"},
+    {"-D", "use -D"},
+    {"--define-macro", "use -D"},
+};
+
+void check_nvrtc_option(const std::string& option) {
+  for (const Forbidden& f : kForbidden) {
+    std::string p = f.prefix;
+    if (option.compare(0, p.size(), p) == 0 &&
+        (option.size() == p.size() || p.size() == 2 || option[p.size()] == '=')) {
+      throw InvalidArgument("--nvrtc-opt " + option + " is not allowed: " + f.instead);
+    }
+  }
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string describe_supported(const std::vector<int>& archs) {
+  std::vector<std::string> names;
+  for (int a : archs) names.push_back("sm_" + std::to_string(a));
+  return join(names, ", ");
+}
+
+// Compile targets and a free slot; released on every path.
+class SlotGuard {
+ public:
+  template <typename S>
+  explicit SlotGuard(S& s) : release_([&s] { s.release(); }) {
+    s.acquire();
+  }
+  ~SlotGuard() { release_(); }
+
+ private:
+  std::function<void()> release_;
+};
+
+}  // namespace
+
+Target parse_target(const std::string& arch, cache::TargetKind kind) {
+  const std::string prefix = kind == cache::TargetKind::cubin ? "sm_" : "compute_";
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument(
+        "\"" + arch + "\" " + why +
+        (kind == cache::TargetKind::cubin
+             ? ": --arch takes real architectures such as sm_80, sm_90, sm_90a (one cubin each)"
+             : ": --ptx takes a virtual architecture such as compute_90"));
+  };
+  if (arch.compare(0, prefix.size(), prefix) != 0) {
+    if (kind == cache::TargetKind::cubin && arch.compare(0, 8, "compute_") == 0) {
+      throw InvalidArgument("\"" + arch + "\" is a virtual architecture: use --ptx " + arch +
+                            " for PTX, and --arch sm_" + arch.substr(8) + " for a cubin");
+    }
+    if (kind == cache::TargetKind::ptx && arch.compare(0, 3, "sm_") == 0) {
+      throw InvalidArgument("\"" + arch + "\" is a real architecture: use --arch " + arch +
+                            " for a cubin, and --ptx compute_" + arch.substr(3) + " for PTX");
+    }
+    throw bad("is not an architecture name");
+  }
+  size_t p = prefix.size(), digits = p;
+  while (digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[digits]))) ++digits;
+  std::string suffix = arch.substr(digits);
+  if (digits == p || digits - p > 4 || !(suffix.empty() || suffix == "a" || suffix == "f")) {
+    throw bad("is not an architecture name");
+  }
+  Target t;
+  t.kind = kind;
+  t.arch = arch;
+  t.number = std::stoi(arch.substr(p, digits - p));
+  return t;
+}
+
+int CompileResult::hits() const {
+  return static_cast<int>(
+      std::count_if(targets.begin(), targets.end(), [](const TargetResult& t) { return t.hit; }));
+}
+int CompileResult::misses() const { return static_cast<int>(targets.size()) - hits(); }
+
+std::vector<std::string> canonical_options(const CompileOptions& options) {
+  std::vector<std::string> out;
+  if (!options.std.empty()) out.push_back("-std=" + options.std);
+  for (const std::string& d : options.defines) {
+    if (d.empty() || d.front() == '=')
+      throw InvalidArgument("-D needs a macro name: -D NAME[=VALUE]");
+    out.push_back("-D" + d);
+  }
+  for (const std::string& o : options.nvrtc_options) {
+    check_nvrtc_option(o);
+    out.push_back(o);
+  }
+  return out;
+}
+
+void Compiler::Slots::acquire() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [this] { return free_ > 0; });
+  --free_;
+}
+
+void Compiler::Slots::release() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++free_;
+  }
+  cv_.notify_one();
+}
+
+Compiler::Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel,
+                   std::vector<std::string> worker_command)
+    : toolkit_(std::move(toolkit)),
+      identity_(toolkit_.identity()),
+      storage_(storage),
+      slots_(max_parallel > 0 ? max_parallel
+                              : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+      worker_command_(std::move(worker_command)) {}
+
+struct Compiler::Prepared {
+  std::vector<Target> targets;
+  std::vector<std::string> key_options;
+  std::string source;
+  IncludeGraph includes;
+  cache::CompileRequest request;  // target and arch left to fill
+};
+
+Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
+  Prepared p;
+  // Targets first: a typo in --arch must not wait for anything.
+  for (const std::string& a : options.archs) {
+    p.targets.push_back(parse_target(a, cache::TargetKind::cubin));
+  }
+  if (!options.ptx_arch.empty()) {
+    p.targets.push_back(parse_target(options.ptx_arch, cache::TargetKind::ptx));
+  }
+  if (p.targets.empty()) {
+    throw InvalidArgument("nothing to compile: give --arch sm_XX and/or --ptx compute_XX");
+  }
+  for (size_t i = 0; i < p.targets.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (p.targets[i].arch == p.targets[j].arch) {
+        throw InvalidArgument(p.targets[i].arch + " is given twice");
+      }
+    }
+  }
+  p.key_options = canonical_options(options);
+  if (options.source_path.empty()) throw InvalidArgument("no kernel source given");
+
+  std::optional<std::string> source;
+  try {
+    source = read_file(options.source_path);
+  } catch (const IoError& e) {
+    throw IoError(std::string(e.what()) + " (the kernel source)");
+  }
+  if (!source) throw NotFound("kernel source " + options.source_path + " does not exist");
+  p.source = std::move(*source);
+  p.includes = resolve_includes(options.source_path, p.source,
+                                {options.include_dirs, toolkit_.include_dirs});
+
+  p.request.compiler_identity = identity_;
+  p.request.options = p.key_options;
+  p.request.source_name = options.logical_name();
+  p.request.source = p.source;
+  for (const ResolvedHeader& h : p.includes.headers)
+    p.request.headers.push_back({h.name, h.content});
+  p.request.name_expressions = options.name_expressions;
+  return p;
+}
+
+std::vector<Hash128> Compiler::keys(const CompileOptions& options) const {
+  Prepared p = prepare(options);
+  std::vector<Hash128> out;
+  for (const Target& t : p.targets) {
+    p.request.target = t.kind;
+    p.request.arch = t.arch;
+    out.push_back(cache::compute_key(p.request));
+  }
+  return out;
+}
+
+CompileResult Compiler::compile(const CompileOptions& options) {
+  CompileResult result;
+  result.source_name = options.logical_name();
+  result.compiler_identity = identity_;
+  Prepared prepared = prepare(options);
+  const std::vector<Target>& targets = prepared.targets;
+  const std::vector<std::string>& key_options = prepared.key_options;
+  const IncludeGraph& includes = prepared.includes;
+  cache::CompileRequest& request = prepared.request;
+
+  // Ask the store for every target first (cheap), then compile the misses.
+  std::vector<size_t> misses;
+  for (const Target& t : targets) {
+    TargetResult r;
+    r.target = t;
+    request.target = t.kind;
+    request.arch = t.arch;
+    r.key = cache::compute_key(request);
+    if (storage_) {
+      if (std::optional<cache::Entry> e = storage_->get(r.key)) {
+        // A key collision or a foreign writer must never hand out a wrong image.
+        bool names_ok = e->lowered_names().size() == options.name_expressions.size();
+        if (e->key() == r.key && e->kind() == t.kind && e->arch() == t.arch && names_ok) {
+          r.hit = true;
+          r.compile_ms = e->compile_ms();
+          r.entry = std::move(e);
+        }
+      }
+    }
+    if (!r.hit) misses.push_back(result.targets.size());
+    result.targets.push_back(std::move(r));
+  }
+
+  if (!misses.empty()) {
+    const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
+    std::vector<int> supported = nvrtc.supported_archs();
+    for (size_t i : misses) {
+      const Target& t = result.targets[i].target;
+      if (!supported.empty() &&
+          std::find(supported.begin(), supported.end(), t.number) == supported.end()) {
+        auto [major, minor] = nvrtc.version();
+        throw InvalidArgument(t.arch + " is not supported by NVRTC " + std::to_string(major) + "." +
+                              std::to_string(minor) + " (" + nvrtc.path() + "); it supports " +
+                              describe_supported(supported) + " (and compute_ of each)");
+      }
+    }
+
+    NvrtcInput base;
+    base.source_name = options.logical_name();
+    base.source = prepared.source;
+    for (const ResolvedHeader& h : includes.headers) base.headers.push_back({h.name, h.content});
+    for (const MissingInclude& m : includes.missing) {
+      if (!m.stub.empty()) base.headers.push_back({m.name, m.stub});
+    }
+    base.name_expressions = options.name_expressions;
+
+    std::vector<std::optional<NvrtcOutput>> outputs(misses.size());
+    std::vector<std::exception_ptr> errors(misses.size());
+    std::vector<std::thread> threads;
+    auto run = [&](size_t slot) {
+      const Target& t = result.targets[misses[slot]].target;
+      try {
+        NvrtcInput input = base;
+        input.want_cubin = t.kind == cache::TargetKind::cubin;
+        input.options.push_back("-arch=" + t.arch);
+        input.options.insert(input.options.end(), key_options.begin(), key_options.end());
+        for (const std::string& d : toolkit_.include_dirs) input.options.push_back("-I" + d);
+        SlotGuard guard(slots_);
+        std::unique_lock<std::mutex> here(in_process_, std::try_to_lock);
+        if (here.owns_lock() || worker_command_.empty()) {
+          if (!here.owns_lock()) here.lock();
+          outputs[slot] = nvrtc.compile(input);
+        } else {
+          outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
+        }
+      } catch (const CompileError& e) {
+        errors[slot] = std::make_exception_ptr(
+            CompileError(std::string(e.what()) + " for " + t.arch, e.log(), e.options()));
+      } catch (...) {
+        errors[slot] = std::current_exception();
+      }
+    };
+    for (size_t s = 1; s < misses.size(); ++s) threads.emplace_back(run, s);
+    run(0);  // the first on this thread: a single target starts no thread
+    for (std::thread& th : threads) th.join();
+
+    double nvrtc_ms = 0;
+    int failures = 0;
+    for (size_t s = 0; s < misses.size(); ++s) {
+      if (outputs[s]) nvrtc_ms += outputs[s]->ms;
+      failures += errors[s] != nullptr;
+    }
+    if (storage_) {
+      storage_->count("nvrtc_invocations", static_cast<int64_t>(misses.size()));
+      storage_->count("nvrtc_ms", static_cast<int64_t>(nvrtc_ms + 0.5));
+      if (failures) storage_->count("nvrtc_failures", failures);
+    }
+    for (size_t s = 0; s < misses.size(); ++s) {
+      if (errors[s]) std::rethrow_exception(errors[s]);  // the first in target order
+    }
+
+    int64_t now = static_cast<int64_t>(std::time(nullptr));
+    for (size_t s = 0; s < misses.size(); ++s) {
+      TargetResult& r = result.targets[misses[s]];
+      NvrtcOutput& out = *outputs[s];
+      r.compile_ms = static_cast<uint32_t>(out.ms + 0.5);
+      r.entry.emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now, out.image,
+                      std::move(out.lowered_names));
+      if (!out.log.empty() && result.warnings.find(out.log) == std::string::npos) {
+        result.warnings += out.log;
+      }
+    }
+    if (storage_) {
+      for (size_t i : misses) storage_->put(*result.targets[i].entry);
+    }
+  }
+
+  result.lowered_names = result.targets.front().entry->lowered_names();
+  bundle::Bundle b;
+  b.source_name = result.source_name;
+  b.compiler_identity = result.compiler_identity;
+  std::vector<std::string> keys;
+  keys.reserve(result.targets.size());
+  for (const TargetResult& r : result.targets) keys.push_back(r.key.hex());
+  for (size_t i = 0; i < result.targets.size(); ++i) {
+    const TargetResult& r = result.targets[i];
+    b.images.push_back({r.target.kind == cache::TargetKind::ptx ? bundle::ImageKind::ptx
+                                                                : bundle::ImageKind::cubin,
+                        r.target.arch, keys[i], r.entry->payload()});
+  }
+  for (const cache::LoweredName& n : result.lowered_names) {
+    b.lowered_names.push_back({n.name_expression, n.lowered_name});
+  }
+  result.bundle = bundle::serialize(b);
+  return result;
+}
+
+}  // namespace kcache::compiler

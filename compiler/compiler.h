@@ -1,0 +1,131 @@
+// The precompiler: compiles one kernel source for several targets (a cubin per
+// real arch, PTX for a virtual arch) through the cache, and makes its bundle.
+//
+// For each target the cache key is computed from exactly what NVRTC is handed
+// (compiler identity, target, canonical options, source, every user header
+// reached, name expressions; see includes.h and toolkit.h). The store is asked
+// first, for every target; NVRTC is loaded and run only for the misses. A hit
+// never loads NVRTC.
+//
+// Misses compile concurrently, one thread each, at most `max_parallel` at a
+// time. NVRTC serializes compiles within one process (nvrtc_worker.h), so one
+// compile runs in this process and the others, given a worker command, in
+// worker processes; without one they wait their turn.
+//
+// Failure: a source NVRTC rejects throws CompileError carrying NVRTC's log as
+// written and the options, and nothing is stored (not even the targets that
+// compiled). A bad flag or arch is InvalidArgument, an unreadable file IoError
+// or NotFound. Cache trouble never fails a compile (cache::Storage's contract).
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/entry.h"
+#include "cache/key.h"
+#include "cache/storage.h"
+#include "common/hash.h"
+#include "compiler/toolkit.h"
+
+namespace kcache::compiler {
+
+struct Target {
+  cache::TargetKind kind = cache::TargetKind::cubin;
+  std::string arch;  // "sm_90", "sm_90a", "compute_90"
+  int number = 0;    // 90
+};
+
+// "sm_80", "sm_90a", "sm_100f" as a cubin target; "compute_90" as PTX.
+// Throws InvalidArgument saying what a valid name looks like.
+Target parse_target(const std::string& arch, cache::TargetKind kind);
+
+struct CompileOptions {
+  std::string source_path;  // where the source is read, as given
+  // The logical name NVRTC reports and the key hashes; empty: source_path.
+  // Give one stable across checkouts and build configurations (Bazel's
+  // short_path) when the path is not.
+  std::string source_name;
+  std::vector<std::string> archs;             // real archs, one cubin each: "sm_80"
+  std::string ptx_arch;                       // virtual arch for PTX ("compute_90"), or empty
+  std::vector<std::string> include_dirs;      // -I, searched by kcache (see includes.h)
+  std::vector<std::string> defines;           // NAME or NAME=VALUE
+  std::string std;                            // "c++17"; empty: NVRTC's default
+  std::vector<std::string> nvrtc_options;     // passed through, e.g. "-lineinfo"
+  std::vector<std::string> name_expressions;  // "scale<float>"
+
+  const std::string& logical_name() const {
+    return source_name.empty() ? source_path : source_name;
+  }
+};
+
+struct TargetResult {
+  Target target;
+  Hash128 key;
+  bool hit = false;
+  // What NVRTC took: now on a miss, when it was stored on a hit (time saved).
+  uint32_t compile_ms = 0;
+  std::optional<cache::Entry> entry;  // the image and its lowered names
+};
+
+struct CompileResult {
+  std::string source_name;
+  std::string compiler_identity;
+  std::vector<TargetResult> targets;  // cubins in --arch order, then PTX
+  std::vector<cache::LoweredName> lowered_names;
+  std::string warnings;  // NVRTC's log of the targets compiled now, if not empty
+  std::string bundle;    // the serialized .kcb
+
+  int hits() const;
+  int misses() const;
+};
+
+// Options as NVRTC receives them (minus -arch and the toolkit's -I), which are
+// the options the key hashes: no path of this machine is among them.
+std::vector<std::string> canonical_options(const CompileOptions& options);
+
+class Compiler {
+ public:
+  // `storage` may be null (no caching). `max_parallel` caps NVRTC compiles
+  // running at once across all compile() calls (0: one per CPU).
+  // `worker_command` runs run_nvrtc_worker() in a new process, e.g.
+  // {"/usr/bin/kcache", "__nvrtc-worker"}; empty: everything in-process.
+  Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel = 0,
+           std::vector<std::string> worker_command = {});
+
+  // Thread-safe: prewarm calls it from many threads.
+  CompileResult compile(const CompileOptions& options);
+
+  // The key of each target (cubins in --arch order, then PTX), as compile()
+  // computes them, without asking the store or loading NVRTC.
+  std::vector<Hash128> keys(const CompileOptions& options) const;
+
+  const Toolkit& toolkit() const { return toolkit_; }
+
+ private:
+  class Slots {  // a counting semaphore (C++17 has none)
+   public:
+    explicit Slots(int n) : free_(n) {}
+    void acquire();
+    void release();
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    int free_;
+  };
+
+  struct Prepared;
+  Prepared prepare(const CompileOptions& options) const;
+
+  Toolkit toolkit_;
+  std::string identity_;
+  cache::Storage* storage_;
+  Slots slots_;
+  std::vector<std::string> worker_command_;
+  std::mutex in_process_;  // held while this process runs an NVRTC compile
+};
+
+}  // namespace kcache::compiler

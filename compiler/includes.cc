@@ -1,0 +1,377 @@
+#include "compiler/includes.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "common/error.h"
+#include "common/file_system.h"
+
+namespace kcache::compiler {
+namespace {
+
+bool is_id_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+         static_cast<unsigned char>(c) >= 0x80;
+}
+bool is_id(char c) { return is_id_start(c) || (c >= '0' && c <= '9'); }
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+// A small preprocessing-token walker: just enough C++ lexing to tell code from
+// comments and literals, and to find include directives and __has_include.
+class Scanner {
+ public:
+  explicit Scanner(std::string_view t) : t_(t) {}
+
+  std::vector<IncludeDirective> run() {
+    while (i_ < t_.size()) step();
+    return std::move(out_);
+  }
+
+ private:
+  char at(size_t i) const { return i < t_.size() ? t_[i] : '\0'; }
+
+  void step() {
+    char c = t_[i_];
+    if (c == '\n') {
+      ++line_;
+      line_start_ = true;
+      ++i_;
+    } else if (is_space(c)) {
+      ++i_;
+    } else if (c == '\\' && at(i_ + 1) == '\n') {
+      i_ += 2;
+      ++line_;
+    } else if (c == '/' && at(i_ + 1) == '/') {
+      skip_line_comment();
+    } else if (c == '/' && at(i_ + 1) == '*') {
+      skip_block_comment();
+    } else if (c == '#' && line_start_) {
+      line_start_ = false;
+      ++i_;
+      directive();
+    } else {
+      line_start_ = false;
+      if (c == '"') {
+        skip_quoted('"');
+      } else if (c == '\'') {
+        skip_quoted('\'');
+      } else if (is_id_start(c)) {
+        identifier();
+      } else if (is_digit(c) || (c == '.' && is_digit(at(i_ + 1)))) {
+        skip_number();
+      } else {
+        ++i_;
+      }
+    }
+  }
+
+  void skip_line_comment() {
+    while (i_ < t_.size() && t_[i_] != '\n') {
+      if (t_[i_] == '\\' && at(i_ + 1) == '\n') {
+        ++line_;
+        ++i_;
+      }
+      ++i_;
+    }
+  }
+
+  void skip_block_comment() {
+    i_ += 2;
+    while (i_ < t_.size() && !(t_[i_] == '*' && at(i_ + 1) == '/')) {
+      if (t_[i_] == '\n') ++line_;
+      ++i_;
+    }
+    i_ = std::min(t_.size(), i_ + 2);
+  }
+
+  void skip_blanks() {
+    for (;;) {
+      if (is_space(at(i_))) {
+        ++i_;
+      } else if (at(i_) == '/' && at(i_ + 1) == '*') {
+        skip_block_comment();
+      } else if (at(i_) == '\\' && at(i_ + 1) == '\n') {
+        i_ += 2;
+        ++line_;
+      } else {
+        return;
+      }
+    }
+  }
+
+  // A string or character literal; an unterminated one ends at the line's end
+  // (an apostrophe in an #error text must not swallow the file).
+  void skip_quoted(char quote) {
+    ++i_;
+    while (i_ < t_.size() && t_[i_] != quote && t_[i_] != '\n') {
+      if (t_[i_] == '\\') {
+        if (at(i_ + 1) == '\n') ++line_;
+        ++i_;
+      }
+      ++i_;
+    }
+    if (at(i_) == quote) ++i_;
+  }
+
+  // pp-number, digit separators included: 1'000'000 is not a char literal.
+  void skip_number() {
+    while (i_ < t_.size()) {
+      char c = t_[i_];
+      if (is_id(c) || c == '.') {
+        ++i_;
+      } else if (c == '\'' && is_id(at(i_ + 1))) {
+        i_ += 2;
+      } else if ((c == '+' || c == '-') && (t_[i_ - 1] == 'e' || t_[i_ - 1] == 'E' ||
+                                            t_[i_ - 1] == 'p' || t_[i_ - 1] == 'P')) {
+        ++i_;
+      } else {
+        break;
+      }
+    }
+  }
+
+  std::string_view read_identifier() {
+    size_t start = i_;
+    while (i_ < t_.size() && is_id(t_[i_])) ++i_;
+    return t_.substr(start, i_ - start);
+  }
+
+  void identifier() {
+    std::string_view id = read_identifier();
+    if (at(i_) == '"' && (id == "R" || id == "u8R" || id == "uR" || id == "UR" || id == "LR")) {
+      skip_raw_string();
+    } else if (at(i_) == '"' || at(i_) == '\'') {
+      // u8"...", L'x': an encoding prefix, then an ordinary literal.
+    } else if (id == "__has_include" || id == "__has_include_next") {
+      int line = line_;
+      skip_blanks();
+      if (at(i_) != '(') return;
+      ++i_;
+      skip_blanks();
+      header_name(line, /*probe=*/true);
+    }
+  }
+
+  void skip_raw_string() {
+    size_t open = t_.find('(', i_);
+    if (open == std::string_view::npos) {
+      i_ = t_.size();
+      return;
+    }
+    std::string close = ")" + std::string(t_.substr(i_ + 1, open - i_ - 1)) + "\"";
+    size_t end = t_.find(close, open);
+    end = end == std::string_view::npos ? t_.size() : end + close.size();
+    for (size_t k = i_; k < end; ++k) line_ += t_[k] == '\n';
+    i_ = end;
+  }
+
+  void directive() {
+    skip_blanks();
+    int line = line_;
+    std::string_view name = read_identifier();
+    if (name != "include" && name != "include_next") return;
+    skip_blanks();
+    header_name(line, /*probe=*/false);
+  }
+
+  // "x.h" or <x.h> at i_ (no escapes in header names, no line breaks).
+  void header_name(int line, bool probe) {
+    char open = at(i_);
+    char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
+    if (!close) return;  // a computed include: left to NVRTC
+    size_t end = i_ + 1;
+    while (end < t_.size() && t_[end] != close && t_[end] != '\n') ++end;
+    if (at(end) != close) return;
+    IncludeDirective d;
+    d.name = std::string(t_.substr(i_ + 1, end - i_ - 1));
+    d.angled = open == '<';
+    d.probe = probe;
+    d.line = line;
+    if (!d.name.empty()) out_.push_back(std::move(d));
+    i_ = end + 1;
+  }
+
+  std::string_view t_;
+  size_t i_ = 0;
+  int line_ = 1;
+  bool line_start_ = true;
+  std::vector<IncludeDirective> out_;
+};
+
+std::string dir_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string join(const std::string& dir, const std::string& name) {
+  if (dir.empty() || name.front() == '/') return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+struct FileId {
+  dev_t dev;
+  ino_t ino;
+  bool operator<(const FileId& o) const { return dev != o.dev ? dev < o.dev : ino < o.ino; }
+  bool operator==(const FileId& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+// A regular file (symlinks followed), or nullopt.
+std::optional<FileId> regular_file(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return FileId{st.st_dev, st.st_ino};
+}
+
+std::string real_path(const std::string& path) {
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
+}
+
+std::string shown(const std::string& dir) { return dir.empty() ? "." : dir; }
+
+struct Found {
+  FileId id;
+  std::string path;
+  std::string included_from;
+  size_t header_index;  // into IncludeGraph::headers
+};
+
+}  // namespace
+
+std::vector<IncludeDirective> scan_includes(std::string_view text) { return Scanner(text).run(); }
+
+IncludeGraph resolve_includes(const std::string& source_path, std::string_view source,
+                              const IncludeSearch& search) {
+  // A -I naming a toolkit include folder (users pass -I <cuda>/include/cccl
+  // out of habit) stays the toolkit's: keyed by version, not hashed file by file.
+  std::set<std::string> toolkit_real;
+  for (const std::string& d : search.toolkit_dirs) toolkit_real.insert(real_path(d));
+  std::vector<std::string> user_dirs;
+  for (const std::string& d : search.user_dirs) {
+    if (!toolkit_real.count(real_path(d))) user_dirs.push_back(d);
+  }
+
+  IncludeGraph graph;
+  std::map<std::string, Found> found;             // spelling -> user header
+  std::map<std::string, std::string> toolkit;     // spelling -> where first included
+  std::map<std::string, MissingInclude> missing;  // spelling -> first place
+  std::set<std::string> probed;
+  std::set<FileId> scanned;
+  constexpr size_t kMainSource = SIZE_MAX;
+  struct Pending {
+    std::string path;
+    size_t header_index;  // whose content to scan, or kMainSource
+  };
+  std::deque<Pending> queue{{source_path, kMainSource}};
+  if (std::optional<FileId> id = regular_file(source_path)) scanned.insert(*id);
+
+  auto conflict = [](const std::string& name, const std::string& first, const std::string& second) {
+    return InvalidArgument(
+        "\"" + name + "\" names two different headers: " + first + " and " + second +
+        "; NVRTC matches in-memory headers by the name as written, so one compile cannot hold "
+        "both. Include one of them by a longer or different path.");
+  };
+
+  while (!queue.empty()) {
+    Pending file = queue.front();
+    queue.pop_front();
+    std::string dir = dir_of(file.path);
+    // Copied: graph.headers grows below.
+    std::vector<IncludeDirective> directives = scan_includes(
+        file.header_index == kMainSource ? source : graph.headers[file.header_index].content);
+    for (const IncludeDirective& d : directives) {
+      std::string from = file.path + ":" + std::to_string(d.line);
+      if (d.probe) probed.insert(d.name);
+      std::vector<std::string> searched;
+      std::optional<std::string> user_path;
+      std::optional<FileId> id;
+      if (d.name.front() == '/') {
+        if ((id = regular_file(d.name))) user_path = d.name;
+      } else {
+        std::vector<std::string> dirs;
+        if (!d.angled) dirs.push_back(dir);
+        dirs.insert(dirs.end(), user_dirs.begin(), user_dirs.end());
+        for (const std::string& candidate : dirs) {
+          searched.push_back(shown(candidate));
+          if ((id = regular_file(join(candidate, d.name)))) {
+            user_path = join(candidate, d.name);
+            break;
+          }
+        }
+      }
+      if (user_path) {
+        size_t index;
+        auto it = found.find(d.name);
+        if (it != found.end()) {
+          if (it->second.id == *id) continue;
+          index = it->second.header_index;
+          std::optional<std::string> content = read_file(*user_path);
+          if (!content || *content != graph.headers[index].content) {
+            throw conflict(d.name,
+                           it->second.path + " (included from " + it->second.included_from + ")",
+                           *user_path + " (included from " + from + ")");
+          }
+          // The same bytes under another path: nothing new for NVRTC, but its
+          // own relative includes may resolve differently, so it is scanned too.
+        } else {
+          auto t = toolkit.find(d.name);
+          if (t != toolkit.end()) {
+            throw conflict(d.name, "the toolkit's (included from " + t->second + ")",
+                           *user_path + " (included from " + from + ")");
+          }
+          std::optional<std::string> content = read_file(*user_path);
+          if (!content)
+            throw IoError("cannot read " + *user_path + ": it vanished while compiling");
+          index = graph.headers.size();
+          found[d.name] = Found{*id, *user_path, from, index};
+          graph.headers.push_back({d.name, *user_path, std::move(*content)});
+        }
+        if (scanned.insert(*id).second) queue.push_back({*user_path, index});
+        continue;
+      }
+      bool in_toolkit = false;
+      for (const std::string& t : search.toolkit_dirs) {
+        searched.push_back(t);
+        if (!in_toolkit && regular_file(join(t, d.name))) in_toolkit = true;
+      }
+      if (in_toolkit) {
+        auto it = found.find(d.name);
+        if (it != found.end()) {
+          throw conflict(d.name,
+                         it->second.path + " (included from " + it->second.included_from + ")",
+                         "the toolkit's (included from " + from + ")");
+        }
+        toolkit.emplace(d.name, from);
+        continue;
+      }
+      missing.emplace(d.name, MissingInclude{d.name, from, searched, ""});
+    }
+  }
+
+  std::sort(graph.headers.begin(), graph.headers.end(),
+            [](const ResolvedHeader& a, const ResolvedHeader& b) { return a.name < b.name; });
+  for (const auto& t : toolkit) graph.toolkit_includes.push_back(t.first);
+  for (auto& [name, m] : missing) {
+    if (found.count(name) || toolkit.count(name)) continue;  // found from another includer
+    if (!probed.count(name)) {
+      std::string dirs;
+      for (const std::string& s : m.searched) dirs += (dirs.empty() ? "" : ", ") + s;
+      m.stub = "#error kcache: \"" + name + "\" (included from " + m.included_from +
+               ") was not found in: " + dirs + "\n";
+    }
+    graph.missing.push_back(std::move(m));
+  }
+  return graph;
+}
+
+}  // namespace kcache::compiler

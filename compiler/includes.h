@@ -1,0 +1,77 @@
+// Include resolution by kcache itself, so the cache key hashes exactly the user
+// headers NVRTC compiles.
+//
+// `#include "x.h"` is looked up in the including file's folder, then in each
+// -I folder; `#include <x.h>` in each -I folder; both then in the toolkit's
+// include folders. A header found in a user folder is read, scanned for its
+// own includes (recursively) and handed to NVRTC in memory. One found only in
+// the toolkit is left to NVRTC (it is keyed by the toolkit version). One found
+// nowhere is not an error by itself (it may sit in an `#if 0` block): it gets a
+// stub header whose #error names it and every folder searched, so NVRTC fails
+// with that message if, and only if, the include is live, and never looks for
+// it on disk by itself.
+//
+// NVRTC matches in-memory headers by the include's spelling, exactly (measured
+// with NVRTC 13.0: a header named "a/x.h" that includes "b.h" is served the
+// in-memory header named "b.h", not "a/b.h"). So headers are named by their
+// spelling, one namespace for the whole compile: the same spelling that means
+// two different files in two places is an error that says so. Spellings carry
+// no checkout location, so keys do not depend on where the sources live.
+//
+// Conditional compilation is not evaluated: every #include and __has_include
+// in a user file is followed. Known gaps: computed includes (`#include MACRO`)
+// and spellings probed only by __has_include that exist nowhere are left to
+// NVRTC (which may then look next to the includer's name on disk).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kcache::compiler {
+
+struct IncludeSearch {
+  std::vector<std::string> user_dirs;     // -I folders, in order, as given
+  std::vector<std::string> toolkit_dirs;  // <cuda>/include, <cuda>/include/cccl
+};
+
+struct ResolvedHeader {
+  std::string name;     // the spelling, e.g. "util/math.cuh": what NVRTC matches
+  std::string path;     // where it was read, e.g. "kernels/util/math.cuh"
+  std::string content;  // exactly what NVRTC is handed
+};
+
+struct MissingInclude {
+  std::string name;                   // the spelling
+  std::string included_from;          // "kernels/saxpy.cu:3"
+  std::vector<std::string> searched;  // every folder looked in, in order
+  // The stub NVRTC is handed under `name`, empty where none is given (a
+  // spelling also probed by __has_include must stay absent).
+  std::string stub;
+};
+
+struct IncludeGraph {
+  std::vector<ResolvedHeader> headers;        // user headers, sorted by name
+  std::vector<std::string> toolkit_includes;  // spellings left to NVRTC, sorted
+  std::vector<MissingInclude> missing;        // sorted by name
+};
+
+// A directive found by scan_includes.
+struct IncludeDirective {
+  std::string name;
+  bool angled = false;  // <x.h> rather than "x.h"
+  bool probe = false;   // __has_include(...) rather than #include
+  int line = 0;         // 1-based
+};
+
+// Every #include / #include_next / __has_include with a literal name in
+// `text`, skipping comments and string literals. Conditionals are not evaluated.
+std::vector<IncludeDirective> scan_includes(std::string_view text);
+
+// Resolves the includes of `source` (read from `source_path`) recursively.
+// Throws IoError naming a header that exists but cannot be read, and
+// InvalidArgument when one spelling names two different headers.
+IncludeGraph resolve_includes(const std::string& source_path, std::string_view source,
+                              const IncludeSearch& search);
+
+}  // namespace kcache::compiler

@@ -1,0 +1,242 @@
+#include "compiler/nvrtc_worker.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/bytes.h"
+#include "common/error.h"
+#include "common/file_system.h"
+
+extern char** environ;
+
+namespace kcache::compiler {
+namespace {
+
+constexpr std::string_view kRequestMagic{"KCNVRQ1\0", 8};
+constexpr std::string_view kResponseMagic{"KCNVRS1\0", 8};
+
+enum Status : uint8_t { kOk = 0, kCompileError = 1, kOtherError = 2 };
+
+void write_list(ByteWriter& w, const std::vector<std::string>& items) {
+  w.u32(static_cast<uint32_t>(items.size()));
+  for (const std::string& s : items) w.str(s);
+}
+
+std::vector<std::string> read_list(ByteReader& r, const char* what) {
+  uint32_t n = r.u32(what);
+  if (n > r.remaining() / 4) r.fail(std::string(what) + " count past the end");
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < n; ++i) out.emplace_back(r.str(what));
+  return out;
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// `socket`: send() with MSG_NOSIGNAL, so a child that died early makes the
+// write fail with EPIPE instead of raising SIGPIPE in the whole process.
+bool write_all(int fd, std::string_view data, bool socket = false) {
+  while (!data.empty()) {
+    ssize_t n = socket ? ::send(fd, data.data(), data.size(), MSG_NOSIGNAL)
+                       : ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  int* out() { return &fd_; }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+std::string encode_worker_request(const std::string& nvrtc_path, const NvrtcInput& input) {
+  ByteWriter w;
+  w.bytes(kRequestMagic);
+  w.str(nvrtc_path);
+  w.str(input.source_name);
+  w.str(input.source);
+  w.u32(static_cast<uint32_t>(input.headers.size()));
+  for (const NvrtcHeader& h : input.headers) {
+    w.str(h.name);
+    w.str(h.content);
+  }
+  write_list(w, input.options);
+  write_list(w, input.name_expressions);
+  w.u8(input.want_cubin ? 1 : 0);
+  return w.take();
+}
+
+void decode_worker_request(std::string_view bytes, std::string& nvrtc_path, NvrtcInput& input) {
+  ByteReader r(bytes, "NVRTC worker request");
+  if (r.bytes(kRequestMagic.size(), "magic") != kRequestMagic) r.fail("bad magic");
+  nvrtc_path = std::string(r.str("NVRTC path"));
+  input.source_name = std::string(r.str("source name"));
+  input.source = std::string(r.str("source"));
+  uint32_t headers = r.u32("header count");
+  if (headers > r.remaining() / 8) r.fail("header count past the end");
+  for (uint32_t i = 0; i < headers; ++i) {
+    NvrtcHeader h;
+    h.name = std::string(r.str("header name"));
+    h.content = std::string(r.str("header content"));
+    input.headers.push_back(std::move(h));
+  }
+  input.options = read_list(r, "options");
+  input.name_expressions = read_list(r, "name expressions");
+  input.want_cubin = r.u8("want cubin") != 0;
+  r.expect_end();
+}
+
+int run_nvrtc_worker(int in_fd, int out_fd) {
+  ByteWriter w;
+  w.bytes(kResponseMagic);
+  try {
+    std::string nvrtc_path;
+    NvrtcInput input;
+    decode_worker_request(read_all(in_fd), nvrtc_path, input);
+    NvrtcOutput out = Nvrtc::open(nvrtc_path).compile(input);
+    w.u8(kOk);
+    w.str(out.image);
+    w.str(out.log);
+    w.u64(static_cast<uint64_t>(out.ms * 1000));
+    w.u32(static_cast<uint32_t>(out.lowered_names.size()));
+    for (const cache::LoweredName& n : out.lowered_names) {
+      w.str(n.name_expression);
+      w.str(n.lowered_name);
+    }
+  } catch (const CompileError& e) {
+    w.u8(kCompileError);
+    w.str(e.what());
+    w.str(e.log());
+  } catch (const Error& e) {
+    w.u8(kOtherError);
+    w.u8(static_cast<uint8_t>(e.kind()));
+    w.str(e.what());
+  } catch (const std::exception& e) {
+    w.u8(kOtherError);
+    w.u8(static_cast<uint8_t>(ErrorKind::io));
+    w.str(std::string("NVRTC worker: ") + e.what());
+  }
+  return write_all(out_fd, w.data()) ? 0 : 1;
+}
+
+NvrtcOutput compile_in_worker(const std::vector<std::string>& argv, const std::string& nvrtc_path,
+                              const NvrtcInput& input) {
+  std::string request = encode_worker_request(nvrtc_path, input);
+  Fd to_child_read, to_child_write, from_child_read, from_child_write;
+  int p1[2], p2[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p1) != 0) {
+    throw IoError(errno_message("cannot create a socket pair", "", errno));
+  }
+  *to_child_read.out() = p1[0];
+  *to_child_write.out() = p1[1];
+  if (::pipe2(p2, O_CLOEXEC) != 0) throw IoError(errno_message("cannot create a pipe", "", errno));
+  *from_child_read.out() = p2[0];
+  *from_child_write.out() = p2[1];
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, to_child_read.get(), 0);
+  posix_spawn_file_actions_adddup2(&actions, from_child_write.get(), 1);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid;
+  int rc = ::posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw IoError(errno_message("cannot start the NVRTC worker", argv[0], rc));
+  to_child_read.reset();
+  from_child_write.reset();
+
+  // The child reads the whole request before it writes: no deadlock.
+  write_all(to_child_write.get(), request, /*socket=*/true);
+  to_child_write.reset();
+  std::string response = read_all(from_child_read.get());
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const std::string who = "the NVRTC worker compiling " + input.source_name;
+  if (WIFSIGNALED(status)) {
+    throw Error(ErrorKind::compile_failed,
+                who + " died of signal " + std::to_string(WTERMSIG(status)) + " (" +
+                    strsignal(WTERMSIG(status)) + "); NVRTC crashed or ran out of memory");
+  }
+
+  ByteReader r(response, who + "'s answer");
+  if (response.size() < kResponseMagic.size() ||
+      r.bytes(kResponseMagic.size(), "magic") != kResponseMagic) {
+    throw Error(ErrorKind::compile_failed,
+                who + " gave no answer (exit status " + std::to_string(WEXITSTATUS(status)) + ")");
+  }
+  uint8_t result = r.u8("status");
+  if (result == kCompileError) {
+    std::string message(r.str("message"));
+    throw CompileError(message, std::string(r.str("log")), input.options);
+  }
+  if (result == kOtherError) {
+    auto kind = static_cast<ErrorKind>(r.u8("error kind"));
+    std::string message(r.str("message"));
+    switch (kind) {  // the same type the child threw, so callers can catch it
+      case ErrorKind::io:
+        throw IoError(message);
+      case ErrorKind::corrupt:
+        throw CorruptError(message);
+      case ErrorKind::incompatible_version:
+        throw IncompatibleVersionError(message);
+      case ErrorKind::invalid_argument:
+        throw InvalidArgument(message);
+      case ErrorKind::not_found:
+        throw NotFound(message);
+      default:
+        throw Error(kind, message);
+    }
+  }
+  NvrtcOutput out;
+  out.image = std::string(r.str("image"));
+  out.log = std::string(r.str("log"));
+  out.ms = static_cast<double>(r.u64("microseconds")) / 1000;
+  uint32_t names = r.u32("lowered name count");
+  if (names > r.remaining() / 8) r.fail("lowered name count past the end");
+  for (uint32_t i = 0; i < names; ++i) {
+    cache::LoweredName n;
+    n.name_expression = std::string(r.str("name expression"));
+    n.lowered_name = std::string(r.str("lowered name"));
+    out.lowered_names.push_back(std::move(n));
+  }
+  r.expect_end();
+  return out;
+}
+
+}  // namespace kcache::compiler

@@ -1,0 +1,38 @@
+// NVRTC compiles in a child process.
+//
+// Why: NVRTC 13.0 serializes nvrtcCompileProgram across the threads of one
+// process (measured: a second thread accrues no CPU time until the first
+// compile returns, warm or not), so compiling N archs in N threads takes as
+// long as one after another. N processes compile in parallel. A child also
+// keeps an NVRTC crash from taking the caller down.
+//
+// The child is an executable (the `kcache` binary, through a hidden verb)
+// that calls run_nvrtc_worker(): it reads one request on stdin, compiles, and
+// writes one response on stdout. Both are private to one kcache build (the
+// parent execs its own binary), framed with a magic and checked for length.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compiler/nvrtc.h"
+
+namespace kcache::compiler {
+
+// Runs `argv` (argv[0] an absolute path; the request follows on its stdin)
+// and returns what it compiled. Throws what the child threw (CompileError with
+// NVRTC's log, or Error of the same kind), or Error if the child died or
+// answered nonsense.
+NvrtcOutput compile_in_worker(const std::vector<std::string>& argv, const std::string& nvrtc_path,
+                              const NvrtcInput& input);
+
+// The child side: reads a request from `in_fd`, writes the response to
+// `out_fd`. Returns the process exit code (0 whenever a response was written,
+// compile errors included).
+int run_nvrtc_worker(int in_fd, int out_fd);
+
+// The request and response encodings, exposed for tests.
+std::string encode_worker_request(const std::string& nvrtc_path, const NvrtcInput& input);
+void decode_worker_request(std::string_view bytes, std::string& nvrtc_path, NvrtcInput& input);
+
+}  // namespace kcache::compiler

@@ -1,0 +1,253 @@
+// `kcache compile` as a user (or a Bazel action) runs it: exit codes, what it
+// prints, what it writes. Tried as a new user would: wrong arch, missing
+// header, unreadable file, missing output folder.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+
+#include "bundle/bundle.h"
+#include "cache/store.h"
+#include "common/file_system.h"
+#include "tests/compiler/test_files.h"
+#include "tests/testing/http_servers.h"
+#include "tests/testing/run_command.h"
+
+namespace kcache::cli {
+namespace {
+
+using compiler::testing::test_dir;
+using compiler::testing::write;
+using kcache::testing::CommandResult;
+
+const std::string kSaxpy = "tests/compiler/kernels/saxpy.cu";
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+int lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+class CompileCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = test_dir(); }
+
+  CommandResult kcache(std::vector<std::string> args) {
+    args.insert(args.begin(), {kcache::testing::kcache_binary(), "--dir", dir_ + "/store"});
+    return kcache::testing::run_command(args);
+  }
+
+  int64_t counter(const std::string& name) {
+    return cache::Store::open(dir_ + "/store")->stats().counter(name);
+  }
+
+  std::string dir_;
+};
+
+TEST_F(CompileCommandTest, WritesTheBundleQuietlyAndTheSecondRunIsAHit) {
+  std::string out = dir_ + "/saxpy.kcb";
+  CommandResult first =
+      kcache({"compile", kSaxpy, "--arch", "sm_80,sm_90", "--ptx", "compute_90", "-o", out});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, "");
+  EXPECT_EQ(first.err, "");
+  std::string bytes = *read_file(out);
+  bundle::Bundle b = bundle::parse(bytes, out);
+  EXPECT_EQ(b.source_name, kSaxpy);
+  ASSERT_EQ(b.images.size(), 3u);
+  EXPECT_EQ(b.images[2].arch, "compute_90");
+  EXPECT_EQ(counter("nvrtc_invocations"), 3);
+
+  CommandResult second = kcache({"--format", "json", "compile", kSaxpy, "--arch", "sm_80,sm_90",
+                                 "--ptx", "compute_90", "-o", out});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_TRUE(contains(second.out, "\"hits\": 3")) << second.out;
+  EXPECT_EQ(counter("nvrtc_invocations"), 3) << "a hit must not invoke NVRTC";
+  EXPECT_EQ(*read_file(out), bytes);
+}
+
+TEST_F(CompileCommandTest, VerboseSaysHitOrMissPerTarget) {
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "-v"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "saxpy.cu sm_80 cubin miss ")) << r.out;
+  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "-v"});
+  EXPECT_TRUE(contains(r.out, "saxpy.cu sm_80 cubin hit ")) << r.out;
+}
+
+TEST_F(CompileCommandTest, WritesEmbeddingSourceAndHeader) {
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/saxpy.cc",
+                            "--h-out", dir_ + "/saxpy.h", "--symbol", "demo::saxpy_bundle"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string cc = *read_file(dir_ + "/saxpy.cc"), h = *read_file(dir_ + "/saxpy.h");
+  EXPECT_TRUE(contains(cc, "kcache::bundle::register_embedded")) << cc.substr(0, 2000);
+  EXPECT_TRUE(contains(cc, "namespace demo {")) << cc.substr(0, 2000);
+  EXPECT_TRUE(contains(h, "const kcache::bundle::EmbeddedBundle& saxpy_bundle();")) << h;
+}
+
+TEST_F(CompileCommandTest, ReadsArgumentsFromAParamsFile) {
+  // Bazel's multiline format: one argument per line.
+  write(dir_, "args.params",
+        "compile\n" + kSaxpy + "\n--arch\nsm_80\n--nvrtc-opt=-lineinfo\n-DSCALE=2\n-o\n" + dir_ +
+            "/k.kcb\n");
+  CommandResult r = kcache({"@" + dir_ + "/args.params"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(read_file(dir_ + "/k.kcb").has_value());
+}
+
+TEST_F(CompileCommandTest, CompileErrorExitsWith3PrintingTheLogAndOptionsAndWritesNothing) {
+  CommandResult r = kcache({"compile", "tests/compiler/kernels/broken.cu", "--arch", "sm_80", "-o",
+                            dir_ + "/broken.kcb"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_TRUE(contains(r.err,
+                       "tests/compiler/kernels/broken.cu(4): error: identifier "
+                       "\"undeclared_variable\" is undefined"))
+      << r.err;
+  EXPECT_TRUE(contains(r.err, "kcache compile: NVRTC options: -arch=sm_80")) << r.err;
+  EXPECT_TRUE(contains(r.err, "kcache compile: NVRTC could not compile")) << r.err;
+  EXPECT_FALSE(read_file(dir_ + "/broken.kcb").has_value());
+  EXPECT_EQ(cache::Store::open(dir_ + "/store")->stats().entries, 0u);
+}
+
+TEST_F(CompileCommandTest, WrongArchIsAUsageErrorListingSupportedArchs) {
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_85", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "sm_85 is not supported by NVRTC")) << r.err;
+  EXPECT_TRUE(contains(r.err, "sm_90")) << r.err;
+  r = kcache({"compile", kSaxpy, "--arch", "compute_90", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "use --ptx compute_90")) << r.err;
+}
+
+TEST_F(CompileCommandTest, MissingHeaderNamesItAndTheFoldersSearched) {
+  std::string src = write(dir_, "k.cu", "#include \"nothere.h\"\n__global__ void k() {}\n");
+  CommandResult r =
+      kcache({"compile", src, "--arch", "sm_80", "-I", dir_ + "/inc", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_TRUE(contains(r.err, "\"nothere.h\" (included from " + src +
+                                  ":1) was not found in: " + dir_ + ", " + dir_ + "/inc, "))
+      << r.err;
+}
+
+TEST_F(CompileCommandTest, MissingOrUnreadableSourceIsOneLine) {
+  CommandResult r =
+      kcache({"compile", dir_ + "/nothere.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "nothere.cu does not exist")) << r.err;
+  FileSystem::real().create_directories(dir_ + "/folder.cu", 0755);
+  r = kcache({"compile", dir_ + "/folder.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "folder.cu: it is a directory")) << r.err;
+}
+
+TEST_F(CompileCommandTest, MissingOutputFolderIsOneLineBeforeAnyCompile) {
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/no/such/k.kcb"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "output folder " + dir_ + "/no/such does not exist")) << r.err;
+  EXPECT_EQ(counter("nvrtc_invocations"), 0);
+}
+
+TEST_F(CompileCommandTest, OutputFlagsThatCannotWorkAreUsageErrors) {
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "no output")) << r.err;
+  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/k.cc"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "need --symbol")) << r.err;
+  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/k.cc", "--symbol", "a-b"});
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST_F(CompileCommandTest, MissingToolkitSaysWhereItLooked) {
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb",
+                            "--cuda-path", dir_ + "/no-cuda"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "no CUDA toolkit found; looked at:")) << r.err;
+  EXPECT_TRUE(contains(r.err, "--cuda-path = " + dir_ + "/no-cuda (does not exist)")) << r.err;
+}
+
+// What the Bazel rule passes (--no-default-store): the store only when the
+// user opted in with $KCACHE_DIR, and no warning or stray store otherwise.
+TEST_F(CompileCommandTest, StoreFromTheEnvironmentOnlyWhenAsked) {
+  std::vector<std::string> args = {kcache::testing::kcache_binary(),
+                                   "compile",
+                                   kSaxpy,
+                                   "--arch",
+                                   "sm_80",
+                                   "--no-default-store",
+                                   "-o",
+                                   dir_ + "/k.kcb"};
+  std::map<std::string, std::string> no_store = {
+      {"KCACHE_DIR", ""}, {"XDG_CACHE_HOME", ""}, {"HOME", dir_ + "/home"}};
+  CommandResult r = kcache::testing::run_command(args, no_store);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_FALSE(FileSystem::real().stat(dir_ + "/home/.cache/kcache").has_value());
+
+  std::map<std::string, std::string> opted_in = no_store;
+  opted_in["KCACHE_DIR"] = dir_ + "/opted-in";
+  r = kcache::testing::run_command(args, opted_in);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(cache::Store::open(dir_ + "/opted-in")->stats().entries, 1u);
+
+  r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--no-store", "-o", dir_ + "/k.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(FileSystem::real().stat(dir_ + "/store").has_value());
+}
+
+TEST_F(CompileCommandTest, SourceNameReplacesThePathInTheLogAndTheBundle) {
+  CommandResult r = kcache({"compile", "tests/compiler/kernels/broken.cu", "--source-name",
+                            "kernels/broken.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.err.rfind("kernels/broken.cu(4): error", 0), 0u) << r.err;
+  r = kcache(
+      {"compile", kSaxpy, "--source-name", "saxpy.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string bytes = *read_file(dir_ + "/k.kcb");
+  EXPECT_EQ(bundle::parse(bytes).source_name, "saxpy.cu");
+}
+
+// A CI fleet: one machine compiles and uploads; another, with an empty local
+// store, gets every target from the remote without invoking NVRTC. Inside a
+// Bazel action (--no-default-store) the remote alone is used.
+TEST_F(CompileCommandTest, SecondMachineHitsThroughTheRemote) {
+  kcache::testing::NginxServer nginx;
+  CommandResult r = kcache::testing::run_command(
+      {kcache::testing::kcache_binary(), "--dir", dir_ + "/machine-a", "compile", kSaxpy, "--arch",
+       "sm_80,sm_90", "--remote", nginx.url("/kcache"), "-o", dir_ + "/a.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nginx.count_requests("PUT", "/kcache/"), 2);
+
+  r = kcache::testing::run_command({kcache::testing::kcache_binary(), "--dir", dir_ + "/machine-b",
+                                    "--format", "json", "compile", kSaxpy, "--arch", "sm_80,sm_90",
+                                    "--remote", nginx.url("/kcache"), "-o", dir_ + "/b.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "\"hits\": 2")) << r.out;
+  EXPECT_EQ(cache::Store::open(dir_ + "/machine-b")->stats().counter("nvrtc_invocations"), 0);
+  EXPECT_EQ(*read_file(dir_ + "/b.kcb"), *read_file(dir_ + "/a.kcb"));
+
+  r = kcache::testing::run_command(
+      {kcache::testing::kcache_binary(), "--format", "json", "compile", kSaxpy, "--arch", "sm_80",
+       "--no-default-store", "-o", dir_ + "/c.kcb"},
+      {{"KCACHE_DIR", ""}, {"HOME", dir_ + "/home"}, {"KCACHE_REMOTE", nginx.url("/kcache")}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "\"hits\": 1")) << r.out;
+  EXPECT_FALSE(FileSystem::real().stat(dir_ + "/home/.cache/kcache").has_value());
+}
+
+TEST_F(CompileCommandTest, UnwritableStoreStillCompiles) {
+  write(dir_, "store", "a file where the store folder should be");
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "warning")) << r.err;
+  EXPECT_TRUE(read_file(dir_ + "/k.kcb").has_value());
+}
+
+}  // namespace
+}  // namespace kcache::cli

@@ -1,0 +1,401 @@
+// The precompiler against the real NVRTC (it needs no GPU). NVRTC is slow
+// here (seconds for CUB), so each real kernel is compiled once per test, and
+// key properties are checked with Compiler::keys(), which compiles nothing.
+#include "compiler/compiler.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "bundle/bundle.h"
+#include "cache/storage.h"
+#include "common/error.h"
+#include "compiler/toolkit.h"
+#include "tests/compiler/test_files.h"
+
+namespace kcache::compiler {
+namespace {
+
+using testing::ScopedCwd;
+using testing::test_dir;
+using testing::write;
+
+const std::string kKernels = "tests/compiler/kernels/";
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class CompilerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test_dir();
+    cache::StorageOptions options;
+    options.local_dir = dir_ + "/store";
+    storage_ = std::make_unique<cache::Storage>(options);
+    ASSERT_NE(storage_->local(), nullptr);
+    compiler_ = std::make_unique<Compiler>(find_toolkit(""), storage_.get());
+  }
+
+  int64_t counter(const std::string& name) {
+    storage_->local()->flush();
+    return storage_->local()->stats().counter(name);
+  }
+  uint64_t entries() { return storage_->local()->stats().entries; }
+
+  // Compiles twice: the first compiles every target with NVRTC, the second is
+  // a hit for every target with no NVRTC invocation. Returns the second.
+  CompileResult compile_twice(const CompileOptions& options) {
+    size_t targets = options.archs.size() + (options.ptx_arch.empty() ? 0 : 1);
+    int64_t before = counter("nvrtc_invocations");
+    CompileResult first = compiler_->compile(options);
+    EXPECT_EQ(first.misses(), static_cast<int>(targets));
+    EXPECT_EQ(counter("nvrtc_invocations") - before, static_cast<int64_t>(targets));
+    EXPECT_EQ(entries(), targets);
+
+    CompileResult second = compiler_->compile(options);
+    EXPECT_EQ(second.hits(), static_cast<int>(targets));
+    EXPECT_EQ(counter("nvrtc_invocations") - before, static_cast<int64_t>(targets))
+        << "a hit must not invoke NVRTC";
+    EXPECT_EQ(second.bundle, first.bundle) << "a hit must give the bundle a compile gives";
+    for (size_t i = 0; i < targets; ++i) {
+      EXPECT_EQ(second.targets[i].key, first.targets[i].key);
+      EXPECT_EQ(second.targets[i].compile_ms, first.targets[i].compile_ms);
+    }
+    return second;
+  }
+
+  // The bundle parses back into what was compiled.
+  void expect_round_trip(const CompileResult& r, const CompileOptions& options) {
+    bundle::Bundle b = bundle::parse(r.bundle, "test bundle");
+    EXPECT_EQ(b.source_name, options.source_path);
+    EXPECT_EQ(b.compiler_identity, compiler_->toolkit().identity());
+    ASSERT_EQ(b.images.size(), r.targets.size());
+    for (size_t i = 0; i < b.images.size(); ++i) {
+      const TargetResult& t = r.targets[i];
+      EXPECT_EQ(b.images[i].arch, t.target.arch);
+      EXPECT_EQ(b.images[i].key, t.key.hex());
+      EXPECT_EQ(b.images[i].data, t.entry->payload());
+      if (t.target.kind == cache::TargetKind::cubin) {
+        EXPECT_EQ(b.images[i].kind, bundle::ImageKind::cubin);
+        EXPECT_EQ(b.images[i].data.substr(0, 4),
+                  "\x7f"
+                  "ELF");
+      } else {
+        EXPECT_EQ(b.images[i].kind, bundle::ImageKind::ptx);
+        EXPECT_TRUE(
+            contains(std::string(b.images[i].data), ".target sm_" + t.target.arch.substr(8)));
+      }
+    }
+    ASSERT_EQ(b.lowered_names.size(), options.name_expressions.size());
+    for (const std::string& e : options.name_expressions) EXPECT_FALSE(b.lowered(e).empty()) << e;
+  }
+
+  std::string dir_;
+  std::unique_ptr<cache::Storage> storage_;
+  std::unique_ptr<Compiler> compiler_;
+};
+
+CompileOptions kernel(const std::string& name, std::vector<std::string> archs,
+                      std::string ptx = "") {
+  CompileOptions o;
+  o.source_path = kKernels + name;
+  o.archs = std::move(archs);
+  o.ptx_arch = std::move(ptx);
+  return o;
+}
+
+// -- the four real kernels --------------------------------------------------
+
+TEST_F(CompilerTest, SaxpyCompilesOnceThenHits) {
+  CompileOptions o = kernel("saxpy.cu", {"sm_80", "sm_90"}, "compute_90");
+  CompileResult r = compile_twice(o);
+  expect_round_trip(r, o);
+}
+
+TEST_F(CompilerTest, HalfPrecisionCooperativeGroupsKernelCompilesOnceThenHits) {
+  CompileOptions o = kernel("half_cg.cu", {"sm_80"}, "compute_90");
+  o.include_dirs = {kKernels + "include"};
+  CompileResult r = compile_twice(o);
+  expect_round_trip(r, o);
+  EXPECT_TRUE(contains(std::string(r.targets[1].entry->payload()), "half_dot"));
+}
+
+TEST_F(CompilerTest, CubBlockSortAndReduceCompilesOnceThenHits) {
+  CompileOptions o = kernel("cub_block.cu", {"sm_90"});
+  o.include_dirs = {compiler_->toolkit().root + "/include/cccl"};  // as users write it
+  CompileResult r = compile_twice(o);
+  expect_round_trip(r, o);
+}
+
+TEST_F(CompilerTest, TemplateInstancesThroughNameExpressionsCompileOnceThenHit) {
+  CompileOptions o = kernel("scale_template.cu", {"sm_90"});
+  o.name_expressions = {"scale<float>", "scale<double>"};
+  CompileResult r = compile_twice(o);
+  expect_round_trip(r, o);
+  // The hit carries the lowered names NVRTC computed on the miss.
+  ASSERT_EQ(r.lowered_names.size(), 2u);
+  EXPECT_EQ(r.lowered_names[0].name_expression, "scale<float>");
+  EXPECT_EQ(r.lowered_names[0].lowered_name, "_Z5scaleIfEvPT_S0_i");
+  EXPECT_EQ(r.lowered_names[1].lowered_name, "_Z5scaleIdEvPT_S0_i");
+  EXPECT_TRUE(contains(std::string(r.targets[0].entry->payload()), "_Z5scaleIdEvPT_S0_i"));
+}
+
+// -- failures ---------------------------------------------------------------
+
+TEST_F(CompilerTest, BrokenSourceFailsWithNvrtcsLogAndStoresNothing) {
+  try {
+    compiler_->compile(kernel("broken.cu", {"sm_80"}));
+    FAIL() << "expected CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_TRUE(contains(e.log(),
+                         "tests/compiler/kernels/broken.cu(4): error: identifier "
+                         "\"undeclared_variable\" is undefined"))
+        << e.log();
+    EXPECT_TRUE(contains(e.what(), "broken.cu for sm_80")) << e.what();
+    EXPECT_EQ(e.options().front(), "-arch=sm_80");
+  }
+  EXPECT_EQ(entries(), 0u);
+  EXPECT_EQ(counter("nvrtc_failures"), 1);
+}
+
+TEST_F(CompilerTest, FailureOnOneArchStoresNoArch) {
+  write(dir_, "k.cu",
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900\n#error no sm_90 here\n#endif\n"
+        "extern \"C\" __global__ void k() {}\n");
+  CompileOptions o;
+  o.source_path = dir_ + "/k.cu";
+  o.archs = {"sm_80", "sm_90"};
+  EXPECT_THROW(compiler_->compile(o), CompileError);
+  EXPECT_EQ(entries(), 0u);
+}
+
+TEST_F(CompilerTest, MissingHeaderFailsNamingItAndEveryFolderSearched) {
+  write(dir_, "src/k.cu", "#include \"nothere.h\"\nextern \"C\" __global__ void k() {}\n");
+  CompileOptions o;
+  o.source_path = dir_ + "/src/k.cu";
+  o.archs = {"sm_80"};
+  o.include_dirs = {dir_ + "/inc"};
+  try {
+    compiler_->compile(o);
+    FAIL() << "expected CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_TRUE(contains(e.log(), "\"nothere.h\" (included from " + dir_ +
+                                      "/src/k.cu:1) was not "
+                                      "found in: " +
+                                      dir_ + "/src, " + dir_ + "/inc, " +
+                                      compiler_->toolkit().root + "/include"))
+        << e.log();
+  }
+}
+
+TEST_F(CompilerTest, MissingIncludeInAnInactiveBlockIsFine) {
+  write(dir_, "k.cu",
+        "#if 0\n#include \"nothere.h\"\n#endif\nextern \"C\" __global__ void k() {}\n");
+  CompileOptions o;
+  o.source_path = dir_ + "/k.cu";
+  o.archs = {"sm_80"};
+  EXPECT_EQ(compiler_->compile(o).misses(), 1);
+}
+
+// NVRTC looks next to an in-memory header's *name* on disk. A header found
+// through -I as "lib/x.h" that includes a missing "y.h" must not be served
+// ./lib/y.h (a file the key never saw): the stub wins.
+TEST_F(CompilerTest, NvrtcIsNeverServedAnUnkeyedHeaderFromDisk) {
+  write(dir_, "k.cu", "#include <lib/x.h>\nextern \"C\" __global__ void k() {}\n");
+  write(dir_, "inc/lib/x.h", "#include \"y.h\"\n");
+  write(dir_, "lib/y.h", "#define SNEAKED_IN 1\n");
+  ScopedCwd cwd(dir_);
+  CompileOptions o;
+  o.source_path = "k.cu";
+  o.archs = {"sm_80"};
+  o.include_dirs = {"inc"};
+  try {
+    compiler_->compile(o);
+    FAIL() << "NVRTC read lib/y.h from disk";
+  } catch (const CompileError& e) {
+    EXPECT_TRUE(contains(e.log(), "\"y.h\" (included from inc/lib/x.h:1) was not found"))
+        << e.log();
+  }
+}
+
+TEST_F(CompilerTest, NestedRelativeIncludeCompilesTheRightHeader) {
+  write(dir_, "k.cu",
+        "#include \"a/x.h\"\nstatic_assert(FROM_A == 1, \"wrong b.h\");\n"
+        "extern \"C\" __global__ void k() {}\n");
+  write(dir_, "a/x.h", "#include \"b.h\"\n");
+  write(dir_, "a/b.h", "#define FROM_A 1\n");
+  write(dir_, "b.h", "#define FROM_A 2\n");
+  ScopedCwd cwd(dir_);
+  CompileOptions o;
+  o.source_path = "k.cu";
+  o.archs = {"sm_80"};
+  EXPECT_EQ(compiler_->compile(o).misses(), 1);
+}
+
+TEST_F(CompilerTest, UnknownArchListsWhatThisNvrtcSupports) {
+  try {
+    compiler_->compile(kernel("saxpy.cu", {"sm_85"}));
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_TRUE(contains(e.what(), "sm_85 is not supported by NVRTC")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "sm_80, sm_86")) << e.what();
+  }
+  EXPECT_EQ(counter("nvrtc_invocations"), 0);
+}
+
+TEST_F(CompilerTest, MalformedArchSaysWhatAValidOneLooksLike) {
+  auto message = [&](CompileOptions o) -> std::string {
+    try {
+      compiler_->compile(o);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_TRUE(contains(message(kernel("saxpy.cu", {"sm90"})), "such as sm_80"));
+  EXPECT_TRUE(contains(message(kernel("saxpy.cu", {"compute_90"})), "use --ptx compute_90"));
+  EXPECT_TRUE(contains(message(kernel("saxpy.cu", {}, "sm_90")), "use --arch sm_90"));
+  EXPECT_TRUE(contains(message(kernel("saxpy.cu", {})), "nothing to compile"));
+  EXPECT_TRUE(contains(message(kernel("saxpy.cu", {"sm_80", "sm_80"})), "given twice"));
+  EXPECT_EQ(parse_target("sm_90a", cache::TargetKind::cubin).number, 90);
+  EXPECT_EQ(parse_target("sm_100f", cache::TargetKind::cubin).number, 100);
+}
+
+TEST_F(CompilerTest, MissingOrUnreadableSourceSaysWhich) {
+  EXPECT_THROW(compiler_->compile(kernel("nothere.cu", {"sm_80"})), NotFound);
+  FileSystem::real().create_directories(dir_ + "/folder.cu", 0755);
+  CompileOptions o;
+  o.source_path = dir_ + "/folder.cu";
+  o.archs = {"sm_80"};
+  try {
+    compiler_->compile(o);
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_TRUE(contains(e.what(), "folder.cu")) << e.what();
+  }
+}
+
+TEST_F(CompilerTest, OptionsThatWouldBypassTheKeyAreRefused) {
+  for (const char* bad : {"-I/usr/include", "--include-path=/x", "-arch=sm_90", "--pre-include=x.h",
+                          "-DX=1", "-std=c++20"}) {
+    CompileOptions o = kernel("saxpy.cu", {"sm_80"});
+    o.nvrtc_options = {bad};
+    EXPECT_THROW(compiler_->keys(o), InvalidArgument) << bad;
+  }
+  CompileOptions o = kernel("saxpy.cu", {"sm_80"});
+  o.nvrtc_options = {"-lineinfo", "--use_fast_math"};
+  EXPECT_NO_THROW(compiler_->keys(o));
+}
+
+// -- keys -------------------------------------------------------------------
+
+TEST_F(CompilerTest, EditingAnIncludedHeaderChangesTheKeyAndAnUnincludedOneDoesNot) {
+  write(dir_, "k.cu", "#include \"used.h\"\nextern \"C\" __global__ void k() {}\n");
+  write(dir_, "used.h", "#include <nested/deep.h>\n");
+  write(dir_, "inc/nested/deep.h", "#define DEEP 1\n");
+  write(dir_, "unused.h", "#define UNUSED 1\n");
+  write(dir_, "inc/nested/unused.h", "#define UNUSED 1\n");
+  ScopedCwd cwd(dir_);
+  CompileOptions o;
+  o.source_path = "k.cu";
+  o.archs = {"sm_80", "sm_90"};
+  o.ptx_arch = "compute_90";
+  o.include_dirs = {"inc"};
+  std::vector<Hash128> before = compiler_->keys(o);
+
+  write(dir_, "unused.h", "#define UNUSED 2\n");
+  write(dir_, "inc/nested/unused.h", "#define UNUSED 2\n");
+  EXPECT_EQ(compiler_->keys(o), before);
+
+  write(dir_, "inc/nested/deep.h", "#define DEEP 2\n");
+  std::vector<Hash128> after = compiler_->keys(o);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_NE(after[i], before[i]) << i;
+  EXPECT_EQ(counter("nvrtc_invocations"), 0);
+}
+
+TEST_F(CompilerTest, KeysDoNotDependOnTheCheckoutLocation) {
+  // The same tree in two places, compiled from its root with absolute -I
+  // paths, as two CI machines with different checkout folders would.
+  std::vector<std::vector<Hash128>> keys;
+  for (const std::string& checkout : {dir_ + "/ci-a", dir_ + "/elsewhere/ci-b"}) {
+    write(checkout, "kernels/k.cu", "#include <lib/x.h>\n#include \"near.h\"\n");
+    write(checkout, "kernels/near.h", "// near\n");
+    write(checkout, "third_party/inc/lib/x.h", "// x\n");
+    ScopedCwd cwd(checkout);
+    CompileOptions o;
+    o.source_path = "kernels/k.cu";
+    o.archs = {"sm_90"};
+    o.include_dirs = {checkout + "/third_party/inc"};
+    keys.push_back(compiler_->keys(o));
+  }
+  EXPECT_EQ(keys[0], keys[1]);
+}
+
+TEST_F(CompilerTest, KeyCoversEveryInputThatChangesTheImage) {
+  CompileOptions base = kernel("saxpy.cu", {"sm_80", "sm_90"}, "compute_90");
+  std::vector<Hash128> k = compiler_->keys(base);
+  EXPECT_NE(k[0], k[1]);
+  EXPECT_NE(k[1], k[2]);
+  std::vector<CompileOptions> variants(6, base);
+  variants[0].defines = {"X=1"};
+  variants[1].std = "c++20";
+  variants[2].nvrtc_options = {"-lineinfo"};
+  variants[3].name_expressions = {"saxpy"};
+  variants[4].source_path = "./" + base.source_path;  // the logical name NVRTC reports
+  variants[5].archs = {"sm_80", "sm_90a"};
+  for (size_t i = 0; i < variants.size(); ++i) {
+    EXPECT_NE(compiler_->keys(variants[i])[1], k[1]) << "variant " << i;
+  }
+  EXPECT_EQ(compiler_->keys(base), k);
+}
+
+TEST_F(CompilerTest, SourceNameIsWhatTheKeyAndNvrtcSee) {
+  std::string copy =
+      write(dir_, "elsewhere/bazel-out/k8-opt/bin/saxpy.cu", *read_file(kKernels + "saxpy.cu"));
+  CompileOptions a = kernel("saxpy.cu", {"sm_80"});
+  CompileOptions b = a;
+  b.source_path = copy;
+  a.source_name = b.source_name = "kernels/saxpy.cu";
+  EXPECT_EQ(compiler_->keys(a), compiler_->keys(b));
+  a.source_name = "";
+  EXPECT_NE(compiler_->keys(a), compiler_->keys(b));
+}
+
+// A hit must not even load NVRTC: with a toolkit whose libnvrtc is not a
+// library at all, stored targets still come back; only a miss trips on it.
+TEST_F(CompilerTest, HitNeverLoadsNvrtc) {
+  std::string tk = dir_ + "/fake-cuda";
+  write(tk, "include/cuda.h", "#define CUDA_VERSION 13000\n");
+  write(tk, "lib64/libnvrtc.so.13", "not a shared library");
+  write(tk, "lib64/libnvrtc-builtins.so.13.0", "not one either");
+  Compiler fake(find_toolkit(tk), storage_.get());
+  CompileOptions o = kernel("saxpy.cu", {"sm_80"});
+  Hash128 key = fake.keys(o)[0];
+  storage_->put(cache::Entry(key, cache::TargetKind::cubin, "sm_80", 1234, 0,
+                             "\x7f"
+                             "ELF stored"));
+  CompileResult r = fake.compile(o);
+  EXPECT_EQ(r.hits(), 1);
+  EXPECT_EQ(r.targets[0].entry->payload(),
+            "\x7f"
+            "ELF stored");
+  EXPECT_EQ(r.targets[0].compile_ms, 1234u);
+  try {
+    fake.compile(kernel("saxpy.cu", {"sm_90"}));
+    FAIL() << "a miss must load NVRTC";
+  } catch (const NotFound& e) {
+    EXPECT_TRUE(contains(e.what(), "cannot load NVRTC from " + tk + "/lib64/libnvrtc.so.13"))
+        << e.what();
+  }
+}
+
+TEST_F(CompilerTest, WorksWithoutAStore) {
+  Compiler uncached(find_toolkit(""), nullptr);
+  CompileOptions o = kernel("saxpy.cu", {"sm_80"});
+  EXPECT_EQ(uncached.compile(o).misses(), 1);
+  EXPECT_EQ(uncached.compile(o).misses(), 1);
+}
+
+}  // namespace
+}  // namespace kcache::compiler

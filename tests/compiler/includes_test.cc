@@ -1,0 +1,259 @@
+#include "compiler/includes.h"
+
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "tests/compiler/test_files.h"
+
+namespace kcache::compiler {
+namespace {
+
+using testing::ScopedCwd;
+using testing::test_dir;
+using testing::write;
+
+std::vector<std::string> names(const std::vector<IncludeDirective>& ds) {
+  std::vector<std::string> out;
+  for (const IncludeDirective& d : ds) out.push_back(d.name);
+  return out;
+}
+
+std::vector<std::string> header_names(const IncludeGraph& g) {
+  std::vector<std::string> out;
+  for (const ResolvedHeader& h : g.headers) out.push_back(h.name);
+  return out;
+}
+
+const ResolvedHeader* header(const IncludeGraph& g, const std::string& name) {
+  for (const ResolvedHeader& h : g.headers) {
+    if (h.name == name) return &h;
+  }
+  return nullptr;
+}
+
+// -- scanning ---------------------------------------------------------------
+
+TEST(ScanIncludesTest, FindsQuotedAndAngledWithLines) {
+  auto ds = scan_includes("#include \"a.h\"\n  #  include <b/c.h>\n#include_next \"d.h\"\n");
+  ASSERT_EQ(ds.size(), 3u);
+  EXPECT_EQ(ds[0].name, "a.h");
+  EXPECT_FALSE(ds[0].angled);
+  EXPECT_EQ(ds[0].line, 1);
+  EXPECT_EQ(ds[1].name, "b/c.h");
+  EXPECT_TRUE(ds[1].angled);
+  EXPECT_EQ(ds[1].line, 2);
+  EXPECT_EQ(ds[2].line, 3);
+}
+
+TEST(ScanIncludesTest, SkipsCommentsAndStrings) {
+  auto ds = scan_includes(
+      "// #include \"line_comment.h\"\n"
+      "/* #include \"block.h\"\n#include \"block2.h\" */\n"
+      "const char* s = \"#include \\\"string.h\\\"\";\n"
+      "const char* r = R\"x(\n#include \"raw.h\"\n)x\";\n"
+      "int big = 1'000'000; char q = '\"';\n"
+      "#error don't stop here\n"
+      "#include \"real.h\"\n");
+  EXPECT_EQ(names(ds), std::vector<std::string>{"real.h"});
+  EXPECT_EQ(ds[0].line, 10);
+}
+
+TEST(ScanIncludesTest, HashMustStartTheLine) {
+  EXPECT_TRUE(scan_includes("int x; #include \"no.h\"\n").empty());
+  EXPECT_EQ(names(scan_includes("/* c */ #include \"yes.h\"\n")),
+            std::vector<std::string>{"yes.h"});
+}
+
+TEST(ScanIncludesTest, FindsHasIncludeProbes) {
+  auto ds = scan_includes("#if __has_include(<opt/a.h>) && __has_include ( \"b.h\" )\n#endif\n");
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_TRUE(ds[0].probe);
+  EXPECT_TRUE(ds[0].angled);
+  EXPECT_EQ(ds[1].name, "b.h");
+  EXPECT_TRUE(ds[1].probe);
+}
+
+TEST(ScanIncludesTest, LeavesComputedIncludesAlone) {
+  EXPECT_TRUE(scan_includes("#define H \"x.h\"\n#include H\n").empty());
+}
+
+TEST(ScanIncludesTest, FollowsIncludesInInactiveBlocks) {
+  // Conditionals are not evaluated: following too much is safe (see includes.h).
+  EXPECT_EQ(names(scan_includes("#if 0\n#include \"off.h\"\n#endif\n")),
+            std::vector<std::string>{"off.h"});
+}
+
+// -- resolving --------------------------------------------------------------
+
+TEST(ResolveIncludesTest, QuotedIncludeIsFoundNextToTheIncluderThenInEachDir) {
+  std::string d = test_dir();
+  write(d, "src/k.cu", "#include \"near.h\"\n#include \"far.h\"\n");
+  write(d, "src/near.h", "// near\n");
+  write(d, "inc1/far.h", "// far 1\n");
+  write(d, "inc2/far.h", "// far 2\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{"inc1", "inc2"}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"far.h", "near.h"}));
+  EXPECT_EQ(header(g, "far.h")->content, "// far 1\n");
+  EXPECT_EQ(header(g, "far.h")->path, "inc1/far.h");
+  EXPECT_TRUE(g.missing.empty());
+}
+
+TEST(ResolveIncludesTest, AngledIncludeIsNotLookedForNextToTheIncluder) {
+  std::string d = test_dir();
+  write(d, "src/k.cu", "#include <near.h>\n");
+  write(d, "src/near.h", "// near\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{}, {}});
+  EXPECT_TRUE(g.headers.empty());
+  ASSERT_EQ(g.missing.size(), 1u);
+  EXPECT_EQ(g.missing[0].name, "near.h");
+}
+
+// NVRTC 13 serves `#include "b.h"` in an in-memory header named "a/x.h" from
+// the in-memory header named "b.h" (the spelling), not "a/b.h". So the nested
+// header must be handed over as "b.h", and its content is a/b.h's.
+TEST(ResolveIncludesTest, NestedRelativeIncludeIsNamedByItsSpelling) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include \"a/x.h\"\n");
+  write(d, "a/x.h", "#include \"b.h\"\n");
+  write(d, "a/b.h", "#define FROM_A 1\n");
+  write(d, "b.h", "#define FROM_TOP 1\n");  // what a wrong lookup would pick
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"a/x.h", "b.h"}));
+  EXPECT_EQ(header(g, "b.h")->content, "#define FROM_A 1\n");
+  EXPECT_EQ(header(g, "b.h")->path, "a/b.h");
+}
+
+TEST(ResolveIncludesTest, ParentRelativeIncludeKeepsItsSpelling) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include \"a/x.h\"\n");
+  write(d, "a/x.h", "#include \"../c/y.h\"\n");
+  write(d, "c/y.h", "// y\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"../c/y.h", "a/x.h"}));
+}
+
+TEST(ResolveIncludesTest, NamesCarryNoCheckoutLocation) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include <lib/x.h>\n");
+  write(d, "inc/lib/x.h", "#include \"y.h\"\n");
+  write(d, "inc/lib/y.h", "// y\n");
+  IncludeGraph g = resolve_includes(d + "/k.cu", *read_file(d + "/k.cu"), {{d + "/inc"}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"lib/x.h", "y.h"}));
+  for (const ResolvedHeader& h : g.headers) EXPECT_EQ(h.name.find(d), std::string::npos);
+}
+
+TEST(ResolveIncludesTest, OneSpellingForTwoDifferentFilesIsAnError) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include \"a/x.h\"\n#include \"b/y.h\"\n");
+  write(d, "a/x.h", "#include \"util.h\"\n");
+  write(d, "a/util.h", "// a's\n");
+  write(d, "b/y.h", "#include \"util.h\"\n");
+  write(d, "b/util.h", "// b's\n");
+  ScopedCwd cwd(d);
+  try {
+    resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("\"util.h\" names two different headers"), std::string::npos) << m;
+    EXPECT_NE(m.find("a/util.h (included from a/x.h:1)"), std::string::npos) << m;
+    EXPECT_NE(m.find("b/util.h (included from b/y.h:1)"), std::string::npos) << m;
+  }
+}
+
+TEST(ResolveIncludesTest, OneSpellingForTwoIdenticalFilesIsFine) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include \"a/x.h\"\n#include \"b/y.h\"\n");
+  write(d, "a/x.h", "#include \"util.h\"\n");
+  write(d, "a/util.h", "// same\n");
+  write(d, "b/y.h", "#include \"util.h\"\n");
+  write(d, "b/util.h", "// same\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"a/x.h", "b/y.h", "util.h"}));
+}
+
+TEST(ResolveIncludesTest, ToolkitHeadersAreLeftToNvrtc) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include <cuda_fp16.h>\n#include \"cuda/std/cstdint\"\n");
+  write(d, "toolkit/include/cuda_fp16.h", "// toolkit\n");
+  write(d, "toolkit/include/cccl/cuda/std/cstdint", "// toolkit\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"),
+                                    {{}, {"toolkit/include", "toolkit/include/cccl"}});
+  EXPECT_TRUE(g.headers.empty());
+  EXPECT_TRUE(g.missing.empty());
+  EXPECT_EQ(g.toolkit_includes, (std::vector<std::string>{"cuda/std/cstdint", "cuda_fp16.h"}));
+}
+
+TEST(ResolveIncludesTest, DashIOfAToolkitFolderStaysTheToolkits) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include <cub/cub.cuh>\n");
+  write(d, "toolkit/include/cccl/cub/cub.cuh", "#include \"detail.cuh\"\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"),
+                                    {{"./toolkit/include/cccl"}, {"toolkit/include/cccl"}});
+  EXPECT_TRUE(g.headers.empty());
+  EXPECT_EQ(g.toolkit_includes, std::vector<std::string>{"cub/cub.cuh"});
+}
+
+TEST(ResolveIncludesTest, MissingIncludeGetsAStubNamingEveryFolderSearched) {
+  std::string d = test_dir();
+  write(d, "src/k.cu", "// one\n#if 0\n#include \"gone.h\"\n#endif\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{"inc"}, {"tk/include"}});
+  ASSERT_EQ(g.missing.size(), 1u);
+  const MissingInclude& m = g.missing[0];
+  EXPECT_EQ(m.name, "gone.h");
+  EXPECT_EQ(m.included_from, "src/k.cu:3");
+  EXPECT_EQ(m.searched, (std::vector<std::string>{"src", "inc", "tk/include"}));
+  EXPECT_EQ(m.stub,
+            "#error kcache: \"gone.h\" (included from src/k.cu:3) was not found in: src, inc, "
+            "tk/include\n");
+}
+
+TEST(ResolveIncludesTest, ProbedMissingHeaderGetsNoStub) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#if __has_include(\"opt.h\")\n#include \"opt.h\"\n#endif\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  ASSERT_EQ(g.missing.size(), 1u);
+  EXPECT_TRUE(g.missing[0].stub.empty());
+}
+
+TEST(ResolveIncludesTest, IncludeCyclesEnd) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include \"a.h\"\n");
+  write(d, "a.h", "#pragma once\n#include \"b.h\"\n");
+  write(d, "b.h", "#pragma once\n#include \"a.h\"\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"a.h", "b.h"}));
+}
+
+TEST(ResolveIncludesTest, UnreadableHeaderIsAnIoErrorNamingIt) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include \"dir.h\"\n");
+  FileSystem::real().create_directories(d + "/dir.h", 0755);  // not a file: skipped
+  write(d, "inc/dir.h", "// the real one\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{"inc"}, {}});
+  EXPECT_EQ(header(g, "dir.h")->path, "inc/dir.h");
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads files whatever their mode";
+  std::string locked = write(d, "locked/x.h", "// x\n");
+  ASSERT_EQ(::chmod(locked.c_str(), 0), 0);
+  write(d, "k2.cu", "#include \"locked/x.h\"\n");
+  try {
+    resolve_includes("k2.cu", *read_file("k2.cu"), {{}, {}});
+    FAIL() << "expected IoError";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("locked/x.h"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kcache::compiler

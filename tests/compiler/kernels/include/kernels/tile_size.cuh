@@ -1,0 +1,2 @@
+#pragma once
+#define KCACHE_TILE_SIZE 32
