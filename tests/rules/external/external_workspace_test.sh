@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# A new user's workspace, outside this repository, uses kcache through
+# local_repository exactly as the README says: it declares a cuda_kernel, links
+# it into a cc_binary, builds with its own Bazel server and runs the binary.
+set -euo pipefail
+
+# The kcache checkout: runfiles are symlinks into the source tree.
+kcache_root=$(dirname "$(readlink -f "$TEST_SRCDIR/$TEST_WORKSPACE/WORKSPACE")")
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/user-ws.XXXXXX")
+trap 'cd /; bazel --output_user_root="$work/bazel-root" shutdown >/dev/null 2>&1 || true; chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+mkdir -p "$work/ws/kernels"
+cd "$work/ws"
+
+# From the README, "Using kcache in your workspace".
+cat > WORKSPACE <<WS
+workspace(name = "user_project")
+
+local_repository(
+    name = "kcache",
+    path = "$kcache_root",
+)
+
+load("@kcache//rules:deps.bzl", "kcache_dependencies")
+
+kcache_dependencies()
+WS
+cat > .bazelrc <<'RC'
+build --cxxopt=-std=c++17 --host_cxxopt=-std=c++17
+build --nosandbox_debug
+RC
+cat > kernels/scale.cu <<'CU'
+#include "kernels/factor.cuh"
+extern "C" __global__ void scale(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= kFactor;
+}
+CU
+cat > kernels/factor.cuh <<'CUH'
+#pragma once
+constexpr float kFactor = 3.0f;
+CUH
+cat > kernels/main.cc <<'CC'
+#include <cstdio>
+
+#include "bundle/bundle.h"
+#include "bundle/embedded.h"
+
+// Every cuda_kernel linked in registers its bundle; list them.
+int main() {
+  for (const auto& embedded : kcache::bundle::embedded_bundles()) {
+    auto bundle = kcache::bundle::parse(
+        std::string_view(reinterpret_cast<const char*>(embedded.data), embedded.size),
+        embedded.symbol);
+    std::printf("%s %s", embedded.symbol, std::string(bundle.source_name).c_str());
+    for (const auto& image : bundle.images) {
+      std::printf(" %s:%s", kcache::bundle::to_string(image.kind), std::string(image.arch).c_str());
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+CC
+cat > kernels/BUILD.bazel <<'BUILD'
+load("@kcache//rules:defs.bzl", "cuda_kernel")
+
+cuda_kernel(
+    name = "scale_kernel",
+    srcs = ["scale.cu"],
+    hdrs = ["factor.cuh"],
+    archs = ["sm_80", "sm_90"],
+)
+
+cc_binary(
+    name = "list_kernels",
+    srcs = ["main.cc"],
+    deps = [
+        ":scale_kernel",
+        "@kcache//bundle",
+    ],
+)
+BUILD
+
+bazel --output_user_root="$work/bazel-root" build //kernels:list_kernels
+out=$(bazel-bin/kernels/list_kernels)
+echo "list_kernels printed: $out"
+expected="kcache_kernels_scale_kernel kernels/scale.cu cubin:sm_80 cubin:sm_90 ptx:compute_90"
+if [ "$out" != "$expected" ]; then
+  echo "FAIL: expected: $expected" >&2
+  exit 1
+fi
+
+# An unknown arch fails at analysis and lists the valid ones.
+sed -i 's/"sm_80", "sm_90"/"sm_91"/' kernels/BUILD.bazel
+if bazel --output_user_root="$work/bazel-root" build //kernels:scale_kernel 2>"$work/err"; then
+  echo "FAIL: an unknown arch built" >&2
+  exit 1
+fi
+grep -q 'unknown arch "sm_91". Valid archs for CUDA' "$work/err" || { cat "$work/err" >&2; exit 1; }
+echo PASS
