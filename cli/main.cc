@@ -51,6 +51,7 @@ int run(int argc, char** argv) {
   add_remote_command(app, dispatch);
   add_compile_command(app, dispatch);
   add_prewarm_command(app, dispatch);
+  add_bundle_command(app, dispatch);
   app.require_subcommand(0, 1);
 
   try {

@@ -1,0 +1,94 @@
+// `kcache bundle FILE.kcb [--extract DIR]`: what a kernel bundle holds, and
+// its images as files (for cuobjdump, cuda.core or a driver call by hand).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "bundle/bundle.h"
+#include "cli/command.h"
+#include "cli/units.h"
+#include "common/error.h"
+#include "common/file_system.h"
+
+namespace kcache::cli {
+namespace {
+
+struct BundleArgs {
+  std::string path;
+  std::string extract_dir;
+};
+
+// "sm_90.cubin", "compute_90.ptx"
+std::string image_file_name(const bundle::Image& image) {
+  return std::string(image.arch) + (image.kind == bundle::ImageKind::ptx ? ".ptx" : ".cubin");
+}
+
+int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
+  std::optional<std::string> bytes = read_file(args.path);
+  if (!bytes) throw NotFound("bundle " + args.path + " does not exist");
+  bundle::Bundle b = bundle::parse(*bytes, args.path);
+  if (!args.extract_dir.empty()) {
+    FileSystem::real().create_directories(args.extract_dir, 0755);
+    for (const bundle::Image& image : b.images) {
+      write_file_atomically(args.extract_dir + "/" + image_file_name(image), image.data);
+    }
+  }
+  if (global.format == "json") {
+    nlohmann::json images = nlohmann::json::array();
+    for (const bundle::Image& image : b.images) {
+      images.push_back({{"kind", bundle::to_string(image.kind)},
+                        {"arch", std::string(image.arch)},
+                        {"key", std::string(image.key)},
+                        {"size", image.data.size()}});
+    }
+    nlohmann::json names = nlohmann::json::object();
+    for (const bundle::LoweredName& n : b.lowered_names) {
+      names[std::string(n.name_expression)] = std::string(n.lowered_name);
+    }
+    std::cout << nlohmann::json{{"format_version", b.format_version},
+                                {"source_name", std::string(b.source_name)},
+                                {"compiler", std::string(b.compiler_identity)},
+                                {"images", images},
+                                {"lowered_names", names}}
+                     .dump(2)
+              << "\n";
+    return kExitOk;
+  }
+  std::printf("Bundle:   %s (format %u)\nSource:   %.*s\nCompiler: %.*s\n", args.path.c_str(),
+              b.format_version, static_cast<int>(b.source_name.size()), b.source_name.data(),
+              static_cast<int>(b.compiler_identity.size()), b.compiler_identity.data());
+  for (const bundle::Image& image : b.images) {
+    std::printf("  %-5s  %-12.*s %10s  key %.*s%s\n", bundle::to_string(image.kind),
+                static_cast<int>(image.arch.size()), image.arch.data(),
+                format_size(image.data.size()).c_str(), static_cast<int>(image.key.size()),
+                image.key.data(),
+                args.extract_dir.empty()
+                    ? ""
+                    : ("  -> " + args.extract_dir + "/" + image_file_name(image)).c_str());
+  }
+  for (const bundle::LoweredName& n : b.lowered_names) {
+    std::printf("  %.*s = %.*s\n", static_cast<int>(n.name_expression.size()),
+                n.name_expression.data(), static_cast<int>(n.lowered_name.size()),
+                n.lowered_name.data());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_bundle_command(CLI::App& app, Dispatch& dispatch) {
+  auto args = std::make_shared<BundleArgs>();
+  CLI::App* cmd =
+      app.add_subcommand("bundle", "Show what a kernel bundle (.kcb) holds; verify its checksums");
+  cmd->add_option("FILE", args->path, "The bundle, as written by `kcache compile -o`")->required();
+  cmd->add_option("--extract", args->extract_dir,
+                  "Also write each image to DIR as <arch>.cubin or <arch>.ptx");
+  cmd->callback([args, &dispatch] {
+    dispatch.verb = "bundle";
+    dispatch.action = [args, &dispatch] { return inspect_bundle(dispatch.global, *args); };
+  });
+}
+
+}  // namespace kcache::cli
