@@ -1,5 +1,8 @@
 #include "bundle/bundle.h"
 
+#include <utility>
+#include <vector>
+
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -12,6 +15,20 @@ constexpr size_t kChecksumSize = 8;
 // kind, arch length, key length, data size, data checksum, NUL.
 constexpr size_t kMinImageSize = 1 + 4 + 4 + 8 + 8 + 1;
 constexpr uint8_t kMaxKind = static_cast<uint8_t>(ImageKind::cubin);
+
+// The bytes the trailing checksum covers: everything before it but the image
+// data, given as [offset, offset + size) regions in ascending order.
+std::string without_regions(std::string_view bytes,
+                            const std::vector<std::pair<size_t, size_t>>& regions) {
+  std::string out;
+  size_t pos = 0;
+  for (const auto& [offset, size] : regions) {
+    out.append(bytes.substr(pos, offset - pos));
+    pos = offset + size;
+  }
+  out.append(bytes.substr(pos));
+  return out;
+}
 
 size_t padding_for(size_t offset) {
   return (kImageAlignment - offset % kImageAlignment) % kImageAlignment;
@@ -45,6 +62,7 @@ std::string serialize(const Bundle& bundle) {
   w.str(bundle.source_name);
   w.str(bundle.compiler_identity);
   w.u32(static_cast<uint32_t>(bundle.images.size()));
+  std::vector<std::pair<size_t, size_t>> data_regions;
   for (const Image& image : bundle.images) {
     w.u8(static_cast<uint8_t>(image.kind));
     w.str(image.arch);
@@ -52,6 +70,7 @@ std::string serialize(const Bundle& bundle) {
     w.u64(image.data.size());
     w.u64(xxh3_64(image.data));
     for (size_t pad = padding_for(w.size()); pad > 0; --pad) w.u8(0);
+    data_regions.emplace_back(w.size(), image.data.size());
     w.bytes(image.data);
     w.u8(0);
   }
@@ -64,7 +83,7 @@ std::string serialize(const Bundle& bundle) {
   uint64_t body_size = out.size() - kHeaderSize;
   for (int i = 0; i < 8; ++i) out[12 + i] = static_cast<char>((body_size >> (8 * i)) & 0xff);
   ByteWriter checksum;
-  checksum.u64(xxh3_64(out));
+  checksum.u64(xxh3_64(without_regions(out, data_regions)));
   out += checksum.data();
   return out;
 }
@@ -91,15 +110,16 @@ Bundle parse(std::string_view bytes, const std::string& what) {
     r.fail("body size " + std::to_string(body_size) + " does not match the file (" +
            std::to_string(bytes.size()) + " bytes); truncated or extended");
   }
+  // Every read below is bounds-checked, so the body can be parsed before the
+  // checksum that covers its metadata is checked.
   std::string_view covered = bytes.substr(0, bytes.size() - kChecksumSize);
-  ByteReader tail(bytes.substr(covered.size()), what);
-  if (tail.u64("checksum") != xxh3_64(covered)) r.fail("checksum mismatch");
-
+  std::vector<std::pair<size_t, size_t>> data_regions;
   ByteReader body(covered, what);
   body.bytes(kHeaderSize, "header");
   bundle.source_name = body.str("source name");
   bundle.compiler_identity = body.str("compiler identity");
   uint32_t image_count = body.u32("image count");
+  std::vector<uint64_t> image_checksums;
   // A tampered count must fail fast instead of reserving or looping for long.
   if (image_count > body.remaining() / kMinImageSize) body.fail("image count past the end");
   for (uint32_t i = 0; i < image_count; ++i) {
@@ -114,12 +134,10 @@ Bundle parse(std::string_view bytes, const std::string& what) {
     std::string_view pad = body.bytes(padding_for(body.offset()), "padding");
     if (pad.find_first_not_of('\0') != std::string_view::npos) body.fail("non-zero padding");
     if (size > body.remaining()) body.fail("image size " + std::to_string(size) + " past the end");
+    data_regions.emplace_back(body.offset(), static_cast<size_t>(size));
     image.data = body.bytes(static_cast<size_t>(size), "image data");
     if (body.u8("image terminator") != 0) body.fail("image data not NUL-terminated");
-    if (xxh3_64(image.data) != checksum) {
-      body.fail(std::string("checksum mismatch in the ") + to_string(image.kind) + " image for " +
-                std::string(image.arch));
-    }
+    image_checksums.push_back(checksum);
     bundle.images.push_back(image);
   }
   uint32_t name_count = body.u32("lowered name count");
@@ -131,6 +149,17 @@ Bundle parse(std::string_view bytes, const std::string& what) {
     bundle.lowered_names.push_back(n);
   }
   body.expect_end();
+  ByteReader tail(bytes.substr(covered.size()), what);
+  if (tail.u64("checksum") != xxh3_64(without_regions(covered, data_regions))) {
+    r.fail("checksum mismatch");
+  }
+  for (size_t i = 0; i < bundle.images.size(); ++i) {
+    const Image& image = bundle.images[i];
+    if (xxh3_64(image.data) != image_checksums[i]) {
+      r.fail(std::string("checksum mismatch in the ") + to_string(image.kind) + " image for " +
+             std::string(image.arch));
+    }
+  }
   return bundle;
 }
 

@@ -12,7 +12,9 @@
 //   image        ::= kind:u8(1=ptx, 2=cubin) arch:str key:str data_size:u64 data_checksum:u64
 //                    padding(zero bytes up to a 16-byte file offset) data:bytes(data_size) 0x00
 //   lowered_name ::= name_expression:str lowered_name:str
-//   checksum     ::= u64, XXH3-64 of header and body
+//   checksum     ::= u64, XXH3-64 of header and body without the image data
+//                    (each image's data is covered by its data_checksum, which
+//                    this checksum covers: every byte is hashed once)
 //
 // Image data starts 16-byte aligned (relative to the start of the bundle) and is
 // followed by a NUL, so a view can be handed to the driver as is: aligned for a

@@ -49,6 +49,8 @@ std::string with_checksums_fixed(std::string b) {
   put_le(b, 12, b.size() - kHeader - kChecksum);
   const size_t end = b.size() - kChecksum;
   size_t pos = kHeader;
+  std::string metadata;  // what the final checksum covers: all but image data
+  size_t metadata_from = 0;
   auto skip = [&](uint64_t n) {
     if (n > end - pos) return false;
     pos += static_cast<size_t>(n);
@@ -66,11 +68,14 @@ std::string with_checksums_fixed(std::string b) {
       if (!skip((16 - pos % 16) % 16)) break;
       size_t data_at = pos;
       if (!skip(data_size)) break;
+      metadata.append(b, metadata_from, data_at - metadata_from);
+      metadata_from = pos;
       put_le(b, checksum_at, kcache::xxh3_64(std::string_view(b).substr(data_at, data_size)));
       if (!skip(1)) break;
     }
   }
-  put_le(b, end, kcache::xxh3_64(std::string_view(b).substr(0, end)));
+  metadata.append(b, metadata_from, end - metadata_from);
+  put_le(b, end, kcache::xxh3_64(metadata));
   return b;
 }
 
