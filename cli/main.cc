@@ -1,6 +1,9 @@
 // kcache: one binary, many verbs. See `kcache --help`.
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,14 @@ int exit_code_for(const Error& e) {
 }
 
 int run(int argc, char** argv) {
+  // Under `bazel run`, relative paths are meant from where the user typed the
+  // command, not from the runfiles tree Bazel starts us in.
+  if (const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY"); cwd && *cwd) {
+    if (::chdir(cwd) != 0) {
+      std::fprintf(stderr, "kcache: cannot enter %s (BUILD_WORKING_DIRECTORY)\n", cwd);
+      return kExitFailed;
+    }
+  }
   std::vector<std::string> args;
   try {
     args = expand_params_files(argc, argv);
