@@ -12,16 +12,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "bench/bench_util.h"
+
 namespace {
 
 constexpr int kEntries = 64;  // several keys, so lookups are not all one row
 
-std::string temp_dir() {
-  std::string t = (std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp");
-  t += "/blobbenchXXXXXX";
-  if (!mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
-  return t;
-}
+using kcache::bench::make_temp_dir;
+using kcache::bench::plain_read;
 
 void exec(sqlite3* db, const char* sql) {
   char* err = nullptr;
@@ -39,28 +37,13 @@ std::string payload(size_t size) {
   return p;
 }
 
-std::string read_whole(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  ::fstat(fd, &st);
-  std::string out(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::read(fd, &out[got], out.size() - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return out;
-}
-
 struct Fixture {
   std::string dir;
   sqlite3* db = nullptr;
   sqlite3_stmt* select = nullptr;
 
   Fixture(size_t size, bool inline_blobs, int64_t mmap_bytes) {
-    dir = temp_dir();
+    dir = make_temp_dir();
     sqlite3_open((dir + "/index.sqlite").c_str(), &db);
     exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
     exec(db, ("PRAGMA mmap_size=" + std::to_string(mmap_bytes)).c_str());
@@ -91,7 +74,7 @@ struct Fixture {
   ~Fixture() {
     sqlite3_finalize(select);
     sqlite3_close(db);
-    if (std::system(("rm -rf " + dir).c_str()) != 0) std::abort();
+    kcache::bench::remove_tree(dir);
   }
 };
 
@@ -99,7 +82,7 @@ void BM_PlainRead(benchmark::State& state) {
   Fixture f(static_cast<size_t>(state.range(0)), false, 0);
   int k = 0;
   for (auto _ : state) {
-    std::string data = read_whole(f.dir + "/" + std::to_string(k++ % kEntries));
+    std::string data = plain_read(f.dir + "/" + std::to_string(k++ % kEntries));
     benchmark::DoNotOptimize(data.data());
   }
   state.SetBytesProcessed(state.iterations() * state.range(0));
@@ -113,7 +96,7 @@ void BM_IndexThenFile(benchmark::State& state) {
     sqlite3_bind_int(f.select, 1, key);
     if (sqlite3_step(f.select) != SQLITE_ROW) state.SkipWithError("no row");
     sqlite3_reset(f.select);
-    std::string data = read_whole(f.dir + "/" + std::to_string(key));
+    std::string data = plain_read(f.dir + "/" + std::to_string(key));
     benchmark::DoNotOptimize(data.data());
   }
   state.SetBytesProcessed(state.iterations() * state.range(0));

@@ -21,6 +21,7 @@
 #include <memory>
 #include <random>
 
+#include "bench/bench_util.h"
 #include "cache/remote.h"
 #include "cache/storage.h"
 #include "tests/testing/http_servers.h"
@@ -30,6 +31,8 @@ namespace kcache::cache {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using kcache::bench::percentile;
+using kcache::bench::random_bytes;
 using kcache::testing::NginxServer;
 using kcache::testing::TempDir;
 
@@ -38,23 +41,9 @@ constexpr const char* kHmacKey = "bench hmac key, 32 bytes long..";
 NginxServer* g_nginx = nullptr;
 TempDir* g_dir = nullptr;
 
-std::string random_bytes(size_t n, uint64_t seed) {
-  std::string s(n, '\0');
-  std::mt19937_64 rng(seed);
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
 Entry entry_of(const std::string& name, size_t size) {
   return Entry(xxh3_128(name), TargetKind::cubin, "sm_90", 15, 1,
                random_bytes(size, xxh3_64(name)));
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
-  return v[i];
 }
 
 double since_us(Clock::time_point start) {

@@ -4,78 +4,33 @@
 // benchmark: p50/p90 of each and the ratio of the p50s. Figures:
 // docs/PERFORMANCE.md.
 #include <benchmark/benchmark.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <random>
 
+#include "bench/bench_util.h"
 #include "cache/key.h"
 #include "cache/store.h"
 
 namespace kcache::cache {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench::Clock;
+using bench::percentile;
+using bench::plain_read;
+using bench::random_bytes;
+using bench::since_ns;
 constexpr int kKeys = 32;
 
-std::string temp_dir() {
-  std::string t = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
-                  "/kcache-bench-XXXXXX";
-  if (!mkdtemp(t.data())) std::abort();
-  return t;
-}
-
-void remove_tree(const std::string& dir) {
-  if (std::system(("rm -rf '" + dir + "'").c_str()) != 0) std::abort();
-}
-
-std::string random_bytes(size_t n, uint64_t seed) {
-  std::string s(n, '\0');
-  std::mt19937_64 rng(seed);
-  for (char& c : s) c = static_cast<char>(rng());
-  return s;
-}
-
 Hash128 key_of(int k) { return xxh3_128("bench-" + std::to_string(k)); }
-
-double percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1));
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
-  return v[i];
-}
-
-double since_ns(Clock::time_point start) {
-  return std::chrono::duration<double, std::nano>(Clock::now() - start).count();
-}
-
-// open + fstat + read + close: what any file-backed cache has to pay.
-std::string plain_read(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  ::fstat(fd, &st);
-  std::string out(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t n = ::read(fd, &out[got], out.size() - got);
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return out;
-}
 
 // A store holding kKeys entries of `size` payload bytes, plus plain files of
 // the same encoded bytes for the baseline.
 struct Populated {
   std::string dir;
   std::vector<std::string> plain_files;
-  explicit Populated(size_t size) : dir(temp_dir()) {
+  explicit Populated(size_t size) : dir(bench::make_temp_dir()) {
     auto store = Store::open(dir + "/store");
     for (int k = 0; k < kKeys; ++k) {
       Entry e(key_of(k), TargetKind::cubin, "sm_90", 1000, 1, random_bytes(size, k));
@@ -84,7 +39,7 @@ struct Populated {
       write_file_atomically(plain_files.back(), e.encoded());
     }
   }
-  ~Populated() { remove_tree(dir); }
+  ~Populated() { bench::remove_tree(dir); }
 };
 
 void BM_ComputeKey(benchmark::State& state) {
@@ -126,7 +81,7 @@ void BM_GetHitVsPlainRead(benchmark::State& state) {
 BENCHMARK(BM_GetHitVsPlainRead)->Arg(4 << 10)->Arg(200 << 10)->Arg(1 << 20);
 
 void BM_Put(benchmark::State& state) {
-  const std::string dir = temp_dir();
+  const std::string dir = bench::make_temp_dir();
   {
     auto store = Store::open(dir + "/store");
     std::string payload = random_bytes(static_cast<size_t>(state.range(0)), 9);
@@ -141,7 +96,7 @@ void BM_Put(benchmark::State& state) {
     state.counters["put_p50_us"] = percentile(put_ns, 0.5) / 1000;
     state.counters["put_p90_us"] = percentile(put_ns, 0.9) / 1000;
   }
-  remove_tree(dir);
+  bench::remove_tree(dir);
 }
 BENCHMARK(BM_Put)->Arg(4 << 10)->Arg(200 << 10);
 
