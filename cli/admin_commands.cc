@@ -75,6 +75,7 @@ constexpr CounterLabel kCounterLabels[] = {
     {"compile_ms_saved", "Compile time saved", true},
     {"nvrtc_invocations", "NVRTC invocations", false},
     {"nvrtc_ms", "NVRTC compile time", true},
+    {"nvrtc_failures", "NVRTC compile errors", false},
     {"remote_hits", "Remote hits", false},
     {"remote_misses", "Remote misses", false},
     {"remote_errors", "Remote errors", false},
