@@ -89,6 +89,24 @@ if [ "$out" != "$expected" ]; then
   exit 1
 fi
 
+# Opting in to a shared store: after `bazel clean` (Bazel's caches gone) the
+# kernel is a store hit and NVRTC does not run again.
+store="$work/store"
+mkdir -p "$store"
+opt_in=(--action_env=KCACHE_DIR="$store" --sandbox_writable_path="$store")
+bazel --output_user_root="$work/bazel-root" build "${opt_in[@]}" //kernels:list_kernels
+bazel --output_user_root="$work/bazel-root" clean
+bazel --output_user_root="$work/bazel-root" build "${opt_in[@]}" //kernels:list_kernels
+kcache=$(ls bazel-out/*-opt-exec-*/bin/external/kcache/cli/kcache | head -1)
+stats=$("$kcache" --dir "$store" -s --format json)
+echo "store after a clean rebuild: $stats"
+python3 - "$stats" <<'PY'
+import json, sys
+c = json.loads(sys.argv[1])["counters"]
+assert c.get("nvrtc_invocations") == 3, c   # sm_80, sm_90, compute_90, once
+assert c.get("hits") == 3, c                 # all three again after the clean
+PY
+
 # An unknown arch fails at analysis and lists the valid ones.
 sed -i 's/"sm_80", "sm_90"/"sm_91"/' kernels/BUILD.bazel
 if bazel --output_user_root="$work/bazel-root" build //kernels:scale_kernel 2>"$work/err"; then
