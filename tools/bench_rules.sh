@@ -10,12 +10,17 @@
 #
 #   tools/bench_rules.sh [N] [WORKDIR]
 #
+# Uses a clone of HEAD (commit first). Run it on an otherwise idle machine.
 # Prints a Markdown table (and keeps the logs in WORKDIR).
 set -euo pipefail
 
 n=${1:-50}
 work=${2:-$(mktemp -d /tmp/kcache-bench-rules.XXXXXX)}
-kcache_root=$(cd "$(dirname "$0")/.." && pwd)
+# A clone of this checkout's HEAD: the kcache tool must not change under the
+# benchmark (editing the checkout while it runs would rebuild it mid-way).
+kcache_root="$work/kcache"
+rm -rf "$kcache_root"
+git clone -q "$(cd "$(dirname "$0")/.." && pwd)" "$kcache_root"
 mkdir -p "$work/ws/kernels"
 store="$work/store"
 disk_cache="$work/disk_cache"
