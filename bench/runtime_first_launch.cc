@@ -23,7 +23,7 @@ int main() {
     const Driver& d = driver();
     Device(0).set_current();
     Clock::time_point t1 = Clock::now();
-    Function saxpy = embedded_module("kcache_test_saxpy").function("saxpy");
+    Function saxpy = embedded_module("kcache_tests_runtime_saxpy").function("saxpy");
     Clock::time_point t2 = Clock::now();
     const int n = 1 << 20;
     CUdeviceptr x, y;
