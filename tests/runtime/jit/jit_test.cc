@@ -122,6 +122,19 @@ TEST_F(JitTest, DefinesAndTemplateArgumentsChosenAtRunTimeAreEntriesOfTheirOwn) 
   EXPECT_EQ(d.entry.lowered_names()[0].lowered_name, "_Z5scaleIdEvPT_S0_i");
 }
 
+// CUB comes from the toolkit's CCCL headers: found without any -I.
+TEST_F(JitTest, ACubKernelCompilesWithTheToolkitsHeaders) {
+  Jit jit(options());
+  Source s;
+  s.name = "jit_test/block_sum.cu";
+  s.text = testing::kBlockSumSource;
+  s.name_expressions = {"block_sum<128>"};
+  Compiled c = jit.compile(s);
+  EXPECT_EQ(c.entry.kind(), cache::TargetKind::cubin);
+  ASSERT_EQ(c.entry.lowered_names().size(), 1u);
+  EXPECT_EQ(c.entry.lowered_names()[0].lowered_name, "_Z9block_sumILi128EEvPKiPi");
+}
+
 TEST_F(JitTest, ABrokenSourceIsACompileErrorCarryingNvrtcsLog) {
   Jit jit(options());
   Source s;
