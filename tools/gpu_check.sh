@@ -59,7 +59,15 @@ build() {
   cp "$bin/tests/runtime/jit/jit_compile_once" "$dest/root/tests/runtime/jit/"
   cp tests/runtime/kernels/saxpy.cu "$dest/root/tests/runtime/kernels/"
   cp tests/runtime/link_deps_test.sh tests/runtime/occupancy_vs_cuda_core.py \
-    bench/runtime_first_launch.py tests/runtime/kernels/saxpy.cu "$dest/py/"
+    bench/runtime_first_launch.py bench/runtime_cubin_load.py tests/runtime/kernels/saxpy.cu \
+    "$dest/py/"
+  # The CUB fixture's cubin as nvcc makes it, to compare the driver's load
+  # time with the cubin NVRTC makes of the same source (bench/runtime_cubin_load.py).
+  local nvcc=${CUDA_PATH:-/usr/local/cuda}/bin/nvcc
+  if [ -x "$nvcc" ]; then
+    "$nvcc" -std=c++17 -cubin -arch=sm_90 -o "$dest/py/cub_block.nvcc.sm_90.cubin" \
+      tests/runtime/kernels/cub_block.cu || exit 1
+  fi
   # Shared libraries the GPU machine may lack, under their sonames.
   local lib soname
   for lib in libbenchmark.so libxxhash.so libsqlite3.so; do
@@ -150,6 +158,8 @@ run() {
   step runtime_jit_bench "$here/bin/runtime_jit_bench" --benchmark_repetitions=3 \
     --benchmark_min_time=0.2 --benchmark_out="$logs/runtime_jit_bench.json" \
     --benchmark_out_format=json
+  step cubin_load python3 "$here/py/runtime_cubin_load.py" _Z17block_sort_reduceIiLi4EEvPKT_PS0_S3_ \
+    tests/runtime/cub_block_images/sm_90.cubin "$here/py/cub_block.nvcc.sm_90.cubin"
   step first_launch python3 "$here/py/runtime_first_launch.py" "$here/bin/runtime_first_launch" \
     "$here/py/saxpy.cu" "$here/bin/runtime_first_launch_jit"
 
@@ -163,7 +173,7 @@ run() {
     cat "$logs/${t##*/}.log"
   done >"$out/tests.log"
   cp "$logs/runtime_bench.log" "$logs/runtime_jit_bench.log" "$logs/occupancy_vs_cuda_core.log" \
-    "$logs/first_launch.log" "$out/"
+    "$logs/cubin_load.log" "$logs/first_launch.log" "$out/"
   tar -czf "$out/gpu_logs.tar.gz" -C "$(dirname "$logs")" logs
   [ "$failed" -eq 0 ]
 }
