@@ -94,7 +94,8 @@ TEST_F(GpuModuleTest, ClusterLaunchRunsSaxpy) {
   if (Device::current().arch().major < 9) GTEST_SKIP() << "clusters need sm_90+";
   LaunchConfig config;
   config.cluster = {2, 1, 1};
-  run_saxpy(embedded_module("kcache_tests_runtime_saxpy").function("saxpy"), Stream::create(), config);
+  run_saxpy(embedded_module("kcache_tests_runtime_saxpy").function("saxpy"), Stream::create(),
+            config);
 }
 
 uint16_t half_bits(float f) {  // exact for the small multiples of 1/8 used below
