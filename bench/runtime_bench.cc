@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/runtime_ratio_reporter.h"
 #include "bundle/bundle.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -265,63 +266,6 @@ void register_kernel_calls(const Fixture& saxpy) {
   });
 }
 
-// Prints the console output as usual, and keeps each run's time per iteration
-// for the ratio table.
-class RatioReporter : public benchmark::ConsoleReporter {
- public:
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.run_type != Run::RT_Iteration || run.error_occurred || run.iterations == 0) continue;
-      times_[run.run_name.function_name].push_back(run.real_accumulated_time /
-                                                   static_cast<double>(run.iterations) * 1e9);
-    }
-  }
-
-  void PrintRatios(const std::string& header) const {
-    std::printf("\n%s\n\n", header.c_str());
-    std::printf("| what | raw driver call | kcache | ratio | extra |\n|---|---|---|---|---|\n");
-    for (const auto& [name, raw_times] : times_) {
-      size_t slash = name.rfind("/raw");
-      if (slash == std::string::npos || slash + 4 != name.size()) continue;
-      std::string what = name.substr(0, slash);
-      auto it = times_.find(what + "/kcache");
-      if (it == times_.end()) continue;
-      double raw = median(raw_times), ours = median(it->second);
-      std::printf("| %s | %s | %s | %.3f | %s |\n", what.c_str(), format(raw).c_str(),
-                  format(ours).c_str(), ours / raw, format(ours - raw).c_str());
-    }
-    std::printf("\n(medians over repetitions; ratio = kcache / raw)\n\n");
-    std::printf("| other measurement | median |\n|---|---|\n");
-    for (const auto& [name, times] : times_) {
-      bool paired = name.size() > 4 &&
-                    (name.compare(name.size() - 4, 4, "/raw") == 0 ||
-                     (name.size() > 7 && name.compare(name.size() - 7, 7, "/kcache") == 0));
-      if (!paired) std::printf("| %s | %s |\n", name.c_str(), format(median(times)).c_str());
-    }
-  }
-
- private:
-  static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t n = v.size();
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-  }
-  static std::string format(double ns) {
-    char buffer[64];
-    if (ns >= 1e6 || ns <= -1e6) {
-      std::snprintf(buffer, sizeof(buffer), "%.3f ms", ns / 1e6);
-    } else if (ns >= 1e4 || ns <= -1e4) {
-      std::snprintf(buffer, sizeof(buffer), "%.2f us", ns / 1e3);
-    } else {
-      std::snprintf(buffer, sizeof(buffer), "%.1f ns", ns);
-    }
-    return buffer;
-  }
-
-  std::map<std::string, std::vector<double>> times_;
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -347,7 +291,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "runtime_bench needs a CUDA GPU: %s\n", e.what());
     return 2;
   }
-  RatioReporter reporter;
+  kcache::bench::RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintRatios(header);
   benchmark::Shutdown();

@@ -3,6 +3,10 @@
 // module, one launch and a synchronize. runtime_first_launch.py runs it
 // against CuPy's RawModule (cache hit) and cuda.core's Program.compile.
 // Prints one JSON line.
+//
+// Built a second time with KCACHE_FIRST_LAUNCH_JIT (runtime_first_launch_jit
+// SOURCE): the module comes from kcache_jit instead, compiled from SOURCE on a
+// store miss and loaded from the store ($KCACHE_DIR) on a hit.
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -13,8 +17,11 @@
 #include "runtime/module.h"
 #include "runtime/registry.h"
 #include "runtime/stream.h"
+#ifdef KCACHE_FIRST_LAUNCH_JIT
+#include "runtime/jit/jit.h"
+#endif
 
-int main() {
+int main(int argc, char** argv) {
   using Clock = std::chrono::steady_clock;
   using namespace kcache::runtime;
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
@@ -23,7 +30,21 @@ int main() {
     const Driver& d = driver();
     Device(0).set_current();
     Clock::time_point t1 = Clock::now();
-    Function saxpy = embedded_module("kcache_test_saxpy").function("saxpy");
+#ifdef KCACHE_FIRST_LAUNCH_JIT
+    if (argc != 2) {
+      std::fprintf(stderr, "usage: runtime_first_launch_jit SAXPY_SOURCE\n");
+      return 2;
+    }
+    jit::Source source;
+    source.name = "saxpy.cu";
+    source.path = argv[1];
+    Module module = jit::default_jit().load(source);
+    Function saxpy = module.function("saxpy");
+#else
+    (void)argc;
+    (void)argv;
+    Function saxpy = embedded_module("kcache_tests_runtime_saxpy").function("saxpy");
+#endif
     Clock::time_point t2 = Clock::now();
     const int n = 1 << 20;
     CUdeviceptr x, y;

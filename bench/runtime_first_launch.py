@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """A new process's time to its first finished kernel: kcache (embedded bundle)
 against CuPy's RawModule on a cache hit and cuda.core's Program.compile, on
-the same saxpy source and device. Each is run as RUNS fresh processes and the
+the same saxpy source and device; with a third argument, also kcache_jit on a
+store hit and on a miss (NVRTC). Each is run as RUNS fresh processes and the
 median is printed, both the in-process time (from before the first CUDA call
 to the kernel finished) and the wall time of the whole process (interpreter
 start and imports included for the Python ones).
 
-    runtime_first_launch.py path/to/runtime_first_launch path/to/saxpy.cu
+    runtime_first_launch.py path/to/runtime_first_launch path/to/saxpy.cu \
+        [path/to/runtime_first_launch_jit]
 """
 import json
+import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 RUNS = 5
@@ -56,13 +60,22 @@ print(json.dumps({"first_launch_ms": (time.perf_counter() - t0) * 1e3}))
 """
 
 
-def measure(name, argv, warmups=0):
+def measure(name, argv, warmups=0, store=None):
+    """store: None, a folder (every process uses it as KCACHE_DIR), or "fresh"
+    (each process gets an empty one: a miss)."""
+    def env():
+        if store is None:
+            return None
+        folder = tempfile.mkdtemp(prefix="kcache-first-launch-") if store == "fresh" else store
+        return dict(os.environ, KCACHE_DIR=folder, KCACHE_REMOTE="off")
+
     for _ in range(warmups):
-        subprocess.run(argv, capture_output=True, text=True)
+        subprocess.run(argv, capture_output=True, text=True, env=env())
     inside, wall = [], []
     for _ in range(RUNS):
+        run_env = env()
         start = time.perf_counter()
-        p = subprocess.run(argv, capture_output=True, text=True)
+        p = subprocess.run(argv, capture_output=True, text=True, env=run_env)
         wall.append((time.perf_counter() - start) * 1e3)
         if p.returncode != 0:
             print(f"{name}: failed (exit {p.returncode}): {p.stderr.strip()[-2000:]}")
@@ -76,6 +89,7 @@ def measure(name, argv, warmups=0):
 
 def main():
     binary, source = sys.argv[1], sys.argv[2]
+    jit = sys.argv[3] if len(sys.argv) > 3 else None
     rows = [
         measure("kcache (embedded bundle)", [binary], warmups=1),
         # The first process fills CuPy's on-disk kernel cache; the measured ones hit it.
@@ -83,6 +97,12 @@ def main():
         measure("cuda.core Program.compile (no cache)", [sys.executable, "-c", CUDA_CORE, source],
                 warmups=1),
     ]
+    if jit:
+        # The warm-up process compiles and stores; the measured ones hit.
+        rows.append(measure("kcache_jit (store hit)", [jit, source], warmups=1,
+                            store=tempfile.mkdtemp(prefix="kcache-first-launch-")))
+        rows.append(measure("kcache_jit (miss: NVRTC, then stored)", [jit, source], warmups=1,
+                            store="fresh"))
     print("\n| new process, saxpy | first kernel done (in-process) | whole process |")
     print("|---|---|---|")
     for row in rows:

@@ -180,16 +180,22 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
     }
   }
   p.key_options = canonical_options(options);
-  if (options.source_path.empty()) throw InvalidArgument("no kernel source given");
-
-  std::optional<std::string> source;
-  try {
-    source = read_file(options.source_path);
-  } catch (const IoError& e) {
-    throw IoError(std::string(e.what()) + " (the kernel source)");
+  if (options.source_text) {
+    if (options.logical_name().empty()) {
+      throw InvalidArgument("a kernel source given as text needs a name (source_name)");
+    }
+    p.source = *options.source_text;
+  } else {
+    if (options.source_path.empty()) throw InvalidArgument("no kernel source given");
+    std::optional<std::string> source;
+    try {
+      source = read_file(options.source_path);
+    } catch (const IoError& e) {
+      throw IoError(std::string(e.what()) + " (the kernel source)");
+    }
+    if (!source) throw NotFound("kernel source " + options.source_path + " does not exist");
+    p.source = std::move(*source);
   }
-  if (!source) throw NotFound("kernel source " + options.source_path + " does not exist");
-  p.source = std::move(*source);
   p.includes = resolve_includes(options.source_path, p.source,
                                 {options.include_dirs, toolkit_.include_dirs});
 

@@ -44,6 +44,10 @@ Target parse_target(const std::string& arch, cache::TargetKind kind);
 
 struct CompileOptions {
   std::string source_path;  // where the source is read, as given
+  // The source itself, for callers that hold it in memory (the runtime JIT):
+  // then source_path is not read, only the folder of quoted includes (and may
+  // be empty: the working directory), and source_name must name the source.
+  std::optional<std::string> source_text;
   // The logical name NVRTC reports and the key hashes; empty: source_path.
   // Give one stable across checkouts and build configurations (Bazel's
   // short_path) when the path is not.

@@ -362,6 +362,27 @@ TEST_F(CompilerTest, SourceNameIsWhatTheKeyAndNvrtcSee) {
   EXPECT_NE(compiler_->keys(a), compiler_->keys(b));
 }
 
+// The runtime JIT hands the source over in memory: it is keyed (and its
+// quoted includes found) exactly as the same file would be.
+TEST_F(CompilerTest, SourceTextIsKeyedLikeTheSameFile) {
+  write(dir_, "k.cu", "#include \"near.h\"\nextern \"C\" __global__ void k() {}\n");
+  write(dir_, "near.h", "// near\n");
+  ScopedCwd cwd(dir_);
+  CompileOptions file;
+  file.source_path = "k.cu";
+  file.archs = {"sm_90"};
+  CompileOptions text = file;
+  text.source_path = "";
+  text.source_name = "k.cu";
+  text.source_text = *read_file("k.cu");
+  std::vector<Hash128> before = compiler_->keys(text);
+  EXPECT_EQ(before, compiler_->keys(file));
+  write(dir_, "near.h", "// changed\n");
+  EXPECT_NE(compiler_->keys(text), before) << "the include next to it is keyed";
+  text.source_name = "";
+  EXPECT_THROW(compiler_->keys(text), InvalidArgument);
+}
+
 // A hit must not even load NVRTC: with a toolkit whose libnvrtc is not a
 // library at all, stored targets still come back; only a miss trips on it.
 TEST_F(CompilerTest, HitNeverLoadsNvrtc) {

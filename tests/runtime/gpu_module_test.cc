@@ -68,7 +68,7 @@ void run_saxpy(const Function& f, StreamRef stream, const LaunchConfig& base = {
 }
 
 TEST_F(GpuModuleTest, EmbeddedSaxpyMatchesTheCpuReference) {
-  const Module& m = embedded_module("kcache_test_saxpy");
+  const Module& m = embedded_module("kcache_tests_runtime_saxpy");
   EXPECT_EQ(m.image_arch(), expected_arch("saxpy.kcb"));
   std::printf("saxpy on %s (%s): image %s, %s, %s\n", Device::current().name().c_str(),
               Device::current().arch().name().c_str(), m.image_arch().c_str(), to_string(m.match()),
@@ -80,13 +80,13 @@ TEST_F(GpuModuleTest, EmbeddedSaxpyMatchesTheCpuReference) {
 TEST_F(GpuModuleTest, OnA90DeviceTheArchSpecificCubinIsChosen) {
   DeviceArch arch = Device::current().arch();
   if (arch.major != 9 || arch.minor != 0) GTEST_SKIP() << "needs an sm_90 GPU";
-  const Module& m = embedded_module("kcache_test_saxpy");
+  const Module& m = embedded_module("kcache_tests_runtime_saxpy");
   EXPECT_EQ(m.image_arch(), "sm_90a");
   EXPECT_EQ(m.match(), Match::exact_cubin);
 }
 
 TEST_F(GpuModuleTest, LoadsTheLibraryApiWhereTheDriverHasIt) {
-  const Module& m = embedded_module("kcache_test_saxpy");
+  const Module& m = embedded_module("kcache_tests_runtime_saxpy");
   EXPECT_EQ(m.uses_library_api(), driver().has_library_api());
 }
 
@@ -94,7 +94,8 @@ TEST_F(GpuModuleTest, ClusterLaunchRunsSaxpy) {
   if (Device::current().arch().major < 9) GTEST_SKIP() << "clusters need sm_90+";
   LaunchConfig config;
   config.cluster = {2, 1, 1};
-  run_saxpy(embedded_module("kcache_test_saxpy").function("saxpy"), Stream::create(), config);
+  run_saxpy(embedded_module("kcache_tests_runtime_saxpy").function("saxpy"), Stream::create(),
+            config);
 }
 
 uint16_t half_bits(float f) {  // exact for the small multiples of 1/8 used below
@@ -165,7 +166,7 @@ void check_block_sort_reduce(const Module& m, const std::string& expression, int
 }
 
 TEST_F(GpuModuleTest, CubBlockSortAndReduceThroughNameExpressions) {
-  const Module& m = embedded_module("kcache_test_cub_block");
+  const Module& m = embedded_module("kcache_tests_runtime_cub_block");
   check_block_sort_reduce<int>(m, "block_sort_reduce<int, 4>", 4);
   check_block_sort_reduce<int>(m, "block_sort_reduce<int, 16>", 16);
   check_block_sort_reduce<unsigned>(m, "block_sort_reduce<unsigned int, 4>", 4);
@@ -189,7 +190,7 @@ void check_scale(const Module& m, const std::string& expression, T factor) {
 }
 
 TEST_F(GpuModuleTest, TemplatedKernelThroughNameExpressions) {
-  const Module& m = embedded_module("kcache_test_templated");
+  const Module& m = embedded_module("kcache_tests_runtime_templated");
   EXPECT_EQ(m.lowered("scale<float>"), "_Z5scaleIfEvPT_S0_i");
   check_scale<float>(m, "scale<float>", 1.5f);
   check_scale<int>(m, "scale<int>", -3);
@@ -220,11 +221,11 @@ TEST_F(GpuModuleTest, NoImageForThisGpuNamesItsArchAndTheImages) {
 
 TEST_F(GpuModuleTest, UnknownKernelIsNotFoundNamingTheBundle) {
   try {
-    embedded_module("kcache_test_templated").function("scale<char>");
+    embedded_module("kcache_tests_runtime_templated").function("scale<char>");
     FAIL() << "expected NotFound";
   } catch (const NotFound& e) {
     std::string m = e.what();
-    EXPECT_NE(m.find("embedded bundle kcache_test_templated"), std::string::npos) << m;
+    EXPECT_NE(m.find("embedded bundle kcache_tests_runtime_templated"), std::string::npos) << m;
     EXPECT_NE(m.find("scale<float>"), std::string::npos) << m;
   }
 }
@@ -235,7 +236,7 @@ TEST_F(GpuModuleTest, RegistryLoadsOnceAcrossThreads) {
   for (size_t i = 0; i < seen.size(); ++i) {
     threads.emplace_back([&, i] {
       Device(0).set_current();
-      seen[i] = &embedded_module("kcache_test_cub_block");
+      seen[i] = &embedded_module("kcache_tests_runtime_cub_block");
     });
   }
   for (std::thread& t : threads) t.join();
@@ -257,7 +258,7 @@ TEST_F(GpuModuleTest, LoadAllLoadsEveryLinkedBundleOnce) {
 }
 
 TEST_F(GpuModuleTest, OccupancyFiguresAreConsistent) {
-  Function f = embedded_module("kcache_test_saxpy").function("saxpy");
+  Function f = embedded_module("kcache_tests_runtime_saxpy").function("saxpy");
   Occupancy o = f.occupancy();
   int blocks = o.max_active_blocks_per_multiprocessor(256, 0);
   EXPECT_GE(blocks, 1);

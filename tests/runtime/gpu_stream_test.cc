@@ -30,7 +30,8 @@ class GpuStreamTest : public ::testing::Test {
   void spin(StreamRef stream, double ms) {
     LaunchConfig config;  // 1 block of 1 thread
     unsigned long long ns = static_cast<unsigned long long>(ms * 1e6);
-    launch(stream, config, embedded_module("kcache_test_saxpy").function("spin"), ns, done_->get());
+    launch(stream, config, embedded_module("kcache_tests_runtime_saxpy").function("spin"), ns,
+           done_->get());
   }
 
   int done() const { return done_->to_vector<int>(1)[0]; }

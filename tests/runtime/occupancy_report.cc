@@ -1,11 +1,12 @@
 // Prints kcache's occupancy figures for every fixture kernel as JSON lines,
-// and writes the image each .kcb resolves to on this GPU into OUT_DIR, so
+// each naming the file `kcache bundle --extract` wrote for the image kcache
+// loaded on this GPU (tests/runtime/<name>_images/<arch>.cubin|ptx), so
 // occupancy_vs_cuda_core.py can ask cuda.core the same questions about the
 // same bytes.
 //
-//   occupancy_report OUT_DIR    (run from the runfiles root, as tests are)
+//   occupancy_report    (run from the runfiles root, as tests are)
 #include <cstdio>
-#include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,15 +22,15 @@ namespace {
 using namespace kcache::runtime;
 
 struct Kernels {
-  const char* kcb;
+  const char* fixture;  // tests/runtime/<fixture>.kcb
   std::vector<const char*> names;
 };
 
 const std::vector<Kernels> kKernels = {
-    {"saxpy.kcb", {"saxpy", "spin"}},
-    {"half_cg.kcb", {"half_dot"}},
-    {"templated.kcb", {"scale<float>", "scale<int>", "scale<double>"}},
-    {"cub_block.kcb",
+    {"saxpy", {"saxpy", "spin"}},
+    {"half_cg", {"half_dot"}},
+    {"templated", {"scale<float>", "scale<int>", "scale<double>"}},
+    {"cub_block",
      {"block_sort_reduce<int, 4>", "block_sort_reduce<int, 16>",
       "block_sort_reduce<unsigned int, 4>", "block_sort_reduce<unsigned int, 16>",
       "block_sort_reduce<float, 4>", "block_sort_reduce<float, 16>", "block_sort_reduce<double, 4>",
@@ -57,31 +58,36 @@ std::string answer(F&& query) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: occupancy_report OUT_DIR\n");
+int main(int argc, char**) {
+  if (argc != 1) {
+    std::fprintf(stderr, "usage: occupancy_report (from the runfiles root)\n");
     return 2;
   }
-  std::string out_dir = argv[1];
   try {
     Device device(0);
     device.set_current();
     for (const Kernels& k : kKernels) {
-      std::string path = std::string("tests/runtime/") + k.kcb;
-      std::string bytes = kcache::read_file(path).value();
-      kcache::bundle::Bundle b = kcache::bundle::parse(bytes, path);
-      Selection s = select_image(b, device.arch(), path);
+      std::string kcb = std::string("tests/runtime/") + k.fixture + ".kcb";
+      std::string bytes = kcache::read_file(kcb).value();
+      kcache::bundle::Bundle b = kcache::bundle::parse(bytes, kcb);
+      Selection s = select_image(b, device.arch(), kcb);
       const kcache::bundle::Image& image = b.images[s.index];
-      std::string image_path = out_dir + "/" + k.kcb + "." + std::string(image.arch) +
+      std::string image_path = std::string("tests/runtime/") + k.fixture + "_images/" +
+                               std::string(image.arch) +
                                (image.kind == kcache::bundle::ImageKind::ptx ? ".ptx" : ".cubin");
-      std::ofstream(image_path, std::ios::binary) << image.data;
-      Module m = Module::load(b, path);
+      std::optional<std::string> extracted = kcache::read_file(image_path);
+      if (!extracted || *extracted != image.data) {
+        throw kcache::NotFound(image_path + (extracted ? " differs from" : " is missing for") +
+                               " the image kcache loads from " + kcb +
+                               " (tests/runtime:fixture_images extracts them)");
+      }
+      Module m = Module::load(b, kcb);
       for (const char* name : k.names) {
         Function f = m.function(name);
         Occupancy o = f.occupancy();
         std::string symbol = m.lowered(name).empty() ? name : m.lowered(name);
         std::string line =
-            "{\"kcb\": " + quoted(k.kcb) + ", \"image\": " + quoted(image_path) +
+            "{\"kcb\": " + quoted(kcb) + ", \"image\": " + quoted(image_path) +
             ", \"name\": " + quoted(name) + ", \"symbol\": " + quoted(symbol) +
             ", \"max_threads_per_block\": " +
             std::to_string(f.attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)) +

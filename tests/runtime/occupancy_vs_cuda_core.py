@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Compares kcache's occupancy figures with cuda.core's Kernel.occupancy.
 
-Runs occupancy_report (which loads each fixture bundle through kcache, prints
-its figures as JSON lines and writes the image it chose), loads the same image
-bytes with cuda.core, asks the same questions and prints every pair. Exits 1
-on any difference, 2 if cuda.core cannot be imported.
+Runs occupancy_report (which loads each fixture bundle through kcache and
+prints its figures as JSON lines, naming the file `kcache bundle --extract`
+wrote for the image it chose), loads those image bytes with cuda.core, asks
+the same questions and prints every pair. Exits 1 on any difference, 2 if
+cuda.core cannot be imported.
 
-    occupancy_vs_cuda_core.py path/to/occupancy_report OUT_DIR
-(run from the folder holding tests/runtime/*.kcb, as gpu_check.sh does)
+    occupancy_vs_cuda_core.py path/to/occupancy_report
+(run from the folder holding tests/runtime/*.kcb and *_images/, as gpu_check.sh does)
 """
 import json
 import subprocess
@@ -25,14 +26,14 @@ def import_cuda_core():
 
 
 def main():
-    report, out_dir = sys.argv[1], sys.argv[2]
+    report = sys.argv[1]
     try:
         cc = import_cuda_core()
     except ImportError as e:
         print(f"cuda.core is not importable here ({e}); nothing compared")
         return 2
     version = getattr(cc, "__version__", "unknown")
-    p = subprocess.run([report, out_dir], capture_output=True, text=True)
+    p = subprocess.run([report], capture_output=True, text=True)
     if p.returncode != 0:
         print(f"occupancy_report failed (exit {p.returncode}):\n{p.stderr}")
         return 1

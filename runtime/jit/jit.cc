@@ -1,0 +1,149 @@
+#include "runtime/jit/jit.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "bundle/embedded.h"
+#include "cache/config.h"
+#include "common/error.h"
+#include "compiler/nvrtc.h"
+#include "runtime/device.h"
+#include "runtime/image_selection.h"
+
+namespace kcache::runtime::jit {
+namespace {
+
+bundle::ImageKind image_kind(cache::TargetKind kind) {
+  return kind == cache::TargetKind::ptx ? bundle::ImageKind::ptx : bundle::ImageKind::cubin;
+}
+
+std::string source_name(const Source& source) {
+  return source.name.empty() ? source.path : source.name;
+}
+
+// The arch to compile for: Options::arch, else the current device's.
+Arch target_arch(const std::string& configured) {
+  if (configured.empty()) {
+    DeviceArch d = Device::current().arch();
+    return Arch{false, d.major, d.minor, '\0'};
+  }
+  std::optional<Arch> a = parse_arch(configured);
+  if (!a) {
+    throw InvalidArgument("JIT arch \"" + configured +
+                          "\" is not an arch name: give a real arch such as sm_90 (a cubin) or a "
+                          "virtual one such as compute_90 (PTX), or none for the current device's");
+  }
+  return *a;
+}
+
+int arch_number(const Arch& a) { return a.major * 10 + a.minor; }
+
+}  // namespace
+
+Jit::Jit(Options options) : options_(std::move(options)) {
+  storage_ = std::make_unique<cache::Storage>(
+      options_.storage ? *options_.storage : cache::storage_options_or_local_only());
+  compiler_ = std::make_unique<compiler::Compiler>(compiler::find_toolkit(options_.cuda_path),
+                                                   storage_.get());
+}
+
+Jit::~Jit() = default;
+
+Compiled Jit::compile_target(const Source& source, const std::string& cubin_arch,
+                             const std::string& ptx_arch) {
+  compiler::CompileOptions o;
+  o.source_path = source.path;
+  o.source_name = source_name(source);
+  if (!source.text.empty()) o.source_text = source.text;
+  if (!cubin_arch.empty()) o.archs = {cubin_arch};
+  o.ptx_arch = ptx_arch;
+  o.include_dirs = source.include_dirs;
+  o.defines = source.defines;
+  o.std = source.std;
+  o.nvrtc_options = source.nvrtc_options;
+  o.name_expressions = source.name_expressions;
+  compiler::CompileResult r = compiler_->compile(o);
+  compiler::TargetResult& t = r.targets.front();
+  return Compiled{std::move(*t.entry), t.hit, false, std::move(r.warnings)};
+}
+
+Compiled Jit::compile(const Source& source) {
+  Arch a = target_arch(options_.arch);
+  std::string suffix = a.suffix ? std::string(1, a.suffix) : "";
+  if (a.is_virtual)
+    return compile_target(source, "", "compute_" + std::to_string(arch_number(a)) + suffix);
+
+  std::string cubin = "sm_" + std::to_string(arch_number(a)) + suffix;
+  bool known_unsupported;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    known_unsupported = no_cubin_.count(cubin) > 0;
+  }
+  if (!known_unsupported) {
+    try {
+      return compile_target(source, cubin, "");
+    } catch (const InvalidArgument&) {
+      // The precompiler refuses an arch its NVRTC does not list; anything
+      // else (a bad define, a bad option) is the caller's to see.
+      std::vector<int> supported = compiler::Nvrtc::open(toolkit().nvrtc.path).supported_archs();
+      if (supported.empty() ||
+          std::find(supported.begin(), supported.end(), arch_number(a)) != supported.end()) {
+        throw;
+      }
+      std::lock_guard<std::mutex> lock(mutex_);
+      no_cubin_.insert(cubin);
+    }
+  }
+  // A GPU newer than this NVRTC: PTX for the highest arch it knows below the
+  // device's, which the driver compiles for the device.
+  std::vector<int> supported = compiler::Nvrtc::open(toolkit().nvrtc.path).supported_archs();
+  int best = 0;
+  for (int s : supported) {
+    if (s <= arch_number(a)) best = std::max(best, s);
+  }
+  if (best == 0) {
+    throw InvalidArgument("cannot JIT for " + cubin + ": NVRTC (" + toolkit().nvrtc.path +
+                          ") supports no arch at or below it; use a toolkit that supports " +
+                          cubin);
+  }
+  Compiled c = compile_target(source, "", "compute_" + std::to_string(best));
+  c.ptx_fallback = true;
+  return c;
+}
+
+Module Jit::load(const Source& source) {
+  Compiled c = compile(source);
+  const cache::Entry& e = c.entry;
+  std::vector<std::pair<std::string, std::string>> names;
+  for (const cache::LoweredName& n : e.lowered_names()) {
+    names.emplace_back(n.name_expression, n.lowered_name);
+  }
+  return Module::load_image(
+      image_kind(e.kind()), e.arch(), e.payload(),
+      source_name(source) + " (JIT " + e.arch() + ", " + (c.hit ? "store hit" : "compiled") + ")",
+      std::move(names));
+}
+
+Jit& default_jit() {
+  // A constructor that throws leaves the static uninitialized: the next call
+  // tries again (the toolkit may have been installed since).
+  static Jit jit;
+  return jit;
+}
+
+Module load_or_compile(const bundle::Bundle& bundle, const std::string& what,
+                       const Source& fallback, Jit* jit) {
+  if (find_image(bundle, Device::current().arch())) return Module::load(bundle, what);
+  return (jit ? *jit : default_jit()).load(fallback);
+}
+
+Module load_embedded_or_compile(std::string_view symbol, const Source& fallback, Jit* jit) {
+  const bundle::EmbeddedBundle* e = bundle::find_embedded(symbol);
+  if (!e) return Module::load_embedded(symbol);  // throws NotFound listing what there is
+  std::string what = "embedded bundle " + std::string(symbol);
+  bundle::Bundle b =
+      bundle::parse(std::string_view(reinterpret_cast<const char*>(e->data), e->size), what);
+  return load_or_compile(b, what, fallback, jit);
+}
+
+}  // namespace kcache::runtime::jit
