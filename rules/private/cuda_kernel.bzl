@@ -214,7 +214,7 @@ and load it with the kcache runtime. Output groups: `bundles`,
             doc = "Template instances to look up by name at run time, e.g. [\"scale<float>\"].",
         ),
         "_kcache": attr.label(
-            default = Label("//cli:kcache"),
+            default = Label("//rules:kcache_tool"),
             executable = True,
             cfg = "exec",
         ),
