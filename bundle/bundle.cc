@@ -1,11 +1,15 @@
 #include "bundle/bundle.h"
 
+#include <optional>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "common/arch.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/safe_path.h"
 
 namespace kcache::bundle {
 namespace {
@@ -28,6 +32,77 @@ std::string without_regions(std::string_view bytes,
   }
   out.append(bytes.substr(pos));
   return out;
+}
+
+constexpr size_t kMaxSourceNameBytes = 4096;
+constexpr size_t kMaxCompilerIdentityBytes = 1024;
+// Heavily templated (CUB) names run to a few KB; 64 KiB leaves room without
+// letting a tampered bundle put megabytes into a log line.
+constexpr size_t kMaxNameBytes = 64 * 1024;
+
+// Valid checksums, invalid content: the bundle was made by something else
+// than kcache, or tampered with.
+[[noreturn]] void invalid(const std::string& what, const std::string& problem) {
+  throw CorruptError(what + " is corrupt: " + problem + "; rebuild it with `kcache compile`");
+}
+
+// Text that reaches a terminal, a log line or JSON: bounded, no control
+// characters (an ESC sequence or a newline could forge output).
+void check_text(const std::string& what, std::string_view text, const char* field, size_t max_bytes,
+                bool allow_empty) {
+  if (text.empty() && !allow_empty) invalid(what, std::string(field) + " is empty");
+  if (text.size() > max_bytes) {
+    invalid(what, std::string(field) + " is " + std::to_string(text.size()) + " bytes, more than " +
+                      std::to_string(max_bytes));
+  }
+  size_t bad = find_control_character(text);
+  if (bad != std::string_view::npos) {
+    invalid(what, std::string(field) + " \"" + escape_for_message(text) +
+                      "\" holds a control character at byte " + std::to_string(bad));
+  }
+}
+
+bool is_key_text(std::string_view key) {
+  if (key.size() != 32) return false;
+  for (char c : key) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// Every string field against what it may hold (see the grammar in bundle.h).
+void check_fields(const std::string& what, const Bundle& bundle) {
+  check_text(what, bundle.source_name, "source name", kMaxSourceNameBytes, true);
+  check_text(what, bundle.compiler_identity, "compiler identity", kMaxCompilerIdentityBytes, true);
+  std::unordered_set<std::string_view> seen_archs;
+  for (size_t i = 0; i < bundle.images.size(); ++i) {
+    const Image& image = bundle.images[i];
+    const std::string which = "image " + std::to_string(i + 1) + " (" + to_string(image.kind) + ")";
+    std::optional<Arch> arch = parse_arch(image.arch);
+    if (!arch) {
+      invalid(
+          what,
+          which + " arch \"" + escape_for_message(image.arch) +
+              "\" is not an arch (sm_XY, sm_XYa, sm_XYf, compute_XY, compute_XYa, compute_XYf)");
+    }
+    if (arch->is_virtual != (image.kind == ImageKind::ptx)) {
+      invalid(what,
+              which + " arch " + std::string(image.arch) + " is a " +
+                  (arch->is_virtual ? "virtual arch, but a cubin is for a real arch (sm_XY)"
+                                    : "real arch, but PTX is for a virtual arch (compute_XY)"));
+    }
+    if (!seen_archs.insert(image.arch).second) {
+      invalid(what, which + " arch " + std::string(image.arch) + " appears twice");
+    }
+    if (!image.key.empty() && !is_key_text(image.key)) {
+      invalid(what, which + " key \"" + escape_for_message(image.key) +
+                        "\" is not 32 lower-case hex digits");
+    }
+  }
+  for (const LoweredName& n : bundle.lowered_names) {
+    check_text(what, n.name_expression, "name expression", kMaxNameBytes, false);
+    check_text(what, n.lowered_name, "lowered name", kMaxNameBytes, false);
+  }
 }
 
 size_t padding_for(size_t offset) {
@@ -157,9 +232,10 @@ Bundle parse(std::string_view bytes, const std::string& what) {
     const Image& image = bundle.images[i];
     if (xxh3_64(image.data) != image_checksums[i]) {
       r.fail(std::string("checksum mismatch in the ") + to_string(image.kind) + " image for " +
-             std::string(image.arch));
+             escape_for_message(image.arch));
     }
   }
+  check_fields(what, bundle);
   return bundle;
 }
 

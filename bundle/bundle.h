@@ -16,6 +16,19 @@
 //                    (each image's data is covered by its data_checksum, which
 //                    this checksum covers: every byte is hashed once)
 //
+// What each field may hold (anything else is a CorruptError naming the field,
+// even with valid checksums: a checksum is no signature, anyone can recompute
+// one, and `kcache bundle --extract` turns archs into file names):
+//
+//   source_name       at most 4096 bytes, no control characters (< 0x20, 0x7f)
+//   compiler_identity at most 1024 bytes, no control characters
+//   arch              the arch grammar of common/arch.h; a real arch (sm_90a)
+//                     for a cubin, a virtual one (compute_90) for PTX; each
+//                     arch at most once per bundle
+//   key               empty, or 32 lower-case hex digits
+//   name_expression,  1 to 65536 bytes each, no control characters
+//   lowered_name
+//
 // Image data starts 16-byte aligned (relative to the start of the bundle) and is
 // followed by a NUL, so a view can be handed to the driver as is: aligned for a
 // cubin, NUL-terminated for PTX.

@@ -20,21 +20,14 @@
 #include <string_view>
 
 #include "bundle/bundle.h"
+#include "common/arch.h"
 
 namespace kcache::runtime {
 
-// A parsed arch name: "sm_90a" is {real, 9, 0, 'a'}, "compute_100f" is
-// {virtual, 10, 0, 'f'}. major/minor follow nvcc: the last digit is the minor.
-struct Arch {
-  bool is_virtual = false;  // compute_XY (PTX) rather than sm_XY (cubin)
-  int major = 0;
-  int minor = 0;
-  char suffix = '\0';  // '\0', 'a' (arch-specific) or 'f' (family)
-};
-
-// nullopt for anything not spelled sm_<digits>[a|f] or compute_<digits>[a|f]
-// with at least two digits.
-std::optional<Arch> parse_arch(std::string_view name);
+// The arch grammar lives in common/arch.h (the parsers and the compiler use it
+// too); image selection reads archs with it.
+using kcache::Arch;
+using kcache::parse_arch;
 
 // What image selection needs to know about a device.
 struct DeviceArch {

@@ -13,8 +13,8 @@ namespace {
 class FileSystemTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
-                       "/fsXXXXXX";
+    std::string tmpl =
+        std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") + "/fsXXXXXX";
     ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
   }
@@ -52,9 +52,7 @@ TEST_F(FileSystemTest, CreateDirectoriesMakesEveryLevelWithTheMode) {
   fs_.create_directories(dir_ + "/a/b/c", 0700);  // again: no error
 }
 
-TEST_F(FileSystemTest, ReadingADirectoryIsAnIoError) {
-  EXPECT_THROW(fs_.read_file(dir_), IoError);
-}
+TEST_F(FileSystemTest, ReadingADirectoryIsAnIoError) { EXPECT_THROW(fs_.read_file(dir_), IoError); }
 
 }  // namespace
 }  // namespace kcache

@@ -1,0 +1,34 @@
+// The one arch grammar of kcache, shared by the compiler (--arch, --ptx), the
+// bundle and entry parsers (untrusted input) and the runtime (image selection).
+// It matches what rules/private/archs.bzl accepts:
+//
+//   arch         ::= real | virtual
+//   real         ::= "sm_" number [ suffix ]        a cubin: sm_80, sm_90a, sm_100f
+//   virtual      ::= "compute_" number [ suffix ]   PTX: compute_90, compute_100f
+//   number       ::= digit{2,3}, first digit not "0"  (major = all but the last digit)
+//   suffix       ::= "a" (arch-specific) | "f" (family, CUDA 12.9+)
+//
+// Nothing else is an arch: no upper case, no spaces, no path characters. So a
+// valid arch is also safe as a file name part and in a log line.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace kcache {
+
+// "sm_90a" is {real, 9, 0, 'a'}, "compute_100f" is {virtual, 10, 0, 'f'}.
+// major/minor follow nvcc: the last digit is the minor.
+struct Arch {
+  bool is_virtual = false;  // compute_XY (PTX) rather than sm_XY (cubin)
+  int major = 0;
+  int minor = 0;
+  char suffix = '\0';  // '\0', 'a' (arch-specific) or 'f' (family)
+
+  int number() const { return major * 10 + minor; }  // 90 for sm_90a
+};
+
+// nullopt for anything the grammar above does not produce.
+std::optional<Arch> parse_arch(std::string_view name);
+
+}  // namespace kcache
