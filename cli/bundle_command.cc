@@ -5,12 +5,14 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "bundle/bundle.h"
 #include "cli/command.h"
 #include "cli/units.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "common/safe_path.h"
 
 namespace kcache::cli {
 namespace {
@@ -20,9 +22,13 @@ struct BundleArgs {
   std::string extract_dir;
 };
 
-// "sm_90.cubin", "compute_90.ptx"
-std::string image_file_name(const bundle::Image& image) {
-  return std::string(image.arch) + (image.kind == bundle::ImageKind::ptx ? ".ptx" : ".cubin");
+// DIR/sm_90.cubin, DIR/compute_90.ptx. The parser already holds archs to the
+// arch grammar; the path is still built only from a checked plain name, so no
+// bundle can make --extract write outside DIR.
+std::string image_path(const std::string& dir, const bundle::Image& image) {
+  return join_plain_name(
+      dir, std::string(image.arch) + (image.kind == bundle::ImageKind::ptx ? ".ptx" : ".cubin"),
+      "bundle image file name");
 }
 
 int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
@@ -30,10 +36,13 @@ int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
   if (!bytes) throw NotFound("bundle " + args.path + " does not exist");
   bundle::Bundle b = bundle::parse(*bytes, args.path);
   if (!args.extract_dir.empty()) {
+    std::vector<std::string> paths;  // all checked before the first write
+    for (const bundle::Image& image : b.images)
+      paths.push_back(image_path(args.extract_dir, image));
     FileSystem::real().create_directories(args.extract_dir, 0755);
-    for (const bundle::Image& image : b.images) {
-      write_file_atomically(args.extract_dir + "/" + image_file_name(image), image.data);
-    }
+    // Each file is written beside its path and renamed over it: a symlink
+    // already at the path is replaced, never written through.
+    for (size_t i = 0; i < b.images.size(); ++i) write_file_atomically(paths[i], b.images[i].data);
   }
   if (global.format == "json") {
     nlohmann::json images = nlohmann::json::array();
@@ -60,13 +69,12 @@ int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
               b.format_version, static_cast<int>(b.source_name.size()), b.source_name.data(),
               static_cast<int>(b.compiler_identity.size()), b.compiler_identity.data());
   for (const bundle::Image& image : b.images) {
-    std::printf("  %-5s  %-12.*s %10s  key %.*s%s\n", bundle::to_string(image.kind),
-                static_cast<int>(image.arch.size()), image.arch.data(),
-                format_size(image.data.size()).c_str(), static_cast<int>(image.key.size()),
-                image.key.data(),
-                args.extract_dir.empty()
-                    ? ""
-                    : ("  -> " + args.extract_dir + "/" + image_file_name(image)).c_str());
+    std::printf(
+        "  %-5s  %-12.*s %10s  key %.*s%s\n", bundle::to_string(image.kind),
+        static_cast<int>(image.arch.size()), image.arch.data(),
+        format_size(image.data.size()).c_str(), static_cast<int>(image.key.size()),
+        image.key.data(),
+        args.extract_dir.empty() ? "" : ("  -> " + image_path(args.extract_dir, image)).c_str());
   }
   for (const bundle::LoweredName& n : b.lowered_names) {
     std::printf("  %.*s = %.*s\n", static_cast<int>(n.name_expression.size()),

@@ -1,7 +1,12 @@
 // `kcache bundle`, run as a user runs it.
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "bundle/bundle.h"
 #include "tests/testing/run_command.h"
@@ -12,6 +17,11 @@ namespace {
 
 using kcache::testing::run_command;
 using kcache::testing::TempDir;
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
 
 class BundleCommandTest : public ::testing::Test {
  protected:
@@ -63,6 +73,62 @@ TEST_F(BundleCommandTest, MissingBundleIsNotFound) {
   auto r = run_command({kcache::testing::kcache_binary(), "bundle", dir_ / "none.kcb"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+}
+
+// The reported bug, reproduced as reported: a bundle someone else built, with
+// valid (recomputed) checksums and "../../pwned" as an arch, made
+// `kcache bundle evil.kcb --extract out/` write two folders above out/.
+TEST_F(BundleCommandTest, ExtractNeverWritesOutsideItsFolder) {
+  const std::string out = dir_ / "a/b/out";
+  for (const char* arch : {"../../pwned", "../pwned", "/tmp/pwned", "sm_90/../../../pwned"}) {
+    bundle::Bundle b;
+    b.images.push_back({bundle::ImageKind::cubin, arch, "", "EVIL"});
+    const std::string bytes = bundle::serialize(b);  // checksums recomputed, as an attacker would
+    kcache::testing::write_file(dir_ / "evil.kcb", bytes);
+    auto r = run_command(
+        {kcache::testing::kcache_binary(), "bundle", dir_ / "evil.kcb", "--extract", out});
+    EXPECT_EQ(r.exit_code, 1) << arch;
+    EXPECT_NE(r.err.find("is not an arch"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("\n"), r.err.size() - 1) << "one line: " << r.err;
+    for (const char* leak : {"a/pwned.cubin", "pwned.cubin", "a/b/pwned.cubin"}) {
+      EXPECT_FALSE(exists(dir_ / leak)) << arch << " wrote " << leak;
+    }
+    EXPECT_FALSE(exists(out)) << "nothing is created for a bad bundle";
+  }
+}
+
+TEST_F(BundleCommandTest, ExtractReplacesASymlinkInsteadOfWritingThroughIt) {
+  const std::string out = dir_ / "out";
+  ASSERT_EQ(::mkdir(out.c_str(), 0755), 0);
+  kcache::testing::write_file(dir_ / "victim", "precious");
+  ASSERT_EQ(::symlink((dir_ / "victim").c_str(), (out + "/sm_90.cubin").c_str()), 0);
+  auto r =
+      run_command({kcache::testing::kcache_binary(), "bundle", dir_ / "k.kcb", "--extract", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(kcache::testing::read_file_or_die(dir_ / "victim"), "precious");
+  struct stat st {};
+  ASSERT_EQ(::lstat((out + "/sm_90.cubin").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(kcache::testing::read_file_or_die(out + "/sm_90.cubin"), "CUBIN");
+}
+
+TEST_F(BundleCommandTest, ExtractOfAValidBundleWritesExactlyItsImages) {
+  const std::string out = dir_ / "out";
+  auto r =
+      run_command({kcache::testing::kcache_binary(), "bundle", dir_ / "k.kcb", "--extract", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("-> " + out + "/sm_90.cubin"), std::string::npos) << r.out;
+  std::vector<std::string> names;
+  for (DIR* d = ::opendir(out.c_str()); d != nullptr;) {
+    dirent* e = ::readdir(d);
+    if (e == nullptr) {
+      ::closedir(d);
+      break;
+    }
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") names.push_back(e->d_name);
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"compute_90.ptx", "sm_90.cubin"}));
 }
 
 }  // namespace
