@@ -46,7 +46,7 @@ void add_compile_flags(CLI::App& app, CompileFlags& f, bool per_kernel) {
   }
   app.add_option("--arch", f.archs, "Real architectures, one cubin each: sm_80,sm_90,sm_90a")
       ->delimiter(',');
-  app.add_option("--ptx", f.ptx, "A virtual architecture to emit PTX for: compute_90");
+  app.add_option("--ptx", f.ptx, "A virtual architecture to emit PTX for: compute_90, or none");
   app.add_option("-I,--include-dir", f.include_dirs,
                  "A folder searched for #include (kcache resolves includes itself)");
   app.add_option("-D,--define", f.defines, "A macro: NAME or NAME=VALUE");
@@ -93,7 +93,7 @@ compiler::CompileOptions to_options(const CompileFlags& f) {
   o.source_path = f.source;
   o.source_name = f.source_name;
   o.archs = f.archs;
-  o.ptx_arch = f.ptx;
+  o.ptx_arch = f.ptx == "none" ? "" : f.ptx;  // as the rule's ptx = "none"
   o.include_dirs = f.include_dirs;
   o.defines = f.defines;
   o.std = f.std;

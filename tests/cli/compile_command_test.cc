@@ -47,6 +47,22 @@ class CompileCommandTest : public ::testing::Test {
   std::string dir_;
 };
 
+// The rule takes ptx = "none"; the CLI takes the same word.
+TEST_F(CompileCommandTest, PtxNoneMeansNoPtxAsInTheRule) {
+  std::string out = dir_ + "/saxpy.kcb";
+  CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--ptx", "none", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string bytes = *read_file(out);
+  bundle::Bundle b = bundle::parse(bytes, out);
+  ASSERT_EQ(b.images.size(), 1u);
+  EXPECT_EQ(b.images[0].arch, "sm_80");
+  EXPECT_EQ(b.images[0].kind, bundle::ImageKind::cubin);
+
+  CommandResult nothing = kcache({"compile", kSaxpy, "--ptx", "none", "-o", out});
+  EXPECT_EQ(nothing.exit_code, 2);  // usage
+  EXPECT_TRUE(contains(nothing.err, "nothing to compile")) << nothing.err;
+}
+
 TEST_F(CompileCommandTest, WritesTheBundleQuietlyAndTheSecondRunIsAHit) {
   std::string out = dir_ + "/saxpy.kcb";
   CommandResult first =
