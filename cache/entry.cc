@@ -1,13 +1,32 @@
 #include "cache/entry.h"
 
+#include <optional>
+
+#include "common/arch.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/safe_path.h"
 
 namespace kcache::cache {
 namespace {
 
 constexpr size_t kChecksumSize = 8;
+// As in bundles (bundle/bundle.cc): room for CUB-sized names, no more.
+constexpr size_t kMaxNameBytes = 64 * 1024;
+
+// Names reach log lines and terminals (`kcache show`): bounded, no control
+// characters.
+void check_name(const ByteReader& r, std::string_view text, const char* field) {
+  if (text.empty()) r.fail(std::string(field) + " is empty");
+  if (text.size() > kMaxNameBytes) {
+    r.fail(std::string(field) + " is " + std::to_string(text.size()) + " bytes, more than " +
+           std::to_string(kMaxNameBytes));
+  }
+  if (find_control_character(text) != std::string_view::npos) {
+    r.fail(std::string(field) + " \"" + escape_for_message(text) + "\" holds a control character");
+  }
+}
 
 uint8_t kind_byte(TargetKind kind) { return kind == TargetKind::ptx ? 1 : 2; }
 
@@ -87,7 +106,17 @@ Entry Entry::decode(std::string encoded, const std::string& what) {
   entry.kind_ = kind == 1 ? TargetKind::ptx : TargetKind::cubin;
   if (body.u8("reserved") != 0) body.fail("reserved byte set");
   entry.key_ = read_key(body);
-  entry.arch_ = std::string(body.str("arch"));
+  std::string_view arch = body.str("arch");
+  std::optional<Arch> parsed = parse_arch(arch);
+  if (!parsed) {
+    body.fail("arch \"" + escape_for_message(arch) +
+              "\" is not an arch (sm_XY, sm_XYa, sm_XYf, compute_XY, ...)");
+  }
+  if (parsed->is_virtual != (entry.kind_ == TargetKind::ptx)) {
+    body.fail(std::string(entry.kind_ == TargetKind::ptx ? "PTX" : "a cubin") + " labelled " +
+              std::string(arch) + ", a " + (parsed->is_virtual ? "virtual" : "real") + " arch");
+  }
+  entry.arch_ = std::string(arch);
   entry.compile_ms_ = body.u32("compile ms");
   entry.created_unix_s_ = static_cast<int64_t>(body.u64("created"));
   uint32_t names = body.u32("lowered name count");
@@ -95,8 +124,12 @@ Entry Entry::decode(std::string encoded, const std::string& what) {
   if (names > body.remaining() / 8) body.fail("lowered name count past the end");
   for (uint32_t i = 0; i < names; ++i) {
     LoweredName n;
-    n.name_expression = std::string(body.str("name expression"));
-    n.lowered_name = std::string(body.str("lowered name"));
+    std::string_view expression = body.str("name expression");
+    check_name(body, expression, "name expression");
+    std::string_view lowered = body.str("lowered name");
+    check_name(body, lowered, "lowered name");
+    n.name_expression = std::string(expression);
+    n.lowered_name = std::string(lowered);
     entry.lowered_names_.push_back(std::move(n));
   }
   uint64_t size = body.u64("payload size");

@@ -11,6 +11,11 @@
 //   payload  ::= bytes(payload_size)
 //   checksum ::= u64, XXH3-64 of header and payload
 //
+// arch follows common/arch.h and matches kind (sm_XY for a cubin, compute_XY
+// for PTX); name_expression and lowered_name are 1 to 65536 bytes without
+// control characters. Entries arrive from remotes and archives: a checksum
+// proves no author, so these are checked even when it matches.
+//
 // A wrong magic, size or checksum is a CorruptError: the store treats it as a
 // miss and deletes the entry, never loads it. The key is inside the checksummed
 // bytes, so an entry filed under the wrong key (a copied file, a remote server

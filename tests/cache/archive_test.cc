@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/bytes.h"
 #include "common/error.h"
+#include "common/hash.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache::cache {
@@ -102,6 +104,47 @@ TEST_F(ArchiveTest, NotAnArchiveIsACorruptErrorNamingTheFile) {
 TEST_F(ArchiveTest, MissingArchiveIsAnIoError) {
   auto target = open("target");
   EXPECT_THROW(import_archive(*target, dir_ / "missing"), IoError);
+}
+
+// An archive as anyone can write one, every checksum valid (format in archive.h).
+std::string craft_archive(const std::vector<std::string>& encoded_entries) {
+  ByteWriter w;
+  w.bytes(std::string_view("KCARCHV\0", 8));
+  w.u16(kArchiveFormatVersion);
+  for (const std::string& e : encoded_entries) {
+    w.u8(1);
+    w.u64(e.size());
+    w.bytes(e);
+  }
+  w.u8(0);
+  w.u64(encoded_entries.size());
+  Hash128 digest = xxh3_128(w.data());
+  w.u64(digest.high);
+  w.u64(digest.low);
+  return w.take();
+}
+
+TEST_F(ArchiveTest, EntryWithAForgedArchIsRejectedAndTheRestImported) {
+  const Entry evil(xxh3_128("evil"), TargetKind::cubin, "../../pwned", 5, 1, "EVIL");
+  const Entry mislabelled(xxh3_128("ptx"), TargetKind::cubin, "compute_90", 5, 1, "PTX?");
+  kcache::testing::write_file(dir_ / "evil.kcarchive",
+                              craft_archive({entry_of(0).encoded(), evil.encoded(),
+                                             mislabelled.encoded(), entry_of(2).encoded()}));
+  auto target = open("target");
+  ImportResult r = import_archive(*target, dir_ / "evil.kcarchive");
+  EXPECT_TRUE(r.complete);
+  EXPECT_EQ(r.imported, 2u);
+  EXPECT_EQ(r.rejected, 2u);
+  ASSERT_EQ(r.problems.size(), 2u);
+  EXPECT_NE(r.problems[0].find("entry 2 of " + (dir_ / "evil.kcarchive") + " is corrupt"),
+            std::string::npos)
+      << r.problems[0];
+  EXPECT_NE(r.problems[0].find("arch \"../../pwned\" is not an arch"), std::string::npos)
+      << r.problems[0];
+  EXPECT_NE(r.problems[1].find("a cubin labelled compute_90"), std::string::npos) << r.problems[1];
+  EXPECT_FALSE(target->info(evil.key()).has_value());
+  EXPECT_FALSE(target->info(mislabelled.key()).has_value());
+  EXPECT_EQ(target->list().size(), 2u);
 }
 
 }  // namespace

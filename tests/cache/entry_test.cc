@@ -98,5 +98,47 @@ TEST(EntryTest, NewerFormatIsIncompatible) {
   EXPECT_THROW(Entry::decode(bytes), IncompatibleVersionError);
 }
 
+// Entries come from remotes and archives; the checksum is no signature (an
+// Entry built here has a valid one), so what the fields hold is checked too.
+std::string corrupt_message(TargetKind kind, const std::string& arch,
+                            std::vector<LoweredName> names = {}) {
+  try {
+    Entry::decode(Entry(kKey, kind, arch, 0, 0, "x", std::move(names)).encoded(), "entry E");
+  } catch (const CorruptError& e) {
+    return e.what();
+  }
+  return "decoded without error";
+}
+
+TEST(EntryTest, ArchOutsideTheGrammarIsCorrupt) {
+  for (const std::string& arch :
+       std::vector<std::string>{"../../pwned", "/etc/x", "sm_90\n", std::string("sm_90\0", 6), "",
+                                "sm_9", "compute_90/.."}) {
+    std::string msg = corrupt_message(TargetKind::cubin, arch);
+    EXPECT_NE(msg.find("entry E is corrupt"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("is not an arch"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
+TEST(EntryTest, KindThatContradictsTheArchIsCorrupt) {
+  EXPECT_NE(corrupt_message(TargetKind::cubin, "compute_90").find("a cubin labelled compute_90"),
+            std::string::npos);
+  EXPECT_NE(corrupt_message(TargetKind::ptx, "sm_90a").find("PTX labelled sm_90a"),
+            std::string::npos);
+}
+
+TEST(EntryTest, LoweredNamesWithControlCharactersAreCorrupt) {
+  EXPECT_NE(corrupt_message(TargetKind::cubin, "sm_90", {{"f\n[fake log line]", "_Z1fv"}})
+                .find("name expression \"f\\x0a[fake log line]\" holds a control character"),
+            std::string::npos);
+  EXPECT_NE(corrupt_message(TargetKind::cubin, "sm_90", {{"f", "\x1b[2J"}})
+                .find("lowered name \"\\x1b[2J\" holds a control character"),
+            std::string::npos);
+  EXPECT_NE(
+      corrupt_message(TargetKind::cubin, "sm_90", {{"", "_Z1fv"}}).find("name expression is empty"),
+      std::string::npos);
+}
+
 }  // namespace
 }  // namespace kcache::cache
