@@ -13,6 +13,7 @@
 
 #include "cache/sqlite.h"
 #include "common/error.h"
+#include "common/safe_path.h"
 
 namespace kcache::cache {
 namespace {
@@ -106,6 +107,12 @@ class SqliteStore : public Store {
     for (int attempt = 0; attempt < 2; ++attempt) {
       Row row;
       if (!find_row(hex, &row)) break;
+      if (!key_of_blob_name(row.file)) {
+        drop_bad_entry(hex, row.file,
+                       "the index names \"" + escape_for_message(row.file) +
+                           "\" as its blob file, which is not a blob name");
+        break;
+      }
       std::optional<std::string> bytes = fs_.read_file(blob_path(row.file));
       if (!bytes) {
         if (attempt == 0) continue;
@@ -167,7 +174,7 @@ class SqliteStore : public Store {
       remove_quietly(path);  // the row was not written: nothing names this file
       throw;
     }
-    if (old) remove_quietly(blob_path(old->file));
+    if (old) remove_blob_quietly(old->file);
     evict_to(max_size(), kEvictTargetFraction);
   }
 
@@ -181,7 +188,7 @@ class SqliteStore : public Store {
       delete_row(hex, row.size);
       txn.commit();
     }
-    remove_quietly(blob_path(row.file));
+    remove_blob_quietly(row.file);
     return true;
   }
 
@@ -269,7 +276,7 @@ class SqliteStore : public Store {
     }
     CleanupResult result;
     for (const Row& row : rows) {
-      remove_quietly(blob_path(row.file));
+      remove_blob_quietly(row.file);
       result.entries_removed += 1;
       result.bytes_removed += static_cast<uint64_t>(row.size);
     }
@@ -503,8 +510,27 @@ class SqliteStore : public Store {
   // -- rows ----------------------------------------------------------------
 
   // File names are stored without their shard folder; it follows from the key.
+  // The index is data too (a store folder restored by CI, shared, or damaged):
+  // a name that is not "<32 hex>.<16 hex>" must not make us read or delete a
+  // file outside blobs/, so it is a CorruptError.
   std::string blob_path(const std::string& file) const {
-    return blob_dir_ + "/" + file.substr(0, 2) + "/" + file;
+    if (!key_of_blob_name(file)) {
+      throw CorruptError("the index in " + dir_ + " names \"" + escape_for_message(file) +
+                         "\" as a blob file, which is not a blob name (<32 hex>.<16 hex>)");
+    }
+    return join_plain_name(join_plain_name(blob_dir_, file.substr(0, 2), "blob shard"), file,
+                           "blob file name");
+  }
+
+  // Deletes the blob a row named, unless the name is no blob name (then only
+  // the row goes, and the name is reported).
+  void remove_blob_quietly(const std::string& file) {
+    if (!key_of_blob_name(file)) {
+      warn_("not removing \"" + escape_for_message(file) +
+            "\", named as a blob file by the index, which is not a blob name");
+      return;
+    }
+    remove_quietly(blob_path(file));
   }
 
   static Row row_from(sqlite::Statement& s) {
@@ -557,7 +583,7 @@ class SqliteStore : public Store {
       Row row;
       if (find_row(hex, &row) && row.file == file) delete_row(hex, row.size);
       txn.commit();
-      remove_quietly(blob_path(file));
+      remove_blob_quietly(file);
     } catch (const Error& e) {
       warn_(std::string("could not remove the corrupt entry: ") + e.what());
     }
@@ -633,7 +659,7 @@ class SqliteStore : public Store {
     }
     CleanupResult result;
     for (const Row& row : victims) {
-      remove_quietly(blob_path(row.file));
+      remove_blob_quietly(row.file);
       result.entries_removed += 1;
       result.bytes_removed += static_cast<uint64_t>(row.size);
     }

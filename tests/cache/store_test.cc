@@ -177,6 +177,45 @@ TEST_F(StoreTest, MissingBlobFileIsAMiss) {
   EXPECT_EQ(store->stats().entries, 0u);
 }
 
+// The index is data too: a store folder restored by CI or shared may name any
+// path as a blob. Reading, removing, clearing and verifying must never touch a
+// file outside blobs/.
+TEST_F(StoreTest, IndexNamingAPathOutsideBlobsNeverReachesThatFile) {
+  const std::string victim = dir_.path() + "/victim";
+  kcache::testing::write_file(victim, "precious");
+  // blob_path() was blobs/<first two chars>/<file>: "../victim" reached dir_/victim.
+  const std::string evil = "../victim";
+  for (int round = 0; round < 4; ++round) {
+    {
+      auto store = open_store();
+      store->put(cubin("a", "payload"));
+      store->put(cubin("b", "payload"));
+    }
+    sql(store_dir() + "/index.sqlite", "UPDATE entries SET file = '" + evil + "'");
+    auto store = open_store();
+    switch (round) {
+      case 0:
+        EXPECT_FALSE(store->get(key_of("a")));
+        EXPECT_FALSE(store->info(key_of("a"))) << "the bad row is dropped";
+        break;
+      case 1:
+        EXPECT_TRUE(store->remove(key_of("a")));
+        break;
+      case 2:
+        store->clear();
+        break;
+      case 3:
+        EXPECT_EQ(store->verify().problems.size(), 2u);
+        break;
+    }
+    EXPECT_EQ(kcache::testing::read_file_or_die(victim), "precious") << "round " << round;
+    store->clear();
+  }
+  bool warned = false;
+  for (const std::string& w : warnings_) warned |= w.find("not a blob name") != std::string::npos;
+  EXPECT_TRUE(warned);
+}
+
 TEST_F(StoreTest, GarbageIndexIsRebuiltFromBlobFilesWithOneWarning) {
   {
     auto store = open_store();
