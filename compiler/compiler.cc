@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "bundle/bundle.h"
+#include "common/arch.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/includes.h"
@@ -95,16 +96,12 @@ Target parse_target(const std::string& arch, cache::TargetKind kind) {
     }
     throw bad("is not an architecture name");
   }
-  size_t p = prefix.size(), digits = p;
-  while (digits < arch.size() && std::isdigit(static_cast<unsigned char>(arch[digits]))) ++digits;
-  std::string suffix = arch.substr(digits);
-  if (digits == p || digits - p > 4 || !(suffix.empty() || suffix == "a" || suffix == "f")) {
-    throw bad("is not an architecture name");
-  }
+  std::optional<Arch> parsed = parse_arch(arch);  // the grammar bundles are checked against
+  if (!parsed) throw bad("is not an architecture name");
   Target t;
   t.kind = kind;
   t.arch = arch;
-  t.number = std::stoi(arch.substr(p, digits - p));
+  t.number = parsed->number();
   return t;
 }
 

@@ -260,6 +260,10 @@ TEST_F(CompilerTest, MalformedArchSaysWhatAValidOneLooksLike) {
   EXPECT_TRUE(contains(message(kernel("saxpy.cu", {"sm_80", "sm_80"})), "given twice"));
   EXPECT_EQ(parse_target("sm_90a", cache::TargetKind::cubin).number, 90);
   EXPECT_EQ(parse_target("sm_100f", cache::TargetKind::cubin).number, 100);
+  // The grammar bundles are checked against (common/arch.h), no looser.
+  for (const char* bad : {"sm_9000", "sm_9", "sm_05", "sm_90/..", "sm_90\n"}) {
+    EXPECT_THROW(parse_target(bad, cache::TargetKind::cubin), InvalidArgument) << bad;
+  }
 }
 
 TEST_F(CompilerTest, MissingOrUnreadableSourceSaysWhich) {
