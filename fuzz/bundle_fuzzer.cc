@@ -8,15 +8,34 @@
 // Random bytes almost never carry valid checksums, so each input is also tried
 // with its body size and checksums recomputed: that lets mutations reach the
 // image and lowered-name parsing behind the checksum gate.
+//
+// A checksum is no signature: a hostile bundle has valid ones. So a
+// structure-aware mutator (LLVMFuzzerCustomMutator) decodes the input
+// leniently, changes one field (an arch, a key, a name, an image's kind, the
+// image list) to a hostile or mutated value and re-serializes it with every
+// checksum right; and every accepted bundle must be safe to extract: each
+// image's file name is a plain name (common/safe_path.h, what `kcache bundle
+// --extract DIR` uses), so extraction cannot leave DIR; archs follow the arch
+// grammar and match the image kind; no text field holds a control character.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "bundle/bundle.h"
+#include "common/arch.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/safe_path.h"
+
+// libFuzzer's own mutation, for the custom mutator; absent (weak) when the
+// target is linked with the replay main instead.
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size)
+    __attribute__((weak));
 
 namespace {
 
@@ -99,9 +118,179 @@ void check_parse(std::string_view bytes) {
     check(inside(n.name_expression, bytes) && inside(n.lowered_name, bytes), "names inside input");
   }
   check(kcache::bundle::serialize(b) == bytes, "serialize(parse(x)) == x");
+  // Safe to extract, print and log.
+  auto text_ok = [](std::string_view t) {
+    return kcache::find_control_character(t) == std::string_view::npos;
+  };
+  check(text_ok(b.source_name) && text_ok(b.compiler_identity), "no control characters");
+  for (const kcache::bundle::Image& image : b.images) {
+    std::string name = std::string(image.arch) +
+                       (image.kind == kcache::bundle::ImageKind::ptx ? ".ptx" : ".cubin");
+    check(kcache::is_plain_name(name), "extraction stays inside DIR");
+    std::optional<kcache::Arch> arch = kcache::parse_arch(image.arch);
+    check(arch.has_value(), "arch follows the grammar");
+    check(arch->is_virtual == (image.kind == kcache::bundle::ImageKind::ptx), "kind matches arch");
+  }
+  for (const kcache::bundle::LoweredName& n : b.lowered_names) {
+    check(text_ok(n.name_expression) && text_ok(n.lowered_name), "no control characters");
+  }
+}
+
+// The fields of a bundle, read without any check (the grammar in bundle.h),
+// as owned strings the mutator can change.
+struct LooseImage {
+  uint8_t kind = 2;
+  std::string arch, key, data;
+};
+struct LooseBundle {
+  std::string source_name, compiler_identity;
+  std::vector<LooseImage> images;
+  std::vector<std::pair<std::string, std::string>> names;
+};
+
+bool decode_loose(std::string_view b, LooseBundle& out) {
+  constexpr size_t kHeader = 20, kChecksum = 8;
+  if (b.size() < kHeader + kChecksum) return false;
+  size_t pos = kHeader;
+  const size_t end = b.size() - kChecksum;
+  auto u = [&](int n, uint64_t& v) {
+    if (end - pos < static_cast<size_t>(n)) return false;
+    v = 0;
+    for (int i = n - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(b[pos + i]);
+    pos += n;
+    return true;
+  };
+  auto str = [&](std::string& s) {
+    uint64_t n;
+    if (!u(4, n) || n > end - pos) return false;
+    s.assign(b.substr(pos, n));
+    pos += n;
+    return true;
+  };
+  uint64_t count;
+  if (!str(out.source_name) || !str(out.compiler_identity) || !u(4, count)) return false;
+  for (uint64_t i = 0; i < count && i < 64; ++i) {
+    LooseImage image;
+    uint64_t kind, size, sum;
+    if (!u(1, kind) || !str(image.arch) || !str(image.key) || !u(8, size) || !u(8, sum)) {
+      return false;
+    }
+    pos += std::min((16 - pos % 16) % 16, end - pos);
+    if (size > end - pos) return false;
+    image.kind = static_cast<uint8_t>(kind);
+    image.data.assign(b.substr(pos, size));
+    pos += size + (pos + size < end ? 1 : 0);
+    out.images.push_back(std::move(image));
+  }
+  if (!u(4, count)) return true;  // names are optional for mutation purposes
+  for (uint64_t i = 0; i < count && i < 64; ++i) {
+    std::pair<std::string, std::string> n;
+    if (!str(n.first) || !str(n.second)) break;
+    out.names.push_back(std::move(n));
+  }
+  return true;
+}
+
+std::string serialize_loose(const LooseBundle& l) {
+  kcache::bundle::Bundle b;  // views into `l`
+  b.source_name = l.source_name;
+  b.compiler_identity = l.compiler_identity;
+  for (const LooseImage& i : l.images) {
+    b.images.push_back({static_cast<kcache::bundle::ImageKind>(i.kind), i.arch, i.key, i.data});
+  }
+  for (const auto& n : l.names) b.lowered_names.push_back({n.first, n.second});
+  return kcache::bundle::serialize(b);
+}
+
+// What a hostile bundle puts in a string field, and what a valid one does.
+const std::string kValues[] = {"../../pwned",
+                               "/etc/passwd",
+                               "sm_90/../../x",
+                               ".",
+                               "..",
+                               "",
+                               "sm_90\n",
+                               std::string("sm_90\0x", 7),
+                               "\x1b]0;title\x07",
+                               "compute_90",
+                               "compute_100f",
+                               "compute_90a",
+                               "sm_80",
+                               "sm_90a",
+                               "sm_100f",
+                               "sm_121",
+                               "sm_9000",
+                               "SM_90",
+                               "0123456789abcdef0123456789abcdef",
+                               "0123456789ABCDEF0123456789ABCDEF",
+                               "scale<float>",
+                               "_Z5scaleIfEvPT_S0_i",
+                               "a\nb",
+                               "\x7f"};
+
+// One structural change to `l`.
+void mutate_fields(LooseBundle& l, std::minstd_rand& rng) {
+  auto pick = [&]() -> const std::string& { return kValues[rng() % std::size(kValues)]; };
+  auto bytes_mutate = [&](std::string& s) {
+    if (!LLVMFuzzerMutate) return void(s = pick());
+    const size_t size = s.size(), max = size * 2 + 16;
+    s.resize(max);
+    s.resize(LLVMFuzzerMutate(reinterpret_cast<uint8_t*>(s.data()), size, max));
+  };
+  auto change = [&](std::string& s) { rng() % 2 ? void(s = pick()) : bytes_mutate(s); };
+  switch (rng() % 7) {
+    case 0:
+      change(rng() % 2 ? l.source_name : l.compiler_identity);
+      return;
+    case 1:
+    case 2:
+      if (!l.images.empty()) change(l.images[rng() % l.images.size()].arch);
+      return;
+    case 3:
+      if (!l.images.empty()) change(l.images[rng() % l.images.size()].key);
+      return;
+    case 4:
+      if (!l.images.empty()) l.images[rng() % l.images.size()].kind = 1 + rng() % 2;
+      return;
+    case 5:
+      if (!l.images.empty() && rng() % 2) {
+        l.images.push_back(l.images[rng() % l.images.size()]);  // duplicate arch
+      } else if (!l.images.empty()) {
+        l.images.erase(l.images.begin() + rng() % l.images.size());
+      } else {
+        l.images.push_back({2, pick(), "",
+                            "\x7f"
+                            "ELF"});
+      }
+      return;
+    default:
+      if (l.names.empty()) l.names.push_back({"f", "_Z1fv"});
+      auto& n = l.names[rng() % l.names.size()];
+      change(rng() % 2 ? n.first : n.second);
+      return;
+  }
 }
 
 }  // namespace
+
+// Half the time a byte-level mutation with the checksums then made right, half
+// the time a field-level one on a leniently decoded bundle.
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
+                                          unsigned int seed) {
+  std::minstd_rand rng(seed);
+  std::string out;
+  LooseBundle loose;
+  if (rng() % 2 && decode_loose(std::string_view(reinterpret_cast<char*>(data), size), loose)) {
+    mutate_fields(loose, rng);
+    out = serialize_loose(loose);
+  } else {
+    size = LLVMFuzzerMutate ? LLVMFuzzerMutate(data, size, max_size) : size;
+    out = with_checksums_fixed(std::string(reinterpret_cast<char*>(data), size));
+  }
+  if (out.size() > max_size) return size;
+  std::copy(out.begin(), out.end(), data);
+  return out.size();
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
