@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "cache/sqlite.h"
+#include "common/arch.h"
 #include "common/error.h"
 #include "common/safe_path.h"
 
@@ -546,6 +547,8 @@ class SqliteStore : public Store {
     info.key = Hash128::from_hex(s.column_text(0)).value_or(Hash128{});
     info.kind = kind_from_code(s.column_int(1));
     info.arch = s.column_text(2);
+    // The index is data too: what `kcache ls` prints must not rewrite a terminal.
+    if (!parse_arch(info.arch)) info.arch = escape_for_message(info.arch);
     info.size = static_cast<uint64_t>(s.column_int(3));
     info.compile_ms = static_cast<uint32_t>(s.column_int(4));
     info.created_unix_s = s.column_int(5);

@@ -216,6 +216,15 @@ TEST_F(StoreTest, IndexNamingAPathOutsideBlobsNeverReachesThatFile) {
   EXPECT_TRUE(warned);
 }
 
+TEST_F(StoreTest, ArchFromATamperedIndexIsListedWithoutControlCharacters) {
+  open_store()->put(cubin("a", "payload"));
+  sql(store_dir() + "/index.sqlite", "UPDATE entries SET arch = 'sm_90' || char(27) || '[2J'");
+  auto store = open_store();
+  std::string arch = store->info(key_of("a"))->arch;
+  EXPECT_EQ(arch, "sm_90\\x1b[2J");
+  EXPECT_EQ(store->list().at(0).arch, arch);
+}
+
 TEST_F(StoreTest, GarbageIndexIsRebuiltFromBlobFilesWithOneWarning) {
   {
     auto store = open_store();
