@@ -161,7 +161,8 @@ class ReapiBackend : public RemoteBackend {
       }
       if (options.tls_client_cert_file.empty() != options.tls_client_key_file.empty()) {
         throw InvalidArgument(
-            "a TLS client certificate needs both remote_tls_client_cert and remote_tls_client_key");
+            "a TLS client certificate needs both remote_tls_client_cert_file and "
+            "remote_tls_client_key_file");
       }
       if (!options.tls_client_cert_file.empty()) {
         ssl.pem_cert_chain =
