@@ -76,10 +76,66 @@ MakeReapiBackendFn load() {
                 "\n(set KCACHE_REAPI_LIBRARY to its path)");
 }
 
+// Loads the library and opens the channel on first use, not when Storage is
+// built: a process with a grpc:// remote configured whose lookups all hit the
+// local store never loads gRPC.
+class LazyReapiBackend : public RemoteBackend {
+ public:
+  explicit LazyReapiBackend(RemoteOptions options) : options_(std::move(options)) {}
+  std::optional<std::string> get(const Hash128& key) override { return real().get(key); }
+  bool exists(const Hash128& key) override { return real().exists(key); }
+  void put(const Hash128& key, std::string_view object) override { real().put(key, object); }
+  bool remove(const Hash128& key) override { return real().remove(key); }
+  std::string url_of(const Hash128& key) const override {
+    return options_.url + " (kcache key " + key.hex() + ")";
+  }
+
+ private:
+  RemoteBackend& real() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!backend_) backend_.reset(load()(options_));
+    return *backend_;
+  }
+
+  RemoteOptions options_;
+  std::mutex mutex_;
+  std::unique_ptr<RemoteBackend> backend_;
+};
+
 }  // namespace
 
+void check_reapi_options(const RemoteOptions& options) {
+  const bool tls = options.url.rfind("grpcs://", 0) == 0;
+  if (!tls && options.url.rfind("grpc://", 0) != 0) {
+    throw InvalidArgument("\"" + options.url + "\" is not a grpc:// or grpcs:// URL");
+  }
+  std::string target = options.url.substr(tls ? 8 : 7);
+  while (!target.empty() && target.back() == '/') target.pop_back();
+  if (target.empty() || target.find('/') != std::string::npos) {
+    throw InvalidArgument("the remote URL \"" + options.url +
+                          "\" must be grpc://host:port or grpcs://host:port (the REAPI instance "
+                          "name is a separate setting: remote_instance_name)");
+  }
+  if (!tls && (!options.tls_ca_file.empty() || !options.tls_client_cert_file.empty() ||
+               !options.tls_client_key_file.empty())) {
+    throw InvalidArgument("TLS settings are given but the remote URL " + options.url +
+                          " is grpc:// (plain text); use grpcs://");
+  }
+  if (options.tls_client_cert_file.empty() != options.tls_client_key_file.empty()) {
+    throw InvalidArgument(
+        "a TLS client certificate needs both remote_tls_client_cert_file and "
+        "remote_tls_client_key_file");
+  }
+  if (!options.basic_auth_file.empty()) {
+    throw InvalidArgument(
+        "basic auth is for http:// remotes; for grpc:// use a bearer token file "
+        "(remote_token_file) or a headers file (remote_headers_file)");
+  }
+}
+
 std::unique_ptr<RemoteBackend> make_reapi_backend(const RemoteOptions& options) {
-  return std::unique_ptr<RemoteBackend>(load()(options));
+  check_reapi_options(options);
+  return std::make_unique<LazyReapiBackend>(options);
 }
 
 }  // namespace kcache::cache

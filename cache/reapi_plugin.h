@@ -12,4 +12,9 @@ namespace kcache::cache {
 using MakeReapiBackendFn = RemoteBackend* (*)(const RemoteOptions& options);
 constexpr const char* kMakeReapiBackendSymbol = "kcache_make_reapi_backend";
 
+// The settings' shape (URL is grpc[s]://host:port, TLS files only with
+// grpcs, cert and key together, no basic auth), checked without loading the
+// library. Throws InvalidArgument.
+void check_reapi_options(const RemoteOptions& options);
+
 }  // namespace kcache::cache

@@ -144,25 +144,16 @@ std::string read_file_or_throw(const std::string& path, const std::string& what)
 class ReapiBackend : public RemoteBackend {
  public:
   explicit ReapiBackend(const RemoteOptions& options) : options_(options) {
+    check_reapi_options(options);
     const bool tls = options.url.rfind("grpcs://", 0) == 0;
     target_ = options.url.substr(tls ? 8 : 7);
     while (!target_.empty() && target_.back() == '/') target_.pop_back();
-    if (target_.empty() || target_.find('/') != std::string::npos) {
-      throw InvalidArgument("the remote URL \"" + options.url +
-                            "\" must be grpc://host:port or grpcs://host:port (the REAPI instance "
-                            "name is a separate setting: remote_instance_name)");
-    }
     std::shared_ptr<grpc::ChannelCredentials> credentials;
     if (tls) {
       grpc::SslCredentialsOptions ssl;
       if (!options.tls_ca_file.empty()) {
         ssl.pem_root_certs =
             read_file_or_throw(options.tls_ca_file, "the remote's CA certificates");
-      }
-      if (options.tls_client_cert_file.empty() != options.tls_client_key_file.empty()) {
-        throw InvalidArgument(
-            "a TLS client certificate needs both remote_tls_client_cert_file and "
-            "remote_tls_client_key_file");
       }
       if (!options.tls_client_cert_file.empty()) {
         ssl.pem_cert_chain =
@@ -171,21 +162,12 @@ class ReapiBackend : public RemoteBackend {
       }
       credentials = grpc::SslCredentials(ssl);
     } else {
-      if (!options.tls_ca_file.empty() || !options.tls_client_cert_file.empty()) {
-        throw InvalidArgument("TLS settings are given but the remote URL " + options.url +
-                              " is grpc:// (plain text); use grpcs://");
-      }
       credentials = grpc::InsecureChannelCredentials();
     }
     if (!options.bearer_token_file.empty()) {
       headers_.emplace_back(
           "authorization",
           "Bearer " + read_secret_file(options.bearer_token_file, "the remote's bearer token"));
-    }
-    if (!options.basic_auth_file.empty()) {
-      throw InvalidArgument(
-          "basic auth is for http:// remotes; for grpc:// use a bearer token file or a headers "
-          "file");
     }
     if (!options.headers_file.empty()) {
       for (auto& h : parse_headers(read_file_or_throw(options.headers_file, "the remote's headers"),
