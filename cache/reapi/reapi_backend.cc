@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "cache/reapi/bytestream.grpc.pb.h"
+#include "cache/reapi/headers.h"
 #include "cache/reapi/remote_execution.grpc.pb.h"
 #include "cache/reapi_plugin.h"
 #include "cache/remote.h"
@@ -89,54 +90,6 @@ bool is_sha256_hex(const std::string& s) {
   return true;
 }
 
-std::string strip(std::string s) {
-  const char* ws = " \t\r\n";
-  s.erase(0, s.find_first_not_of(ws) == std::string::npos ? s.size() : s.find_first_not_of(ws));
-  s.erase(s.find_last_not_of(ws) + 1);
-  return s;
-}
-
-// The headers file. Grammar (bounded: at most 64 headers):
-//   file   ::= (line "\n")*
-//   line   ::= blank | "#" any* | name ":" value
-//   name   ::= [a-z0-9-_.]+ (gRPC metadata keys are lowercase; others are lowered)
-//   value  ::= any printable ASCII, surrounding blanks stripped, not empty
-std::vector<std::pair<std::string, std::string>> parse_headers(const std::string& text,
-                                                               const std::string& path) {
-  std::vector<std::pair<std::string, std::string>> out;
-  size_t begin = 0;
-  int line_number = 0;
-  while (begin < text.size()) {
-    size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string line = strip(text.substr(begin, end - begin));
-    begin = end + 1;
-    ++line_number;
-    const std::string where = path + ":" + std::to_string(line_number);
-    if (line.empty() || line[0] == '#') continue;
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) {
-      throw InvalidArgument(where + ": expected `name: value` (e.g. x-buildbuddy-api-key: KEY)");
-    }
-    std::string name = strip(line.substr(0, colon));
-    const std::string value = strip(line.substr(colon + 1));
-    for (char& c : name) {
-      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-      const bool ok =
-          (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
-      if (!ok) throw InvalidArgument(where + ": header name \"" + name + "\" has a bad character");
-    }
-    if (name.empty() || value.empty())
-      throw InvalidArgument(where + ": empty header name or value");
-    for (char c : value) {
-      if (c < 0x20 || c > 0x7e) throw InvalidArgument(where + ": header value is not printable");
-    }
-    if (out.size() == 64) throw InvalidArgument(path + ": more than 64 headers");
-    out.emplace_back(std::move(name), value);
-  }
-  return out;
-}
-
 std::string read_file_or_throw(const std::string& path, const std::string& what) {
   return read_secret_file(path, what) + "\n";
 }
@@ -170,8 +123,9 @@ class ReapiBackend : public RemoteBackend {
           "Bearer " + read_secret_file(options.bearer_token_file, "the remote's bearer token"));
     }
     if (!options.headers_file.empty()) {
-      for (auto& h : parse_headers(read_file_or_throw(options.headers_file, "the remote's headers"),
-                                   options.headers_file)) {
+      for (auto& h :
+           parse_remote_headers(read_file_or_throw(options.headers_file, "the remote's headers"),
+                                options.headers_file)) {
         headers_.push_back(std::move(h));
       }
     }

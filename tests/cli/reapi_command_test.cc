@@ -57,6 +57,27 @@ TEST_F(ReapiCommandTest, SecondMachineGetsEveryTargetThroughTheRemoteWithoutNvrt
             kcache::testing::read_file_or_die(dir_ / "a.kcb"));
 }
 
+// The hit path's start-up: with a grpc:// remote configured, a build step whose
+// lookups hit the local store never loads gRPC (the dynamic loader's own log
+// lists every library opened, dlopen included); a miss does.
+TEST_F(ReapiCommandTest, LocalHitWithAGrpcRemoteConfiguredNeverLoadsGrpc) {
+  ASSERT_EQ(kcache("m", {"compile", kSaxpy, "--arch", "sm_90", "-o", dir_ / "a.kcb"}).exit_code, 0);
+  const std::map<std::string, std::string> env = {
+      {"KCACHE_REMOTE", "grpc://127.0.0.1:" + std::to_string(kcache::testing::unused_port())},
+      {"LD_DEBUG", "files"}};
+  CommandResult hit =
+      kcache("m", {"compile", kSaxpy, "--arch", "sm_90", "-o", dir_ / "b.kcb"}, env);
+  ASSERT_EQ(hit.exit_code, 0) << hit.err;
+  EXPECT_EQ(hit.err.find("libkcache_reapi"), std::string::npos) << hit.err;
+  EXPECT_EQ(hit.err.find("libgrpc"), std::string::npos) << hit.err;
+
+  CommandResult miss =
+      kcache("n", {"compile", kSaxpy, "--arch", "sm_90", "-o", dir_ / "c.kcb"}, env);
+  ASSERT_EQ(miss.exit_code, 0) << miss.err;  // the dead server costs nothing but a warning
+  EXPECT_NE(miss.err.find("libkcache_reapi.so"), std::string::npos);
+  EXPECT_NE(miss.err.find("libgrpc++"), std::string::npos);
+}
+
 TEST_F(ReapiCommandTest, CheckSaysOkAndNamesTheProtocol) {
   BuildGridServer server;
   CommandResult r = kcache("m", {"remote", "check", "--remote", server.url()});
