@@ -25,7 +25,8 @@
 //
 // Every call carries a deadline: the whole operation (all its RPCs and
 // retries) ends by options.timeout. UNAVAILABLE (connection refused or
-// broken) is retried with backoff within that budget; nothing else is.
+// broken) and RESOURCE_EXHAUSTED (a server's concurrency limit) are retried
+// with backoff within that budget; nothing else is.
 #include <grpcpp/grpcpp.h>
 #include <openssl/sha.h>
 
@@ -245,8 +246,13 @@ class ReapiBackend : public RemoteBackend {
       prepare(context, deadline);
       grpc::Status status = rpc(&context);
       if (status.ok() || status.error_code() == grpc::StatusCode::NOT_FOUND) return status;
-      const bool retry = status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-                         attempt < options_.retries && Clock::now() + backoff < deadline;
+      // UNAVAILABLE: connection refused or broken; RESOURCE_EXHAUSTED: the
+      // server's concurrency limit (BuildGrid's "Concurrent RPC limit
+      // exceeded"), which the spec asks clients to retry.
+      const bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                             status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+      const bool retry =
+          transient && attempt < options_.retries && Clock::now() + backoff < deadline;
       if (!retry) throw IoError(describe(what, status));
       std::this_thread::sleep_for(backoff);
       backoff *= 2;
