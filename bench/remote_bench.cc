@@ -8,7 +8,10 @@
 //   - an upload;
 //   - the NVRTC compile of a small kernel (saxpy, sm_90 cubin), which a hit
 //     replaces; NVRTC is dlopened from the CUDA toolkit (no GPU needed);
-//   - many parallel fetches through one Storage (threads).
+//   - many parallel fetches through one Storage (threads);
+//   - the same hits and parallel fetches from a grpc:// remote (the Remote
+//     Execution API: GetActionResult + BatchReadBlobs) served by BuildGrid on
+//     loopback, timed in the same loop as the HTTP hit from nginx.
 // Reported per benchmark: p50/p90 in µs and ratios of p50s. Figures:
 // docs/PERFORMANCE.md.
 #include <benchmark/benchmark.h>
@@ -24,6 +27,7 @@
 #include "bench/bench_util.h"
 #include "cache/remote.h"
 #include "cache/storage.h"
+#include "tests/testing/buildgrid_server.h"
 #include "tests/testing/http_servers.h"
 #include "tests/testing/temp_dir.h"
 
@@ -39,6 +43,7 @@ using kcache::testing::TempDir;
 constexpr const char* kHmacKey = "bench hmac key, 32 bytes long..";
 
 NginxServer* g_nginx = nullptr;
+kcache::testing::BuildGridServer* g_buildgrid = nullptr;  // null: not installed
 TempDir* g_dir = nullptr;
 
 Entry entry_of(const std::string& name, size_t size) {
@@ -75,6 +80,15 @@ std::unique_ptr<Storage> remote_only(bool signed_objects) {
   StorageOptions o;
   o.local_enabled = false;
   o.remote = remote_options(signed_objects);
+  return std::make_unique<Storage>(o);
+}
+
+std::unique_ptr<Storage> grpc_only() {
+  StorageOptions o;
+  o.local_enabled = false;
+  RemoteOptions r;
+  r.url = g_buildgrid->url();
+  o.remote = r;
   return std::make_unique<Storage>(o);
 }
 
@@ -232,6 +246,102 @@ BENCHMARK(BM_ParallelRemoteHits)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// --- grpc:// (REAPI, BuildGrid) against HTTP (nginx) -----------------------------
+
+// One hit from each tier, alternating in the same loop: GetActionResult +
+// BatchReadBlobs + SHA-256 check + entry checks, against GET + entry checks.
+// BuildGrid is a Python server and nginx is C: the ratio includes the
+// servers' own speed, not only the protocols'.
+void BM_GrpcHitVsHttpHit(benchmark::State& state) {
+  if (!g_buildgrid) {
+    state.SkipWithError("BuildGrid not installed (tools/install_deps.sh)");
+    return;
+  }
+  const size_t size = static_cast<size_t>(state.range(0));
+  Entry e = entry_of("grpc-hit-" + std::to_string(size), size);
+  auto http = remote_only(false);
+  http->put(e);
+  auto grpc = grpc_only();
+  grpc->put(e);
+  std::vector<double> http_us, grpc_us;
+  for (auto _ : state) {
+    Clock::time_point t = Clock::now();
+    auto a = http->get(e.key());
+    http_us.push_back(since_us(t));
+    t = Clock::now();
+    auto b = grpc->get(e.key());
+    grpc_us.push_back(since_us(t));
+    if (!a || !b) state.SkipWithError("miss");
+  }
+  report(state, "http", http_us);
+  report(state, "grpc", grpc_us);
+  state.counters["grpc_over_http"] = percentile(grpc_us, 0.5) / percentile(http_us, 0.5);
+}
+BENCHMARK(BM_GrpcHitVsHttpHit)
+    ->ArgName("bytes")
+    ->Arg(4 << 10)
+    ->Arg(200 << 10)
+    ->Iterations(300)
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_GrpcPut(benchmark::State& state) {
+  if (!g_buildgrid) {
+    state.SkipWithError("BuildGrid not installed (tools/install_deps.sh)");
+    return;
+  }
+  const size_t size = static_cast<size_t>(state.range(0));
+  Entry e = entry_of("grpc-put-" + std::to_string(size), size);
+  auto grpc = grpc_only();
+  std::vector<double> us;
+  for (auto _ : state) {
+    Clock::time_point t = Clock::now();
+    grpc->put(e);  // FindMissingBlobs (present after the first) + UpdateActionResult
+    us.push_back(since_us(t));
+  }
+  report(state, "put", us);
+  if (!grpc->remote_usable()) state.SkipWithError("upload failed");
+}
+BENCHMARK(BM_GrpcPut)
+    ->ArgName("bytes")
+    ->Arg(4 << 10)
+    ->Arg(200 << 10)
+    ->Iterations(100)
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_ParallelGrpcHits(benchmark::State& state) {
+  static std::unique_ptr<Storage> shared;
+  static std::vector<Hash128> keys;
+  if (!g_buildgrid) {
+    state.SkipWithError("BuildGrid not installed (tools/install_deps.sh)");
+    return;
+  }
+  const size_t size = static_cast<size_t>(state.range(0));
+  if (state.thread_index() == 0) {
+    shared = grpc_only();
+    keys.clear();
+    for (int k = 0; k < 32; ++k) {
+      Entry e = entry_of("gpar-" + std::to_string(size) + "-" + std::to_string(k), size);
+      shared->put(e);
+      keys.push_back(e.key());
+    }
+  }
+  size_t i = static_cast<size_t>(state.thread_index());
+  for (auto _ : state) {
+    auto got = shared->get(keys[i++ % keys.size()]);
+    if (!got) state.SkipWithError("miss");
+    benchmark::DoNotOptimize(got);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(size));
+}
+BENCHMARK(BM_ParallelGrpcHits)
+    ->ArgName("bytes")
+    ->Arg(4 << 10)
+    ->Arg(200 << 10)
+    ->ThreadRange(1, 16)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 // --- NVRTC, dlopened (C API, stable across versions) ---------------------------
 
 struct Nvrtc {
@@ -293,6 +403,11 @@ int main(int argc, char** argv) {
   kcache::testing::NginxServer nginx;
   kcache::cache::g_dir = &dir;
   kcache::cache::g_nginx = &nginx;
+  std::unique_ptr<kcache::testing::BuildGridServer> buildgrid;
+  if (!kcache::testing::BuildGridServer::find_bgd().empty()) {
+    buildgrid = std::make_unique<kcache::testing::BuildGridServer>();
+    kcache::cache::g_buildgrid = buildgrid.get();
+  }
   benchmark::RunSpecifiedBenchmarks();
   return 0;
 }

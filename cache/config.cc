@@ -27,6 +27,11 @@ constexpr const char* kKeys[] = {
     "remote_token_file",
     "remote_basic_auth_file",
     "remote_hmac_key_file",
+    "remote_instance_name",
+    "remote_tls_ca_file",
+    "remote_tls_client_cert_file",
+    "remote_tls_client_key_file",
+    "remote_headers_file",
 };
 
 bool is_path_key(const std::string& key) {
@@ -239,6 +244,12 @@ StorageConfig resolve_storage_config(const std::map<std::string, std::string>& f
   if (auto v = take("remote_token_file")) remote.bearer_token_file = v->text;
   if (auto v = take("remote_basic_auth_file")) remote.basic_auth_file = v->text;
   if (auto v = take("remote_hmac_key_file")) remote.hmac_key_file = v->text;
+  // grpc:// remotes (the Remote Execution API; cache/reapi/).
+  if (auto v = take("remote_instance_name")) remote.instance_name = v->text;
+  if (auto v = take("remote_tls_ca_file")) remote.tls_ca_file = v->text;
+  if (auto v = take("remote_tls_client_cert_file")) remote.tls_client_cert_file = v->text;
+  if (auto v = take("remote_tls_client_key_file")) remote.tls_client_key_file = v->text;
+  if (auto v = take("remote_headers_file")) remote.headers_file = v->text;
   if (url && lower(url->text) != "off" && lower(url->text) != "none") {
     try {
       remote.url = normalize_remote_url(url->text);

@@ -20,6 +20,12 @@
 //   remote_token_file       --remote-token-file F       KCACHE_REMOTE_TOKEN_FILE
 //   remote_basic_auth_file  --remote-basic-auth-file F  KCACHE_REMOTE_BASIC_AUTH_FILE
 //   remote_hmac_key_file    --remote-hmac-key-file F    KCACHE_REMOTE_HMAC_KEY_FILE
+//   grpc:// and grpcs:// remotes only (the Remote Execution API):
+//   remote_instance_name    --remote-instance-name N    KCACHE_REMOTE_INSTANCE_NAME
+//   remote_tls_ca_file      --remote-tls-ca-file F      KCACHE_REMOTE_TLS_CA_FILE
+//   remote_tls_client_cert_file --remote-tls-client-cert-file F  KCACHE_REMOTE_TLS_CLIENT_CERT_FILE
+//   remote_tls_client_key_file  --remote-tls-client-key-file F   KCACHE_REMOTE_TLS_CLIENT_KEY_FILE
+//   remote_headers_file     --remote-headers-file F     KCACHE_REMOTE_HEADERS_FILE
 //
 //   (*) only in $KCACHE_CONFIG: a file inside the store cannot move the store.
 //

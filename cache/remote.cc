@@ -412,10 +412,10 @@ std::optional<RemoteLayout> parse_remote_layout(std::string_view text) {
 std::string normalize_remote_url(const std::string& url) {
   const size_t scheme_end = url.find("://");
   const std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
-  if (scheme != "http" && scheme != "https") {
+  if (scheme != "http" && scheme != "https" && !is_reapi_url(url)) {
     throw InvalidArgument("the remote URL \"" + url +
-                          "\" must start with http:// or https:// (e.g. "
-                          "http://cache.example:8080/kcache)");
+                          "\" must start with http://, https://, grpc:// or grpcs:// (e.g. "
+                          "http://cache.example:8080/kcache, grpc://cache.example:9092)");
   }
   const size_t host_begin = scheme_end + 3;
   const size_t host_end = url.find('/', host_begin);
@@ -514,8 +514,16 @@ Entry decode_remote_object(std::string object, const Hash128& key, std::string_v
   return entry;
 }
 
+bool is_reapi_url(std::string_view url) {
+  return url.rfind("grpc://", 0) == 0 || url.rfind("grpcs://", 0) == 0;
+}
+
+std::unique_ptr<RemoteBackend> make_remote_backend(const RemoteOptions& options) {
+  return is_reapi_url(options.url) ? make_reapi_backend(options) : make_http_backend(options);
+}
+
 Remote::Remote(RemoteOptions options)
-    : Remote(options, make_http_backend(options),
+    : Remote(options, make_remote_backend(options),
              options.hmac_key_file.empty()
                  ? std::string()
                  : read_secret_file(options.hmac_key_file, "the remote's HMAC key")) {}

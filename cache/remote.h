@@ -67,7 +67,8 @@ constexpr int kDefaultRemoteRetries = 2;
 constexpr uint64_t kMaxRemoteObjectSize = 256ull << 20;
 
 struct RemoteOptions {
-  // "http://host:port/some/prefix" or https; objects live below it. No
+  // "http://host:port/some/prefix" or https; objects live below it. Or
+  // "grpc://host:port" / "grpcs://host:port": a Remote Execution API cache. No
   // credentials in the URL: they would end up in logs and process listings.
   std::string url;
   RemoteLayout layout = RemoteLayout::flat;
@@ -85,7 +86,18 @@ struct RemoteOptions {
   std::string bearer_token_file;  // sends "Authorization: Bearer <token>"
   std::string basic_auth_file;    // one line "user:password"
   std::string hmac_key_file;      // at least 16 bytes; `openssl rand -hex 32` makes a good one
+  // grpc:// and grpcs:// remotes (the Remote Execution API, cache/reapi/):
+  std::string instance_name;         // REAPI instance name; empty for the default instance
+  std::string tls_ca_file;           // grpcs: PEM roots; empty: the system's
+  std::string tls_client_cert_file;  // grpcs: PEM client certificate (mTLS), with the key:
+  std::string tls_client_key_file;
+  // Lines "name: value" sent as gRPC metadata with every call (e.g. BuildBuddy's
+  // "x-buildbuddy-api-key: ..."); a file, since values are usually secrets.
+  std::string headers_file;
 };
+
+// Whether `url` names a Remote Execution API server (grpc:// or grpcs://).
+bool is_reapi_url(std::string_view url);
 
 // Checks `url` (scheme, no credentials) and returns it without trailing
 // slashes. Throws InvalidArgument saying what is wrong.
@@ -116,6 +128,15 @@ class RemoteBackend {
 // The libcurl backend. Credential files are read here: throws IoError if one
 // cannot be read, InvalidArgument for a bad URL or an empty credential.
 std::unique_ptr<RemoteBackend> make_http_backend(const RemoteOptions& options);
+
+// The Remote Execution API backend (grpc://, grpcs://): loads
+// libkcache_reapi.so with dlopen (gRPC stays out of processes that never use
+// it; see cache/reapi/reapi_backend.h). Throws IoError if the library cannot
+// be found or loaded, or a credential file cannot be read.
+std::unique_ptr<RemoteBackend> make_reapi_backend(const RemoteOptions& options);
+
+// The backend `options.url`'s scheme asks for.
+std::unique_ptr<RemoteBackend> make_remote_backend(const RemoteOptions& options);
 
 // Encodes `entry` as a remote object: a `signed` object if `hmac_key` is not
 // empty, the plain entry otherwise.

@@ -83,6 +83,7 @@ int remote_check(const GlobalOptions& global) {
   std::string auth = "none";
   if (!options.bearer_token_file.empty()) auth = "bearer token from " + options.bearer_token_file;
   if (!options.basic_auth_file.empty()) auth = "basic auth from " + options.basic_auth_file;
+  if (!options.headers_file.empty()) auth += ", headers from " + options.headers_file;
   const std::string signing = options.hmac_key_file.empty()
                                   ? "off (entries are checked by checksum and key only)"
                                   : "HMAC-SHA256, key from " + options.hmac_key_file;
@@ -96,6 +97,12 @@ int remote_check(const GlobalOptions& global) {
   if (open.ok) {
     read = run_step([&] {
       bool found = remote->backend().exists(key);
+      if (cache::is_reapi_url(options.url)) {
+        return std::string(found ? "GetActionResult found it"
+                                 : "GetActionResult: NOT_FOUND, as "
+                                   "expected") +
+               " for a probe key (capabilities read: SHA-256 offered)";
+      }
       return std::string(found ? "HEAD answered 200" : "HEAD answered 404, as expected") +
              " for a probe key";
     });
@@ -173,10 +180,19 @@ int remote_check(const GlobalOptions& global) {
     line(label, (s.ok ? "ok: " : "FAILED: ") + s.detail + " (" + ms + ")");
   };
   line("Remote:", options.url + origin_of(config, "remote"));
-  line("Layout:",
-       std::string(cache::to_string(options.layout)) + " (" +
-           (options.layout == cache::RemoteLayout::bazel ? "<url>/ac/<64 hex>" : "<url>/<key>") +
-           ")");
+  if (cache::is_reapi_url(options.url)) {
+    line("Protocol:", "Remote Execution API v2 (action cache + CAS), instance \"" +
+                          options.instance_name + "\"" +
+                          (options.tls_ca_file.empty() ? "" : ", CA " + options.tls_ca_file) +
+                          (options.tls_client_cert_file.empty()
+                               ? ""
+                               : ", client certificate " + options.tls_client_cert_file));
+  } else {
+    line("Layout:",
+         std::string(cache::to_string(options.layout)) + " (" +
+             (options.layout == cache::RemoteLayout::bazel ? "<url>/ac/<64 hex>" : "<url>/<key>") +
+             ")");
+  }
   line("Mode:", std::string(options.read_only ? "read-only" : "read-write") +
                     origin_of(config, "remote_read_only"));
   line("Auth:", auth);

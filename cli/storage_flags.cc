@@ -13,7 +13,8 @@ struct FlagSpec {
 
 constexpr FlagSpec kValueFlags[] = {
     {"--remote", "remote",
-     "Remote cache URL, http(s)://host[:port]/prefix, or `off` (env KCACHE_REMOTE)"},
+     "Remote cache URL: http(s)://host[:port]/prefix, grpc(s)://host:port (Remote "
+     "Execution API), or `off` (env KCACHE_REMOTE)"},
     {"--remote-layout", "remote_layout",
      "flat: <url>/<key>; bazel: <url>/ac/<64 hex> for bazel-remote (env KCACHE_REMOTE_LAYOUT)"},
     {"--remote-timeout", "remote_timeout",
@@ -29,6 +30,17 @@ constexpr FlagSpec kValueFlags[] = {
     {"--remote-hmac-key-file", "remote_hmac_key_file",
      "File holding the HMAC-SHA256 key: uploads are signed, unsigned or badly signed entries "
      "are rejected"},
+    {"--remote-instance-name", "remote_instance_name",
+     "grpc:// remotes: the REAPI instance name (default: the server's default instance)"},
+    {"--remote-tls-ca-file", "remote_tls_ca_file",
+     "grpcs:// remotes: PEM file of the CA certificates to trust (default: the system's)"},
+    {"--remote-tls-client-cert-file", "remote_tls_client_cert_file",
+     "grpcs:// remotes: PEM client certificate, for servers that require mTLS"},
+    {"--remote-tls-client-key-file", "remote_tls_client_key_file",
+     "grpcs:// remotes: PEM key of the client certificate"},
+    {"--remote-headers-file", "remote_headers_file",
+     "grpc:// remotes: file of `name: value` lines sent with every call (e.g. "
+     "x-buildbuddy-api-key)"},
 };
 
 }  // namespace

@@ -10,14 +10,27 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev                   # the CLI
   libcurl4-openssl-dev libssl-dev                   # the remote tier
   nginx-light                                       # the remote tier's tests start one
+  libgrpc++-dev libprotobuf-dev                     # grpc:// remotes (cache/reapi/)
+  protobuf-compiler protobuf-compiler-grpc          #   their .proto files are compiled at build time
+  python3-venv                                      # BuildGrid, the REAPI server the tests start
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
 done
-((${#missing[@]})) || exit 0
-echo "kcache: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+if ((${#missing[@]})); then
+  echo "kcache: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# BuildGrid (PyPI) in a venv: a real Remote Execution API server for the
+# grpc:// remote's tests (tests/testing/buildgrid_server.h looks here).
+BUILDGRID_VENV=${KCACHE_BUILDGRID_VENV:-/opt/kcache-buildgrid}
+if [ ! -x "$BUILDGRID_VENV/bin/bgd" ]; then
+  echo "kcache: installing BuildGrid into $BUILDGRID_VENV"
+  $SUDO python3 -m venv "$BUILDGRID_VENV"
+  $SUDO "$BUILDGRID_VENV/bin/pip" install -q "buildgrid==0.4.4"
+fi

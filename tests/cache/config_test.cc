@@ -97,6 +97,26 @@ TEST_F(ConfigTest, StoreConfigFileIsReadAndItsRelativePathsAreItsOwn) {
   EXPECT_EQ(c.origins.at("remote_timeout"), store() + "/kcache.conf:5");
 }
 
+TEST_F(ConfigTest, GrpcRemoteSettingsComeFromTheFileAndTheEnvironment) {
+  store_config(
+      "remote = grpcs://cache.example:443\n"
+      "remote_instance_name = kernels\n"
+      "remote_tls_ca_file = certs/ca.pem\n"
+      "remote_tls_client_cert_file = certs/client.pem\n"
+      "remote_tls_client_key_file = certs/client.key\n");
+  env_["KCACHE_DIR"] = store();
+  env_["KCACHE_REMOTE_HEADERS_FILE"] = "/run/secrets/headers";
+  StorageConfig c = resolve();
+  ASSERT_TRUE(c.options.remote);
+  EXPECT_EQ(c.options.remote->url, "grpcs://cache.example:443");
+  EXPECT_EQ(c.options.remote->instance_name, "kernels");
+  EXPECT_EQ(c.options.remote->tls_ca_file, store() + "/certs/ca.pem");
+  EXPECT_EQ(c.options.remote->tls_client_cert_file, store() + "/certs/client.pem");
+  EXPECT_EQ(c.options.remote->tls_client_key_file, store() + "/certs/client.key");
+  EXPECT_EQ(c.options.remote->headers_file, "/run/secrets/headers");
+  EXPECT_EQ(c.origins.at("remote_headers_file"), "$KCACHE_REMOTE_HEADERS_FILE");
+}
+
 TEST_F(ConfigTest, FlagsBeatEnvironmentBeatsFile) {
   store_config(
       "remote = http://from-file\n"

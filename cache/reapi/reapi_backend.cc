@@ -1,0 +1,488 @@
+// The Remote Execution API backend (libkcache_reapi.so): kcache objects in a
+// REAPI v2 cache (bazel-remote, BuildBuddy, Buildbarn, NativeLink, EngFlow,
+// BuildGrid) over gRPC, as a well-behaved cache client.
+//
+// Mapping (one object, whatever kind: entry, signed entry, manifest):
+//   action digest  SHA-256 of "kcache object v1\n<32 hex key>\n" (kActionLabel):
+//                  the AC key. kcache uploads no Action message: these
+//                  digests name kcache keys, and never collide with Bazel's
+//                  action digests (a different preimage).
+//   ActionResult   exit_code 0, one OutputFile {path "kcache/object",
+//                  digest = SHA-256 of the object}: a valid result that
+//                  servers validating ACs (every referenced blob exists) accept.
+//   CAS blob       the object's bytes, byte for byte.
+//
+// get:  GetActionResult -> NOT_FOUND is a miss; the blob by BatchReadBlobs when
+//       it fits the server's max_batch_total_size_bytes, else ByteStream.Read;
+//       its SHA-256 and size must match the digest (else CorruptError). A blob
+//       the AC names but the CAS no longer has is a miss (compiled again and
+//       uploaded again, which repairs the entry).
+// put:  FindMissingBlobs, then BatchUpdateBlobs or ByteStream.Write when
+//       missing, then UpdateActionResult: the AC never names a blob that was
+//       not stored first.
+// GetCapabilities is asked once per backend, on first use: SHA-256 must be
+// among the digest functions; the batch limit is obeyed (0 means none).
+//
+// Every call carries a deadline: the whole operation (all its RPCs and
+// retries) ends by options.timeout. UNAVAILABLE (connection refused or
+// broken) and RESOURCE_EXHAUSTED (a server's concurrency limit) are retried
+// with backoff within that budget; nothing else is.
+#include <grpcpp/grpcpp.h>
+#include <openssl/sha.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "cache/reapi/bytestream.grpc.pb.h"
+#include "cache/reapi/headers.h"
+#include "cache/reapi/remote_execution.grpc.pb.h"
+#include "cache/reapi_plugin.h"
+#include "cache/remote.h"
+#include "common/error.h"
+
+namespace kcache::cache {
+namespace {
+
+namespace re = build::bazel::remote::execution::v2;
+namespace bs = google::bytestream;
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kActionLabel = "kcache object v1\n";
+constexpr const char* kOutputPath = "kcache/object";
+// Bytes a batch request spends on framing besides the data (digest, field
+// tags); kept out of the server's limit.
+constexpr int64_t kBatchOverhead = 1024;
+// ByteStream chunks: well below gRPC's 4 MiB default message limit.
+constexpr size_t kChunkSize = 1 << 20;
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(), digest);
+  static const char* hex = "0123456789abcdef";
+  std::string out(2 * SHA256_DIGEST_LENGTH, '0');
+  for (int i = 0; i < SHA256_DIGEST_LENGTH; ++i) {
+    out[2 * i] = hex[digest[i] >> 4];
+    out[2 * i + 1] = hex[digest[i] & 15];
+  }
+  return out;
+}
+
+re::Digest digest_of(std::string_view data) {
+  re::Digest d;
+  d.set_hash(sha256_hex(data));
+  d.set_size_bytes(static_cast<int64_t>(data.size()));
+  return d;
+}
+
+re::Digest action_digest(const Hash128& key) {
+  return digest_of(std::string(kActionLabel) + key.hex() + "\n");
+}
+
+bool is_sha256_hex(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+std::string read_file_or_throw(const std::string& path, const std::string& what) {
+  return read_secret_file(path, what) + "\n";
+}
+
+class ReapiBackend : public RemoteBackend {
+ public:
+  explicit ReapiBackend(const RemoteOptions& options) : options_(options) {
+    check_reapi_options(options);
+    const bool tls = options.url.rfind("grpcs://", 0) == 0;
+    target_ = options.url.substr(tls ? 8 : 7);
+    while (!target_.empty() && target_.back() == '/') target_.pop_back();
+    std::shared_ptr<grpc::ChannelCredentials> credentials;
+    if (tls) {
+      grpc::SslCredentialsOptions ssl;
+      if (!options.tls_ca_file.empty()) {
+        ssl.pem_root_certs =
+            read_file_or_throw(options.tls_ca_file, "the remote's CA certificates");
+      }
+      if (!options.tls_client_cert_file.empty()) {
+        ssl.pem_cert_chain =
+            read_file_or_throw(options.tls_client_cert_file, "the TLS client certificate");
+        ssl.pem_private_key = read_file_or_throw(options.tls_client_key_file, "the TLS client key");
+      }
+      credentials = grpc::SslCredentials(ssl);
+    } else {
+      credentials = grpc::InsecureChannelCredentials();
+    }
+    if (!options.bearer_token_file.empty()) {
+      headers_.emplace_back(
+          "authorization",
+          "Bearer " + read_secret_file(options.bearer_token_file, "the remote's bearer token"));
+    }
+    if (!options.headers_file.empty()) {
+      for (auto& h :
+           parse_remote_headers(read_file_or_throw(options.headers_file, "the remote's headers"),
+                                options.headers_file)) {
+        headers_.push_back(std::move(h));
+      }
+    }
+    grpc::ChannelArguments args;
+    // An object is at most kMaxRemoteObjectSize; a batch answer holds one.
+    args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRemoteObjectSize + (1 << 20)));
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // ours are bounded by the operation's deadline
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                static_cast<int>(options.connect_timeout.count()));
+    args.SetUserAgentPrefix("kcache");
+    channel_ = grpc::CreateCustomChannel(target_, credentials, args);
+    ac_ = re::ActionCache::NewStub(channel_);
+    cas_ = re::ContentAddressableStorage::NewStub(channel_);
+    capabilities_ = re::Capabilities::NewStub(channel_);
+    bytestream_ = bs::ByteStream::NewStub(channel_);
+  }
+
+  std::optional<std::string> get(const Hash128& key) override {
+    const Clock::time_point deadline = Clock::now() + options_.timeout;
+    const int64_t max_batch = batch_limit(deadline);
+    std::optional<re::ActionResult> result = get_action_result(key, deadline);
+    if (!result) return std::nullopt;
+    const re::OutputFile* file = nullptr;
+    for (const re::OutputFile& f : result->output_files()) {
+      if (f.path() == kOutputPath) file = &f;
+    }
+    if (!file) {
+      throw CorruptError("the action result at " + url_of(key) + " has no output file " +
+                         kOutputPath + " (not written by kcache)");
+    }
+    const re::Digest& digest = file->digest();
+    if (!is_sha256_hex(digest.hash()) || digest.size_bytes() < 0 ||
+        static_cast<uint64_t>(digest.size_bytes()) > kMaxRemoteObjectSize) {
+      throw CorruptError("the action result at " + url_of(key) + " names a bad blob digest " +
+                         digest.hash() + "/" + std::to_string(digest.size_bytes()));
+    }
+    std::optional<std::string> data = fits_batch(digest.size_bytes(), max_batch)
+                                          ? batch_read(digest, deadline)
+                                          : stream_read(digest, deadline);
+    if (!data) return std::nullopt;  // the AC names a blob the CAS lost: a miss
+    if (static_cast<int64_t>(data->size()) != digest.size_bytes() ||
+        sha256_hex(*data) != digest.hash()) {
+      throw CorruptError("the CAS blob " + digest.hash() + " for " + url_of(key) +
+                         " does not match its digest (" + std::to_string(data->size()) +
+                         " bytes received); the server returned altered data");
+    }
+    return data;
+  }
+
+  bool exists(const Hash128& key) override {
+    const Clock::time_point deadline = Clock::now() + options_.timeout;
+    batch_limit(deadline);
+    return get_action_result(key, deadline).has_value();
+  }
+
+  void put(const Hash128& key, std::string_view object) override {
+    if (options_.read_only) {
+      throw InvalidArgument("the remote " + options_.url + " is read-only; not uploading " +
+                            key.hex());
+    }
+    if (object.size() > kMaxRemoteObjectSize) {
+      throw InvalidArgument("object " + key.hex() + " is larger than kcache's remote limit");
+    }
+    const Clock::time_point deadline = Clock::now() + options_.timeout;
+    const int64_t max_batch = batch_limit(deadline);
+    if (!update_enabled_) {
+      throw IoError("the server at " + options_.url +
+                    " does not allow action cache updates (its capabilities say so); use it "
+                    "read-only (remote_read_only = true)");
+    }
+    const re::Digest digest = digest_of(object);
+    if (blob_missing(digest, deadline)) {
+      if (fits_batch(digest.size_bytes(), max_batch)) {
+        batch_write(digest, object, deadline);
+      } else {
+        stream_write(digest, object, deadline);
+      }
+    }
+    re::UpdateActionResultRequest request;
+    request.set_instance_name(options_.instance_name);
+    *request.mutable_action_digest() = action_digest(key);
+    request.set_digest_function(re::DigestFunction::SHA256);
+    re::OutputFile* file = request.mutable_action_result()->add_output_files();
+    file->set_path(kOutputPath);
+    *file->mutable_digest() = digest;
+    re::ActionResult response;
+    call("UpdateActionResult " + url_of(key), deadline, [&](grpc::ClientContext* context) {
+      return ac_->UpdateActionResult(context, request, &response);
+    });
+  }
+
+  bool remove(const Hash128& key) override {
+    throw IoError("the Remote Execution API has no delete; " + url_of(key) +
+                  " stays until the server evicts it");
+  }
+
+  std::string url_of(const Hash128& key) const override {
+    const std::string instance = options_.instance_name.empty() ? "" : options_.instance_name + "/";
+    return options_.url + "/" + instance + "ac/" + action_digest(key).hash() + " (kcache key " +
+           key.hex() + ")";
+  }
+
+ private:
+  static bool fits_batch(int64_t size, int64_t max_batch) {
+    return max_batch == 0 || size + kBatchOverhead <= max_batch;
+  }
+
+  // Runs `rpc` (one attempt per call, each with a fresh context) until it
+  // succeeds, fails for good, or the deadline passes. Returns the final
+  // status when it is NOT_FOUND (for callers to whom that is an answer);
+  // throws IoError for any other failure.
+  template <typename Rpc>
+  grpc::Status call(const std::string& what, Clock::time_point deadline, Rpc&& rpc) {
+    std::chrono::milliseconds backoff(50);
+    for (int attempt = 0;; ++attempt) {
+      grpc::ClientContext context;
+      prepare(context, deadline);
+      grpc::Status status = rpc(&context);
+      if (status.ok() || status.error_code() == grpc::StatusCode::NOT_FOUND) return status;
+      // UNAVAILABLE: connection refused or broken; RESOURCE_EXHAUSTED: the
+      // server's concurrency limit (BuildGrid's "Concurrent RPC limit
+      // exceeded"), which the spec asks clients to retry.
+      const bool transient = status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                             status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+      const bool retry =
+          transient && attempt < options_.retries && Clock::now() + backoff < deadline;
+      if (!retry) throw IoError(describe(what, status));
+      std::this_thread::sleep_for(backoff);
+      backoff *= 2;
+    }
+  }
+
+  void prepare(grpc::ClientContext& context, Clock::time_point deadline) const {
+    context.set_deadline(std::chrono::system_clock::now() + (deadline - Clock::now()));
+    for (const auto& [name, value] : headers_) context.AddMetadata(name, value);
+  }
+
+  std::string describe(const std::string& what, const grpc::Status& status) const {
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return what + " timed out after " + std::to_string(options_.timeout.count()) +
+             " ms (remote_timeout)";
+    }
+    static const char* names[] = {"OK",
+                                  "CANCELLED",
+                                  "UNKNOWN",
+                                  "INVALID_ARGUMENT",
+                                  "DEADLINE_EXCEEDED",
+                                  "NOT_FOUND",
+                                  "ALREADY_EXISTS",
+                                  "PERMISSION_DENIED",
+                                  "RESOURCE_EXHAUSTED",
+                                  "FAILED_PRECONDITION",
+                                  "ABORTED",
+                                  "OUT_OF_RANGE",
+                                  "UNIMPLEMENTED",
+                                  "INTERNAL",
+                                  "UNAVAILABLE",
+                                  "DATA_LOSS",
+                                  "UNAUTHENTICATED"};
+    const int code = static_cast<int>(status.error_code());
+    std::string text = what + " failed: " +
+                       (code >= 0 && code <= 16 ? names[code] : "code " + std::to_string(code));
+    if (!status.error_message().empty()) text += ": " + status.error_message();
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+      text += " (check remote_token_file / remote_headers_file)";
+    }
+    return text;
+  }
+
+  // Asks GetCapabilities once; returns the batch limit (0: none).
+  int64_t batch_limit(Clock::time_point deadline) {
+    std::lock_guard<std::mutex> lock(capabilities_mutex_);
+    if (max_batch_) return *max_batch_;
+    re::GetCapabilitiesRequest request;
+    request.set_instance_name(options_.instance_name);
+    re::ServerCapabilities response;
+    grpc::Status status =
+        call("GetCapabilities " + options_.url, deadline, [&](grpc::ClientContext* context) {
+          return capabilities_->GetCapabilities(context, request, &response);
+        });
+    if (!status.ok()) throw IoError("GetCapabilities " + options_.url + " failed: NOT_FOUND");
+    const re::CacheCapabilities& cache = response.cache_capabilities();
+    bool sha256 = false;
+    for (int f : cache.digest_functions()) sha256 |= f == re::DigestFunction::SHA256;
+    if (!sha256) {
+      throw IoError("the server at " + options_.url +
+                    " does not offer SHA-256 digests (its capabilities list other digest "
+                    "functions); kcache needs SHA-256");
+    }
+    update_enabled_ = cache.action_cache_update_capabilities().update_enabled();
+    max_batch_ = std::max<int64_t>(0, cache.max_batch_total_size_bytes());
+    return *max_batch_;
+  }
+
+  std::optional<re::ActionResult> get_action_result(const Hash128& key,
+                                                    Clock::time_point deadline) {
+    re::GetActionResultRequest request;
+    request.set_instance_name(options_.instance_name);
+    *request.mutable_action_digest() = action_digest(key);
+    request.set_digest_function(re::DigestFunction::SHA256);
+    re::ActionResult result;
+    grpc::Status status =
+        call("GetActionResult " + url_of(key), deadline, [&](grpc::ClientContext* context) {
+          return ac_->GetActionResult(context, request, &result);
+        });
+    if (!status.ok()) return std::nullopt;
+    return result;
+  }
+
+  std::optional<std::string> batch_read(const re::Digest& digest, Clock::time_point deadline) {
+    re::BatchReadBlobsRequest request;
+    request.set_instance_name(options_.instance_name);
+    *request.add_digests() = digest;
+    request.set_digest_function(re::DigestFunction::SHA256);
+    re::BatchReadBlobsResponse response;
+    const std::string what = "BatchReadBlobs " + digest.hash();
+    grpc::Status status = call(what, deadline, [&](grpc::ClientContext* context) {
+      return cas_->BatchReadBlobs(context, request, &response);
+    });
+    if (!status.ok()) return std::nullopt;
+    for (re::BatchReadBlobsResponse::Response& r : *response.mutable_responses()) {
+      if (r.digest().hash() != digest.hash()) continue;
+      if (r.status().code() == static_cast<int>(grpc::StatusCode::NOT_FOUND)) return std::nullopt;
+      if (r.status().code() != 0) {
+        throw IoError(what + " failed: code " + std::to_string(r.status().code()) + ": " +
+                      r.status().message());
+      }
+      if (r.compressor() != re::Compressor::IDENTITY) {
+        throw CorruptError(what + ": the server sent compressed data kcache did not ask for");
+      }
+      return std::move(*r.mutable_data());
+    }
+    throw CorruptError(what + ": the server's answer does not hold the blob asked for");
+  }
+
+  std::optional<std::string> stream_read(const re::Digest& digest, Clock::time_point deadline) {
+    bs::ReadRequest request;
+    request.set_resource_name(resource_prefix() + "blobs/" + digest.hash() + "/" +
+                              std::to_string(digest.size_bytes()));
+    grpc::ClientContext context;
+    prepare(context, deadline);
+    std::unique_ptr<grpc::ClientReader<bs::ReadResponse>> reader =
+        bytestream_->Read(&context, request);
+    std::string data;
+    bs::ReadResponse chunk;
+    while (reader->Read(&chunk)) {
+      // A lying server cannot make us buffer more than the digest says.
+      if (data.size() + chunk.data().size() > static_cast<size_t>(digest.size_bytes())) {
+        context.TryCancel();
+        reader->Finish();
+        throw CorruptError("ByteStream.Read " + digest.hash() + " sent more bytes than its digest");
+      }
+      data += chunk.data();
+    }
+    grpc::Status status = reader->Finish();
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
+    if (!status.ok()) throw IoError(describe("ByteStream.Read " + digest.hash(), status));
+    return data;
+  }
+
+  bool blob_missing(const re::Digest& digest, Clock::time_point deadline) {
+    re::FindMissingBlobsRequest request;
+    request.set_instance_name(options_.instance_name);
+    *request.add_blob_digests() = digest;
+    request.set_digest_function(re::DigestFunction::SHA256);
+    re::FindMissingBlobsResponse response;
+    call("FindMissingBlobs " + digest.hash(), deadline, [&](grpc::ClientContext* context) {
+      return cas_->FindMissingBlobs(context, request, &response);
+    });
+    return response.missing_blob_digests_size() > 0;
+  }
+
+  void batch_write(const re::Digest& digest, std::string_view data, Clock::time_point deadline) {
+    re::BatchUpdateBlobsRequest request;
+    request.set_instance_name(options_.instance_name);
+    request.set_digest_function(re::DigestFunction::SHA256);
+    re::BatchUpdateBlobsRequest::Request* blob = request.add_requests();
+    *blob->mutable_digest() = digest;
+    blob->set_data(data.data(), data.size());
+    re::BatchUpdateBlobsResponse response;
+    const std::string what = "BatchUpdateBlobs " + digest.hash();
+    call(what, deadline, [&](grpc::ClientContext* context) {
+      return cas_->BatchUpdateBlobs(context, request, &response);
+    });
+    for (const auto& r : response.responses()) {
+      if (r.status().code() != 0) {
+        throw IoError(what + " failed: code " + std::to_string(r.status().code()) + ": " +
+                      r.status().message());
+      }
+    }
+  }
+
+  void stream_write(const re::Digest& digest, std::string_view data, Clock::time_point deadline) {
+    const std::string name = resource_prefix() + "uploads/" + uuid4() + "/blobs/" + digest.hash() +
+                             "/" + std::to_string(digest.size_bytes());
+    const std::string what = "ByteStream.Write " + digest.hash();
+    grpc::ClientContext context;
+    prepare(context, deadline);
+    bs::WriteResponse response;
+    std::unique_ptr<grpc::ClientWriter<bs::WriteRequest>> writer =
+        bytestream_->Write(&context, &response);
+    size_t offset = 0;
+    do {
+      bs::WriteRequest request;
+      if (offset == 0) request.set_resource_name(name);
+      request.set_write_offset(static_cast<int64_t>(offset));
+      const size_t n = std::min(kChunkSize, data.size() - offset);
+      request.set_data(data.data() + offset, n);
+      offset += n;
+      request.set_finish_write(offset == data.size());
+      // A failed Write means the server closed the stream (it may already
+      // have the blob); Finish says why.
+      if (!writer->Write(request)) break;
+    } while (offset < data.size());
+    writer->WritesDone();
+    grpc::Status status = writer->Finish();
+    if (!status.ok()) throw IoError(describe(what, status));
+    if (response.committed_size() != digest.size_bytes()) {
+      throw IoError(what + ": the server committed " + std::to_string(response.committed_size()) +
+                    " of " + std::to_string(digest.size_bytes()) + " bytes");
+    }
+  }
+
+  std::string resource_prefix() const {
+    return options_.instance_name.empty() ? "" : options_.instance_name + "/";
+  }
+
+  static std::string uuid4() {
+    static thread_local std::mt19937_64 rng(std::random_device{}());
+    const uint64_t a = rng(), b = rng();
+    char out[37];
+    std::snprintf(out, sizeof out, "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(a >> 32),
+                  static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                  static_cast<unsigned>(0x8000 | ((b >> 48) & 0x3fff)),
+                  static_cast<unsigned long long>(b & 0xffffffffffffull));
+    return out;
+  }
+
+  RemoteOptions options_;
+  std::string target_;
+  std::vector<std::pair<std::string, std::string>> headers_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<re::ActionCache::Stub> ac_;
+  std::unique_ptr<re::ContentAddressableStorage::Stub> cas_;
+  std::unique_ptr<re::Capabilities::Stub> capabilities_;
+  std::unique_ptr<bs::ByteStream::Stub> bytestream_;
+  std::mutex capabilities_mutex_;
+  std::optional<int64_t> max_batch_;
+  std::atomic<bool> update_enabled_{false};
+};
+
+}  // namespace
+}  // namespace kcache::cache
+
+extern "C" kcache::cache::RemoteBackend* kcache_make_reapi_backend(
+    const kcache::cache::RemoteOptions& options) {
+  return new kcache::cache::ReapiBackend(options);
+}
