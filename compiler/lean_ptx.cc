@@ -324,6 +324,7 @@ LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep) {
       lean.append(ptx.substr(copied, a - copied));
       copied = b;
       ++out.variables_removed;
+      out.removed.emplace_back(pass.text(st.name));
     }
     if (out.variables_removed == 0) return out;
     lean.append(ptx.substr(copied));

@@ -35,7 +35,8 @@ struct LeanPtx {
   std::string why;  // when !changed and the input was not understood: what was not
   size_t bytes_removed = 0;
   size_t variables_removed = 0;
-  size_t variables_kept = 0;  // module-scope variables left (any kind)
+  size_t variables_kept = 0;         // module-scope variables left (any kind)
+  std::vector<std::string> removed;  // the names of the variables removed
 };
 
 // Bounds: inputs over kMaxPtxBytes, tokens over kMaxTokenBytes, braces or
