@@ -177,8 +177,10 @@ class Pass {
       std::string_view lead = text(i);
       if (toks_[i].kind == Tok::directive && one_of(lead, kLineDirectives)) {
         if (!toks_[i].newline_before) throw Unchanged{std::string(lead) + " not at a line start"};
-        ++i;
-        while (i < toks_.size() && !toks_[i].newline_before) ++i;
+        Statement line{i, i};
+        while (line.last + 1 < toks_.size() && !toks_[line.last + 1].newline_before) ++line.last;
+        out.push_back(line);  // kept: whatever it names counts as referenced
+        i = line.last + 1;
         continue;
       }
       if (toks_[i].kind != Tok::directive || !one_of(lead, kLeads)) {
