@@ -26,8 +26,9 @@
 //           any other printable character is punctuation; "//" and "/* */"
 //           are comments.
 //
-// A variable is referenced when its name is an IDENT token of a kept
-// statement: an instruction operand (`mov.u64 %rd1, x;`), an initializer
+// A variable is referenced when its name is a token of a kept statement (or a
+// dot-separated part of a DIRECTIVE or NUMBER token): an instruction operand (`mov.u64 %rd1, x;`),
+// an initializer
 // (`= {generic(x)}`), anything. That over-approximates (an opcode spelled like
 // a variable keeps it), which is the safe direction.
 
@@ -303,11 +304,19 @@ LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep) {
       const Statement& st = statements[work.back()];
       work.pop_back();
       for (size_t t = st.first; t <= st.last; ++t) {
-        if (toks[t].kind != Tok::ident || (st.candidate && t == st.name)) continue;
-        auto it = candidates.find(pass.text(t));
-        if (it != candidates.end() && !kept[it->second]) {
-          kept[it->second] = true;
-          work.push_back(it->second);
+        Tok kind = toks[t].kind;
+        if (kind == Tok::punct || kind == Tok::string || (st.candidate && t == st.name)) continue;
+        // Every dot-separated part of a word: `._ZN4cuda1xE` or `0._ZN...` is
+        // no PTX, but keeping on it is the safe side.
+        std::string_view word = pass.text(t);
+        for (size_t from = 0; from <= word.size();) {
+          size_t dot = std::min(word.find('.', from), word.size());
+          auto it = candidates.find(word.substr(from, dot - from));
+          if (it != candidates.end() && !kept[it->second]) {
+            kept[it->second] = true;
+            work.push_back(it->second);
+          }
+          from = dot + 1;
         }
       }
     }
