@@ -25,6 +25,8 @@
 #include "common/hash.h"
 #include "compiler/codegen.h"
 #include "compiler/compiler.h"
+#include "compiler/lean_image.h"
+#include "compiler/nvrtc.h"
 #include "compiler/toolkit.h"
 
 extern char** environ;
@@ -98,16 +100,50 @@ int run_process(const std::vector<std::string>& argv) {
 }
 
 // The NVRTC compile of one kernel for sm_90: through the precompiler with no
-// store (include resolution and key included, both negligible next to NVRTC).
+// store (include resolution and key included, both negligible next to NVRTC),
+// NVRTC's own cubin (no lean pass).
 void BM_NvrtcCompile(benchmark::State& state, const Kernel* k, const std::string& name) {
   Compiler compiler(find_toolkit(""), nullptr);
   CompileOptions o = options_for(*k, {"sm_90"});
+  o.lean = false;
   double total = 0;
   for (auto _ : state) {
     auto start = std::chrono::steady_clock::now();
     benchmark::DoNotOptimize(compiler.compile(o));
     total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+  record(state, name, total);
+}
+
+// What lean images add to a miss: the lean pass over NVRTC's PTX plus the
+// nvJitLink assembly of the lean PTX (lean_image.h), on NVRTC's output for
+// sm_90 (computed once, outside the timing).
+void BM_LeanStep(benchmark::State& state, const Kernel* k, const std::string& name) {
+  Toolkit toolkit = find_toolkit("");
+  NvrtcInput in;
+  in.source_name = k->args[0];
+  in.source = *read_file(k->args[0]);
+  in.options = {"-arch=sm_90"};
+  for (size_t i = 1; i + 1 < k->args.size(); i += 2) {
+    if (k->args[i] == "-I") in.options.push_back("-I" + k->args[i + 1]);
+    if (k->args[i] == "--name-expression") in.name_expressions.push_back(k->args[i + 1]);
+  }
+  for (const std::string& d : toolkit.include_dirs) in.options.push_back("-I" + d);
+  in.want_ptx = true;
+  NvrtcOutput out = Nvrtc::open(toolkit.nvrtc.path).compile(in);
+  LeanInput lean{cache::TargetKind::cubin, "sm_90", out.image, out.ptx, {}, {},
+                 toolkit.nvjitlink.path};
+  for (const cache::LoweredName& n : out.lowered_names) lean.keep.push_back(n.lowered_name);
+  double total = 0;
+  LeanImage image;
+  for (auto _ : state) {
+    auto start = std::chrono::steady_clock::now();
+    image = make_lean_image(lean);
+    total += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  state.counters["nvrtc_bytes"] = static_cast<double>(out.image.size());
+  state.counters["lean_bytes"] = static_cast<double>(image.image.size());
+  state.counters["vars_removed"] = image.variables_removed;
   record(state, name, total);
 }
 
@@ -234,6 +270,12 @@ void register_all() {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->Iterations(3);
+    std::string lean = "BM_LeanStep/" + name;
+    benchmark::RegisterBenchmark(lean.c_str(),
+                                 [&k, lean](benchmark::State& s) { BM_LeanStep(s, &k, lean); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->Iterations(10);
     benchmark::RegisterBenchmark(hit.c_str(),
                                  [&k, hit](benchmark::State& s) { BM_HitProcess(s, &k, hit); })
         ->Unit(benchmark::kMillisecond)
@@ -279,6 +321,14 @@ void print_ratios() {
           "  %-15s NVRTC %8.1f ms, hit process p50 %6.2f ms: hit %6.0fx faster; %6.0fx faster "
           "than the CUB compile\n",
           k.name, nvrtc * 1e3, hit * 1e3, nvrtc / hit, cub / hit);
+    }
+  }
+  for (const Kernel& k : kernels()) {
+    double nvrtc = get(std::string("BM_NvrtcCompile/") + k.name);
+    double lean = get(std::string("BM_LeanStep/") + k.name);
+    if (nvrtc > 0 && lean > 0) {
+      std::printf("  %-15s lean pass + nvJitLink %7.1f ms = %5.1f%% of NVRTC's %8.1f ms\n", k.name,
+                  lean * 1e3, 100 * lean / nvrtc, nvrtc * 1e3);
     }
   }
   for (int n : {1, 2, 4}) {

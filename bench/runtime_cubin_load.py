@@ -2,10 +2,12 @@
 """Times the driver's load of cubin files: cuModuleLoadData + cuModuleGetFunction
 + cuModuleUnload, and the same with cuLibraryLoadData, median of RUNS after a
 warm-up, one line per file. For comparing cubins of one source made by
-different compilers (NVRTC through kcache vs nvcc), whose load times differ by
-much more than their sizes.
+different compilers (NVRTC's own, kcache's lean images, nvcc), whose load
+times differ by much more than their sizes. A .ptx file is JIT-compiled by the
+driver at each load (run with CUDA_CACHE_DISABLE=1 to time the JIT itself),
+median of PTX_RUNS.
 
-    runtime_cubin_load.py KERNEL_SYMBOL FILE.cubin [FILE.cubin...]
+    runtime_cubin_load.py KERNEL_SYMBOL FILE.cubin|FILE.ptx [...]
 """
 import statistics
 import subprocess
@@ -13,6 +15,7 @@ import sys
 import time
 
 RUNS = 50
+PTX_RUNS = 5
 
 
 def check(result):
@@ -23,6 +26,8 @@ def check(result):
 
 
 def symbols(path):
+    if path.endswith(".ptx"):
+        return "(PTX)"
     try:
         out = subprocess.run(["readelf", "-s", "-W", path], capture_output=True, text=True).stdout
         return sum(1 for line in out.splitlines() if line.strip()[:1].isdigit())
@@ -41,10 +46,13 @@ def main():
     device = check(cu.cuDeviceGet(0))
     context = check(cu.cuDevicePrimaryCtxRetain(device))
     check(cu.cuCtxSetCurrent(context))
-    print("| cubin | bytes | ELF symbols | cuModuleLoadData (+ get, unload) | cuLibraryLoadData (+ get, unload) |")
+    print("| image | bytes | ELF symbols | cuModuleLoadData (+ get, unload) | cuLibraryLoadData (+ get, unload) |")
     print("|---|---|---|---|---|")
     for path in files:
         data = open(path, "rb").read()
+        if path.endswith(".ptx") and not data.endswith(b"\0"):
+            data += b"\0"  # the driver reads PTX as a C string
+        runs = PTX_RUNS if path.endswith(".ptx") else RUNS
 
         def module_load():
             m = check(cu.cuModuleLoadData(data))
@@ -62,7 +70,7 @@ def main():
             try:
                 load()
                 times = []
-                for _ in range(RUNS):
+                for _ in range(runs):
                     start = time.perf_counter()
                     load()
                     times.append((time.perf_counter() - start) * 1e6)

@@ -48,6 +48,7 @@ std::string serialize_for_key(const CompileRequest& request) {
     w.str(xxh3_128(h.content).hex());
   }
   list(w, "name-expressions", request.name_expressions);
+  if (!request.image_pass.empty()) field(w, "image-pass", request.image_pass);
   return w.take();
 }
 

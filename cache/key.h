@@ -37,6 +37,11 @@ struct CompileRequest {
   std::string source;                // main source bytes
   std::vector<Header> headers;       // every user header actually reached, sorted by name
   std::vector<std::string> name_expressions;
+  // The pass that turned NVRTC's output into the stored image, with the
+  // identity of the tools it ran, e.g. "lean-v1; libnvJitLink.so.13 size=...";
+  // empty: NVRTC's bytes exactly. Hashed only when not empty, so a key for
+  // NVRTC's own bytes is the one kcache always computed (no schema bump).
+  std::string image_pass;
 };
 
 // The serialization the key hashes; exposed for tests and `kcache show`.

@@ -42,7 +42,10 @@ void print_summary(const GlobalOptions& global, const CompileCommand& c,
                               {"key", t.key.hex()},
                               {"hit", t.hit},
                               {"compile_ms", t.compile_ms},
-                              {"size", t.entry->payload().size()}});
+                              {"size", t.entry->payload().size()},
+                              {"lean", t.lean},
+                              {"lean_bytes_removed", t.lean_bytes_removed},
+                              {"lean_variables_removed", t.lean_variables_removed}});
     }
     for (const cache::LoweredName& n : r.lowered_names) {
       j["lowered_names"][n.name_expression] = n.lowered_name;
@@ -54,6 +57,14 @@ void print_summary(const GlobalOptions& global, const CompileCommand& c,
       std::printf("kcache compile: %s %s %-5s %s %s %u ms\n", r.source_name.c_str(),
                   t.target.arch.c_str(), cache::to_string(t.target.kind), t.hit ? "hit " : "miss",
                   t.key.hex().c_str(), t.compile_ms);
+      if (t.lean) {
+        std::printf("kcache compile: %s %s lean: %u variables, %lld bytes removed\n",
+                    r.source_name.c_str(), t.target.arch.c_str(), t.lean_variables_removed,
+                    static_cast<long long>(t.lean_bytes_removed));
+      } else if (!t.lean_note.empty()) {
+        std::printf("kcache compile: %s %s NVRTC's image kept: %s\n", r.source_name.c_str(),
+                    t.target.arch.c_str(), t.lean_note.c_str());
+      }
     }
   }
 }

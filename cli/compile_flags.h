@@ -28,10 +28,11 @@ struct CompileFlags {
   std::string std;
   std::vector<std::string> name_expressions;
   std::vector<std::string> nvrtc_options;
-  std::string output;  // -o OUT.kcb
-  std::string cc_out;  // --cc-out F.cc
-  std::string h_out;   // --h-out F.h
-  std::string symbol;  // --symbol S
+  bool no_lean = false;  // --no-lean: NVRTC's bytes exactly
+  std::string output;    // -o OUT.kcb
+  std::string cc_out;    // --cc-out F.cc
+  std::string h_out;     // --h-out F.h
+  std::string symbol;    // --symbol S
 };
 
 // Adds the compile flags to `app`, filling `flags` on parse. The source and

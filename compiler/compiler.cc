@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/includes.h"
+#include "compiler/lean_image.h"
 #include "compiler/nvrtc.h"
 #include "compiler/nvrtc_worker.h"
 
@@ -203,6 +204,11 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
   for (const ResolvedHeader& h : p.includes.headers)
     p.request.headers.push_back({h.name, h.content});
   p.request.name_expressions = options.name_expressions;
+  if (options.lean) {
+    const LibraryFingerprint& link = toolkit_.nvjitlink;
+    p.request.image_pass = std::string(kLeanPassVersion) + "; " +
+                           (link.path.empty() ? "no nvJitLink" : link.describe());
+  }
   return p;
 }
 
@@ -275,12 +281,14 @@ CompileResult Compiler::compile(const CompileOptions& options) {
 
     std::vector<std::optional<NvrtcOutput>> outputs(misses.size());
     std::vector<std::exception_ptr> errors(misses.size());
+    std::vector<LeanImage> leans(misses.size());
     std::vector<std::thread> threads;
     auto run = [&](size_t slot) {
       const Target& t = result.targets[misses[slot]].target;
       try {
         NvrtcInput input = base;
         input.want_cubin = t.kind == cache::TargetKind::cubin;
+        input.want_ptx = options.lean;
         input.options.push_back("-arch=" + t.arch);
         input.options.insert(input.options.end(), key_options.begin(), key_options.end());
         for (const std::string& d : toolkit_.include_dirs) input.options.push_back("-I" + d);
@@ -291,6 +299,15 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           outputs[slot] = nvrtc.compile(input);
         } else {
           outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
+        }
+        if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
+        if (options.lean) {
+          NvrtcOutput& out = *outputs[slot];
+          LeanInput in{t.kind,      t.arch, std::move(out.image),   std::move(out.ptx),
+                       key_options, {},     toolkit_.nvjitlink.path};
+          for (const cache::LoweredName& n : out.lowered_names) in.keep.push_back(n.lowered_name);
+          leans[slot] = make_lean_image(in);
+          out.image = std::move(leans[slot].image);
         }
       } catch (const CompileError& e) {
         errors[slot] = std::make_exception_ptr(
@@ -323,6 +340,10 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       TargetResult& r = result.targets[misses[s]];
       NvrtcOutput& out = *outputs[s];
       r.compile_ms = static_cast<uint32_t>(out.ms + 0.5);
+      r.lean = leans[s].lean;
+      r.lean_bytes_removed = leans[s].bytes_removed;
+      r.lean_variables_removed = leans[s].variables_removed;
+      r.lean_note = std::move(leans[s].note);
       r.entry.emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now, out.image,
                       std::move(out.lowered_names));
       if (!out.log.empty() && result.warnings.find(out.log) == std::string::npos) {

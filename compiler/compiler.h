@@ -59,6 +59,9 @@ struct CompileOptions {
   std::string std;                            // "c++17"; empty: NVRTC's default
   std::vector<std::string> nvrtc_options;     // passed through, e.g. "-lineinfo"
   std::vector<std::string> name_expressions;  // "scale<float>"
+  // Lean images (lean_image.h): NVRTC's image less the internal variables
+  // nothing references; false: NVRTC's bytes exactly. Part of the key.
+  bool lean = true;
 
   const std::string& logical_name() const {
     return source_name.empty() ? source_path : source_name;
@@ -72,6 +75,11 @@ struct TargetResult {
   // What NVRTC took: now on a miss, when it was stored on a hit (time saved).
   uint32_t compile_ms = 0;
   std::optional<cache::Entry> entry;  // the image and its lowered names
+  // On a miss with CompileOptions::lean: what the lean pass did (lean_image.h).
+  bool lean = false;
+  int64_t lean_bytes_removed = 0;
+  uint32_t lean_variables_removed = 0;
+  std::string lean_note;  // why the image is NVRTC's, when there was a reason
 };
 
 struct CompileResult {

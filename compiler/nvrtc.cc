@@ -152,18 +152,24 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
         "NVRTC failed on " + input.source_name + ": " + api.nvrtcGetErrorString(result), out.log,
         input.options);
   }
+  auto get_ptx = [&] {
+    size_t size = 0;
+    check(api.nvrtcGetPTXSize(prog.get(), &size), "nvrtcGetPTXSize");
+    std::string ptx(size, '\0');
+    if (size) check(api.nvrtcGetPTX(prog.get(), &ptx[0]), "nvrtcGetPTX");
+    // The size counts PTX's terminating NUL; the bundle adds its own.
+    while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+    return ptx;
+  };
   size_t size = 0;
   if (input.want_cubin) {
     check(api.nvrtcGetCUBINSize(prog.get(), &size), "nvrtcGetCUBINSize");
     out.image.resize(size);
     if (size) check(api.nvrtcGetCUBIN(prog.get(), &out.image[0]), "nvrtcGetCUBIN");
   } else {
-    check(api.nvrtcGetPTXSize(prog.get(), &size), "nvrtcGetPTXSize");
-    out.image.resize(size);
-    if (size) check(api.nvrtcGetPTX(prog.get(), &out.image[0]), "nvrtcGetPTX");
-    // The size counts PTX's terminating NUL; the bundle adds its own.
-    while (!out.image.empty() && out.image.back() == '\0') out.image.pop_back();
+    out.image = get_ptx();
   }
+  if (input.want_cubin && input.want_ptx) out.ptx = get_ptx();
   for (const std::string& e : input.name_expressions) {
     const char* lowered = nullptr;
     check(api.nvrtcGetLoweredName(prog.get(), e.c_str(), &lowered), "nvrtcGetLoweredName");

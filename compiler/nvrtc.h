@@ -25,11 +25,13 @@ struct NvrtcInput {
   std::vector<std::string> options;  // complete, "-arch=..." included
   std::vector<std::string> name_expressions;
   bool want_cubin = true;  // else PTX
+  bool want_ptx = false;   // a cubin's PTX too, in NvrtcOutput::ptx (lean images)
 };
 
 struct NvrtcOutput {
   std::string image;  // cubin bytes or PTX text (without a trailing NUL)
   std::string log;    // warnings, if any
+  std::string ptx;    // with want_ptx: the PTX of the cubin (no trailing NUL)
   std::vector<cache::LoweredName> lowered_names;  // in the order of name_expressions
   double ms = 0;                                  // wall time of nvrtcCompileProgram
 };

@@ -96,6 +96,7 @@ std::string encode_worker_request(const std::string& nvrtc_path, const NvrtcInpu
   write_list(w, input.options);
   write_list(w, input.name_expressions);
   w.u8(input.want_cubin ? 1 : 0);
+  w.u8(input.want_ptx ? 1 : 0);
   return w.take();
 }
 
@@ -116,6 +117,7 @@ void decode_worker_request(std::string_view bytes, std::string& nvrtc_path, Nvrt
   input.options = read_list(r, "options");
   input.name_expressions = read_list(r, "name expressions");
   input.want_cubin = r.u8("want cubin") != 0;
+  input.want_ptx = r.u8("want PTX") != 0;
   r.expect_end();
 }
 
@@ -136,6 +138,7 @@ int run_nvrtc_worker(int in_fd, int out_fd) {
       w.str(n.name_expression);
       w.str(n.lowered_name);
     }
+    w.str(out.ptx);
   } catch (const CompileError& e) {
     w.u8(kCompileError);
     w.str(e.what());
@@ -235,6 +238,7 @@ NvrtcOutput compile_in_worker(const std::vector<std::string>& argv, const std::s
     n.lowered_name = std::string(r.str("lowered name"));
     out.lowered_names.push_back(std::move(n));
   }
+  out.ptx = std::string(r.str("PTX"));
   r.expect_end();
   return out;
 }

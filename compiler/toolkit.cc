@@ -149,6 +149,12 @@ std::optional<Toolkit> try_toolkit(const std::string& root, std::string& why_not
   }
   t.nvrtc = fingerprint_library(*nvrtc);
   t.nvrtc_builtins = fingerprint_library(*builtins);
+  // nvJitLink assembles lean images (lean_image.h); a toolkit without it still
+  // compiles, with NVRTC's own images.
+  if (std::optional<std::string> nvjitlink =
+          first_existing({lib_dir + "libnvJitLink.so." + major, lib_dir + "libnvJitLink.so"})) {
+    t.nvjitlink = fingerprint_library(*nvjitlink);
+  }
   t.include_dirs.push_back(root + "/include");
   if (exists(root + "/include/cccl")) t.include_dirs.push_back(root + "/include/cccl");
   for (const std::string& dir : t.include_dirs) {

@@ -41,6 +41,10 @@ struct Toolkit {
   int cccl_version = 0;                   // CCCL_VERSION, e.g. 3000001 (0 if no CCCL)
   LibraryFingerprint nvrtc;
   LibraryFingerprint nvrtc_builtins;
+  // libnvJitLink next to libnvrtc; path empty if there is none. Not part of
+  // identity(): it is keyed only where it makes the image (CompileRequest's
+  // image_pass), so NVRTC's own images keep their keys.
+  LibraryFingerprint nvjitlink;
 
   // "13.0"
   std::string version_string() const;

@@ -39,7 +39,7 @@ build() {
   dest=${1:-$repo/.gpu-carry-runtime}
   cd "$repo" || exit 1
   local targets=(//runtime //runtime:store_loader //runtime/jit //tests/runtime:libfake_cuda.so
-    //tests/runtime:gpu_fixtures //tests/runtime:fixture_images)
+    //tests/runtime:gpu_fixtures //tests/runtime:fixture_images //cli:kcache)
   for t in "${TESTS[@]}" "${TOOLS[@]}" "${EXAMPLES[@]}" "${BENCHES[@]}"; do
     targets+=("//${t%/*}:${t##*/}")
   done
@@ -68,6 +68,17 @@ build() {
     "$nvcc" -std=c++17 -cubin -arch=sm_90 -o "$dest/py/cub_block.nvcc.sm_90.cubin" \
       tests/runtime/kernels/cub_block.cu || exit 1
   fi
+  # The CUB fixture through kcache twice: lean images (the default) and
+  # NVRTC's own (--no-lean), cubin and PTX, for the load-time comparison.
+  local variant flag
+  for variant in lean nvrtc; do
+    flag=()
+    [ "$variant" = nvrtc ] && flag=(--no-lean)
+    "$bin/cli/kcache" compile tests/runtime/kernels/cub_block.cu --arch sm_90 --ptx compute_90 \
+      --std c++17 --no-store "${flag[@]}" -o "$dest/py/cub_block.$variant.kcb" || exit 1
+    "$bin/cli/kcache" bundle "$dest/py/cub_block.$variant.kcb" \
+      --extract "$dest/py/cub_block.$variant" >/dev/null || exit 1
+  done
   # Shared libraries the GPU machine may lack, under their sonames.
   local lib soname
   for lib in libbenchmark.so libxxhash.so libsqlite3.so; do
@@ -158,8 +169,13 @@ run() {
   step runtime_jit_bench "$here/bin/runtime_jit_bench" --benchmark_repetitions=3 \
     --benchmark_min_time=0.2 --benchmark_out="$logs/runtime_jit_bench.json" \
     --benchmark_out_format=json
-  step cubin_load python3 "$here/py/runtime_cubin_load.py" _Z17block_sort_reduceIiLi4EEvPKT_PS0_S3_ \
-    tests/runtime/cub_block_images/sm_90.cubin "$here/py/cub_block.nvcc.sm_90.cubin"
+  # NVRTC's cubin, the lean cubin, nvcc's; then the PTX images, JIT-compiled
+  # by the driver with its cache off (what a PTX-only load costs).
+  step cubin_load env CUDA_CACHE_DISABLE=1 python3 "$here/py/runtime_cubin_load.py" \
+    _Z17block_sort_reduceIiLi4EEvPKT_PS0_S3_ \
+    "$here/py/cub_block.nvrtc/sm_90.cubin" "$here/py/cub_block.lean/sm_90.cubin" \
+    tests/runtime/cub_block_images/sm_90.cubin "$here/py/cub_block.nvcc.sm_90.cubin" \
+    "$here/py/cub_block.nvrtc/compute_90.ptx" "$here/py/cub_block.lean/compute_90.ptx"
   step first_launch python3 "$here/py/runtime_first_launch.py" "$here/bin/runtime_first_launch" \
     "$here/py/saxpy.cu" "$here/bin/runtime_first_launch_jit"
 

@@ -92,6 +92,8 @@ def _cuda_kernel_impl(ctx):
             args.add("--std", ctx.attr.std)
         args.add_all(ctx.attr.name_expressions, before_each = "--name-expression")
         args.add_all(ctx.attr.nvrtc_opts, format_each = "--nvrtc-opt=%s")
+        if not ctx.attr.lean:
+            args.add("--no-lean")
         args.add("--cuda-path", ctx.attr._cuda_path)
         # Hermetic by default: a store only if the user opts in with
         # --action_env=KCACHE_DIR=... (see README), never one under $HOME.
@@ -212,6 +214,13 @@ and load it with the kcache runtime. Output groups: `bundles`,
         "nvrtc_opts": attr.string_list(doc = "Extra NVRTC options, e.g. [\"-lineinfo\"]."),
         "name_expressions": attr.string_list(
             doc = "Template instances to look up by name at run time, e.g. [\"scale<float>\"].",
+        ),
+        "lean": attr.bool(
+            default = True,
+            doc = "Lean images: remove the CCCL variables (static constexpr members, ...) that " +
+                  "nothing references from NVRTC's PTX and assemble the cubin with nvJitLink, " +
+                  "so the image loads many times faster. False: NVRTC's bytes exactly " +
+                  "(`kcache compile --no-lean`).",
         ),
         "_kcache": attr.label(
             default = Label("//rules:kcache_tool"),

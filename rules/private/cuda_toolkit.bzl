@@ -79,10 +79,11 @@ def _cuda_toolkit_repository_impl(ctx):
     if not version:
         fail("kcache: could not read CUDA_VERSION from {}/include/cuda.h; is this a CUDA toolkit?".format(path))
     ctx.symlink(path + "/include", "include")
-    # NVRTC's libraries, as action inputs only: Bazel then reruns KcacheCompile
-    # when NVRTC changes, even if the toolkit path stays the same.
+    # NVRTC's libraries and nvJitLink (lean images, compiler/lean_image.h), as
+    # action inputs only: Bazel then reruns KcacheCompile when either changes,
+    # even if the toolkit path stays the same.
     lib = ctx.path(path + "/lib64")
-    for name in ["libnvrtc.so", "libnvrtc-builtins.so"]:
+    for name in ["libnvrtc.so", "libnvrtc-builtins.so", "libnvJitLink.so"]:
         if lib.get_child(name).exists:
             ctx.symlink(lib.get_child(name).realpath, "nvrtc/" + name)
     ctx.file("WORKSPACE", 'workspace(name = "{}")\n'.format(ctx.name))
@@ -109,7 +110,8 @@ cc_library(
     includes = ["include"],
 )
 
-# What `kcache compile` loads at run time (see cuda_kernel's action inputs).
+# What `kcache compile` loads at run time, NVRTC and nvJitLink (see
+# cuda_kernel's action inputs).
 filegroup(
     name = "nvrtc_libraries",
     srcs = glob(["nvrtc/*"]),

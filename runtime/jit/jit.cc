@@ -62,6 +62,7 @@ Compiled Jit::compile_target(const Source& source, const std::string& cubin_arch
   o.std = source.std;
   o.nvrtc_options = source.nvrtc_options;
   o.name_expressions = source.name_expressions;
+  o.lean = options_.lean;
   compiler::CompileResult r = compiler_->compile(o);
   compiler::TargetResult& t = r.targets.front();
   return Compiled{std::move(*t.entry), t.hit, false, std::move(r.warnings)};

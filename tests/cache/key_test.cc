@@ -50,6 +50,7 @@ TEST(KeyTest, ChangingAnySingleFieldChangesTheKey) {
       {"header removed", [](CompileRequest& r) { r.headers.clear(); }},
       {"name expression", [](CompileRequest& r) { r.name_expressions[0] = "scale<double>"; }},
       {"name expression added", [](CompileRequest& r) { r.name_expressions.push_back("f"); }},
+      {"image pass", [](CompileRequest& r) { r.image_pass = "lean-v1"; }},
   };
   std::set<std::string> keys = {compute_key(sample_request()).hex()};
   for (const auto& [what, edit] : edits) {
@@ -71,6 +72,16 @@ TEST(KeyTest, FieldBoundariesAreUnambiguous) {
   a.headers = {{"ab", "c"}};
   b.headers = {{"a", "bc"}};
   EXPECT_NE(compute_key(a), compute_key(b));
+}
+
+TEST(KeyTest, NoImagePassKeepsTheKeyOfNvrtcBytes) {
+  // An empty image pass is NVRTC's bytes exactly: the serialization (and so
+  // every key stored before lean images) does not change.
+  CompileRequest r = sample_request();
+  r.image_pass.clear();
+  EXPECT_EQ(serialize_for_key(r).find("image-pass"), std::string::npos);
+  r.image_pass = "lean-v1";
+  EXPECT_NE(serialize_for_key(r).find("image-pass"), std::string::npos);
 }
 
 }  // namespace

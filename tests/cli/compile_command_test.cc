@@ -93,6 +93,20 @@ TEST_F(CompileCommandTest, VerboseSaysHitOrMissPerTarget) {
   EXPECT_TRUE(contains(r.out, "saxpy.cu sm_80 cubin hit ")) << r.out;
 }
 
+TEST_F(CompileCommandTest, NoLeanIsAnEntryOfItsOwnAndVerboseSaysWhyAnImageIsNvrtcs) {
+  std::string out = dir_ + "/k.kcb";
+  CommandResult r =
+      kcache({"compile", kSaxpy, "--arch", "sm_90", "--nvrtc-opt=-G", "-o", out, "-v"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "NVRTC's image kept: the NVRTC option -G has no nvJitLink")) << r.out;
+  r = kcache(
+      {"compile", kSaxpy, "--arch", "sm_90", "--nvrtc-opt=-G", "--no-lean", "-o", out, "-v"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "saxpy.cu sm_90 cubin miss ")) << "lean and NVRTC's keyed apart";
+  EXPECT_FALSE(contains(r.out, "NVRTC's image kept")) << "--no-lean runs no pass";
+  EXPECT_EQ(counter("nvrtc_invocations"), 2);
+}
+
 TEST_F(CompileCommandTest, WritesEmbeddingSourceAndHeader) {
   CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/saxpy.cc",
                             "--h-out", dir_ + "/saxpy.h", "--symbol", "demo::saxpy_bundle"});

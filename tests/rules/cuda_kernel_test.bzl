@@ -35,9 +35,22 @@ def _full_argv_test_impl(ctx):
     asserts.equals(env, ["full.h", "full.kcb", "full.kcb.cc"], outputs)
     inputs = [f.short_path for f in action.inputs.to_list()]
     asserts.true(env, "tests/rules/testdata/include/scale_util.cuh" in inputs, "hdrs are not inputs")
+    asserts.false(env, "--no-lean" in argv, "lean images are the default")
+    basenames = [f.basename for f in action.inputs.to_list()]
+    asserts.true(env, "libnvJitLink.so" in basenames, "nvJitLink is not an action input: %s" % basenames)
     return analysistest.end(env)
 
 full_argv_test = analysistest.make(_full_argv_test_impl)
+
+# --- lean = False ----------------------------------------------------------------
+
+def _not_lean_test_impl(ctx):
+    env = analysistest.begin(ctx)
+    argv = _compile_actions(env)[0].argv
+    asserts.true(env, "--no-lean" in argv, "lean = False must pass --no-lean: %s" % argv)
+    return analysistest.end(env)
+
+not_lean_test = analysistest.make(_not_lean_test_impl)
 
 # --- defaults come from the build settings ------------------------------------
 
@@ -146,6 +159,9 @@ def cuda_kernel_test_suite(name):
     )
     full_argv_test(name = "full_argv_test", target_under_test = ":full")
 
+    cuda_kernel(name = "not_lean", srcs = ["testdata/scale.cu"], lean = False, tags = ["manual"])
+    not_lean_test(name = "not_lean_test", target_under_test = ":not_lean")
+
     _failing_kernel("defaults")
     default_archs_test(name = "default_archs_test", target_under_test = ":defaults")
     builtin_defaults_test(name = "builtin_defaults_test", target_under_test = ":defaults")
@@ -196,6 +212,7 @@ def cuda_kernel_test_suite(name):
         name = name,
         tests = [
             ":full_argv_test",
+            ":not_lean_test",
             ":default_archs_test",
             ":builtin_defaults_test",
             ":deps_headers_test",

@@ -135,6 +135,25 @@ TEST_F(JitTest, ACubKernelCompilesWithTheToolkitsHeaders) {
   EXPECT_EQ(c.entry.lowered_names()[0].lowered_name, "_Z9block_sumILi128EEvPKiPi");
 }
 
+TEST_F(JitTest, ACubKernelIsLeanUnlessTheOptionSaysNot) {
+  Source s;
+  s.name = "jit_test/block_sum.cu";
+  s.text = testing::kBlockSumSource;
+  s.name_expressions = {"block_sum<128>"};
+  Jit lean_jit(options());
+  Compiled lean = lean_jit.compile(s);
+  Options o = options();
+  o.lean = false;
+  Jit nvrtc_jit(o);
+  Compiled nvrtc = nvrtc_jit.compile(s);
+  EXPECT_FALSE(nvrtc.hit) << "lean and NVRTC's images must be keyed apart";
+  EXPECT_NE(lean.entry.key(), nvrtc.entry.key());
+  EXPECT_LT(lean.entry.payload().size() * 3, nvrtc.entry.payload().size())
+      << "CUB's unreferenced constants should be gone from the lean cubin";
+  EXPECT_EQ(lean.entry.lowered_names()[0].lowered_name,
+            nvrtc.entry.lowered_names()[0].lowered_name);
+}
+
 TEST_F(JitTest, ABrokenSourceIsACompileErrorCarryingNvrtcsLog) {
   Jit jit(options());
   Source s;

@@ -1,0 +1,52 @@
+// The lean pass: removes from NVRTC's PTX the module-scope internal variables
+// (`.global` without `.visible`/`.extern`/`.weak`/`.common`) that nothing kept
+// references. NVRTC emits every static constexpr data member libcu++/CUB
+// instantiate as such a variable and ptxas keeps them all: a CUB kernel's cubin
+// carries ~1,000 ELF symbols it never uses, and the driver pays for each at
+// load time (docs/PERFORMANCE.md).
+//
+// A pure function of text: no CUDA, no I/O; fuzzed by fuzz/lean_ptx_fuzzer.cc.
+//
+// Contract: the result is either the input unchanged (`changed` false, `why`
+// saying why when the input was not understood) or the input with whole
+// top-level variable declarations cut out, every one of them
+//   - internal: `.global` with no linkage directive, of a plain scalar or
+//     vector type (never .const, .shared, .tex, .surfref, .samplerref, and never
+//     one with an .attribute such as .managed),
+//   - named in a CCCL namespace (cuda::, cub::, thrust::,
+//     cooperative_groups::, also inside NVRTC's per-file anonymous namespace):
+//     a user's `__device__ int x;` is internal in NVRTC's PTX too, and
+//     cuModuleGetGlobal may look it up by its plain name, so it stays,
+//   - not in `keep` (the lowered names of name expressions), and
+//   - named by no identifier of any kept declaration, function body or kept
+//     initializer (to a fixpoint).
+// Anything the parser does not recognise leaves the PTX unchanged.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kcache::compiler {
+
+struct LeanPtx {
+  std::string ptx;  // the lean PTX (the input itself when !changed)
+  bool changed = false;
+  std::string why;  // when !changed and the input was not understood: what was not
+  size_t bytes_removed = 0;
+  size_t variables_removed = 0;
+  size_t variables_kept = 0;         // module-scope variables left (any kind)
+  std::vector<std::string> removed;  // the names of the variables removed
+};
+
+// Bounds: inputs over kMaxPtxBytes, tokens over kMaxTokenBytes, braces or
+// parentheses nested deeper than kMaxNesting, more than kMaxStatements
+// top-level statements: unchanged, with `why`.
+constexpr size_t kMaxPtxBytes = size_t{256} << 20;
+constexpr size_t kMaxTokenBytes = 64 << 10;
+constexpr int kMaxNesting = 256;
+constexpr size_t kMaxStatements = 4 << 20;
+
+LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep);
+
+}  // namespace kcache::compiler

@@ -1,0 +1,154 @@
+// The lean pass over hand-written PTX: what it removes, what it must keep,
+// and that anything it does not understand leaves the PTX as it was.
+#include "compiler/lean_ptx.h"
+
+#include <gtest/gtest.h>
+
+namespace kcache::compiler {
+namespace {
+
+const std::string kHeader = ".version 9.0\n.target sm_90\n.address_size 64\n\n";
+
+// A CCCL-style internal variable, named `cuda::std::<tag>::value`.
+std::string cccl(const std::string& tag) {
+  return "_ZN4cuda3std" + std::to_string(tag.size()) + tag + "5valueE";
+}
+
+std::string var(const std::string& name, const std::string& init = "") {
+  return ".global .align 4 .u32 " + name + (init.empty() ? "" : " = " + init) + ";\n";
+}
+
+std::string kernel_using(const std::string& name) {
+  return ".visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n\t.reg .b64 %rd<3>;\n"
+         "\tmov.u64 %rd1, " +
+         name + ";\n\tret;\n}\n";
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// `name` is still declared (not only used).
+bool declared(const std::string& text, const std::string& name) {
+  return has(text, " " + name + " =") || has(text, " " + name + ";") || has(text, " " + name + "[");
+}
+
+TEST(LeanPtxTest, RemovesUnreferencedLibraryVariablesAndKeepsReferencedOnes) {
+  std::string ptx = kHeader + var(cccl("a")) + var(cccl("b"), "7") + kernel_using(cccl("b"));
+  LeanPtx lean = lean_ptx(ptx, {});
+  ASSERT_TRUE(lean.changed) << lean.why;
+  EXPECT_FALSE(has(lean.ptx, cccl("a")));
+  EXPECT_TRUE(has(lean.ptx, var(cccl("b"), "7")));
+  EXPECT_EQ(lean.variables_removed, 1u);
+  EXPECT_EQ(lean.variables_kept, 1u);
+  EXPECT_EQ(lean.bytes_removed, var(cccl("a")).size());
+  EXPECT_EQ(lean.ptx.size() + lean.bytes_removed, ptx.size());
+}
+
+TEST(LeanPtxTest, KeepsWhatAKeptInitializerReferencesToAFixpoint) {
+  // k -> a -> b -> c are kept; d is referenced only by e, and neither by a kept one.
+  std::string ptx = kHeader + ".global .align 8 .u64 " + cccl("a") + " = generic(" + cccl("b") +
+                    ");\n" + ".global .align 8 .u64 " + cccl("b") + "[2] = {" + cccl("c") +
+                    ", 0};\n" + var(cccl("c")) + var(cccl("d")) + ".global .align 8 .u64 " +
+                    cccl("e") + " = " + cccl("d") + ";\n" + kernel_using(cccl("a"));
+  LeanPtx lean = lean_ptx(ptx, {});
+  ASSERT_TRUE(lean.changed) << lean.why;
+  for (const char* kept : {"a", "b", "c"}) EXPECT_TRUE(declared(lean.ptx, cccl(kept))) << kept;
+  EXPECT_FALSE(has(lean.ptx, cccl("d")));
+  EXPECT_FALSE(has(lean.ptx, cccl("e")));
+  EXPECT_EQ(lean.variables_removed, 2u);
+}
+
+TEST(LeanPtxTest, KeepsEveryVariableWithLinkageOrAnotherStateSpace) {
+  std::string n = cccl("x");
+  for (std::string decl :
+       {".visible .global .align 4 .u32 " + n + ";\n", ".extern .global .align 4 .u32 " + n + ";\n",
+        ".weak .global .align 4 .u32 " + n + ";\n", ".common .global .align 4 .u32 " + n + ";\n",
+        ".const .align 4 .u32 " + n + " = 1;\n", ".shared .align 4 .u32 " + n + ";\n",
+        ".global .texref " + n + ";\n", ".global .surfref " + n + ";\n",
+        ".global .samplerref " + n + ";\n",
+        ".global .attribute(.managed) .align 4 .u32 " + n + ";\n"}) {
+    std::string ptx = kHeader + decl + kernel_using("%rd0");
+    LeanPtx lean = lean_ptx(ptx, {});
+    EXPECT_FALSE(lean.changed) << decl;
+    EXPECT_EQ(lean.ptx, ptx) << decl;
+  }
+}
+
+TEST(LeanPtxTest, KeepsAUsersOwnVariablesEvenWhenInternal) {
+  // NVRTC emits `__device__ int counter;` as an internal .global; the driver
+  // may still be asked for it by name.
+  std::string ptx = kHeader + var("counter") + var("_ZN2ns5countE") + kernel_using("%rd0");
+  LeanPtx lean = lean_ptx(ptx, {});
+  EXPECT_FALSE(lean.changed);
+  EXPECT_EQ(lean.ptx, ptx);
+}
+
+TEST(LeanPtxTest, KeepsWhatANameExpressionNames) {
+  std::string ptx = kHeader + var(cccl("a")) + var(cccl("b")) + kernel_using("%rd0");
+  LeanPtx lean = lean_ptx(ptx, {cccl("b")});
+  ASSERT_TRUE(lean.changed);
+  EXPECT_TRUE(has(lean.ptx, cccl("b")));
+  EXPECT_FALSE(has(lean.ptx, cccl("a")));
+}
+
+TEST(LeanPtxTest, RemovesNvrtcsAnonymousNamespaceObjectsOfCccl) {
+  std::string cpo = "_ZN34_INTERNAL_00000000_4_k_cu_efc770de4cuda3std3__45__cpo5beginE";
+  std::string ptx = kHeader + ".global .align 1 .b8 " + cpo + "[1];\n" + kernel_using("%rd0");
+  LeanPtx lean = lean_ptx(ptx, {});
+  ASSERT_TRUE(lean.changed) << lean.why;
+  EXPECT_FALSE(has(lean.ptx, cpo));
+}
+
+TEST(LeanPtxTest, PtxWithNothingRemovableComesOutByteIdentical) {
+  std::string ptx = kHeader + "// a comment\n" + var(cccl("b"), "{1}") + kernel_using(cccl("b")) +
+                    ".func (.param .b32 r) f(.param .b32 a)\n;\n";
+  LeanPtx lean = lean_ptx(ptx, {});
+  EXPECT_FALSE(lean.changed);
+  EXPECT_EQ(lean.why, "");
+  EXPECT_EQ(lean.ptx, ptx);
+}
+
+TEST(LeanPtxTest, DamagedOrUnexpectedPtxIsLeftUnchangedWithAReason) {
+  std::string good = kHeader + var(cccl("a")) + kernel_using("%rd0");
+  std::vector<std::string> bad = {
+      good.substr(0, good.size() - 3),                                // truncated body
+      kHeader + var(cccl("a")) + ".section .debug_info { .b8 1 }\n",  // debug sections (-G)
+      kHeader + var(cccl("a")) + "mov.u32 %r1, 1;\n",                 // an instruction at top level
+      kHeader + var(cccl("a")) + ".pragma \"nounroll;\n",             // an unterminated string
+      kHeader + var(cccl("a")) + var(cccl("a")) + kernel_using("%rd0"),  // declared twice
+      kHeader + var(cccl("a")) + "/* open comment\n" + kernel_using("%rd0"),
+      kHeader + var(cccl("a")) + ".visible .entry k() { ) }\n",  // unbalanced
+      kHeader + var(cccl("a")) + std::string("\x01", 1) + kernel_using("%rd0"),
+      kHeader + var(cccl("a")) + ".global .align 4 .u32 x",      // never ends
+      kHeader + var(cccl("a")) + std::string(300, '(') + ";\n",  // too deep
+  };
+  for (const std::string& ptx : bad) {
+    LeanPtx lean = lean_ptx(ptx, {});
+    EXPECT_FALSE(lean.changed) << ptx;
+    EXPECT_EQ(lean.ptx, ptx);
+    EXPECT_NE(lean.why, "") << ptx;
+  }
+}
+
+TEST(LeanPtxTest, LeanPtxIsAFixpoint) {
+  std::string ptx = kHeader + var(cccl("a")) + var(cccl("b"), cccl("c")) + var(cccl("c")) +
+                    kernel_using(cccl("c"));
+  LeanPtx once = lean_ptx(ptx, {});
+  ASSERT_TRUE(once.changed);
+  LeanPtx twice = lean_ptx(once.ptx, {});
+  EXPECT_FALSE(twice.changed);
+  EXPECT_EQ(twice.ptx, once.ptx);
+}
+
+TEST(LeanPtxTest, AStatementSharingALineKeepsTheRestOfTheLine) {
+  std::string ptx = kHeader + var(cccl("b")).substr(0, var(cccl("b")).size() - 1) + " " +
+                    var(cccl("a")) + kernel_using(cccl("b"));
+  LeanPtx lean = lean_ptx(ptx, {});
+  ASSERT_TRUE(lean.changed);
+  EXPECT_TRUE(has(lean.ptx, var(cccl("b")).substr(0, var(cccl("b")).size() - 1)));
+  EXPECT_FALSE(has(lean.ptx, cccl("a")));
+}
+
+}  // namespace
+}  // namespace kcache::compiler
