@@ -5,7 +5,10 @@
 // a bundle. Quiet on success (it runs inside Bazel actions): NVRTC's warnings
 // on a miss go to stderr; -v prints a line per target, --format json a summary
 // on stdout.
+#include <sys/prctl.h>
+
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -67,6 +70,7 @@ int run_compile(const GlobalOptions& global, const CompileCommand& c) {
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
+  if (!global.pch_dir.empty()) compiler.use_pch(global.pch_dir);
   compiler::CompileResult result;
   try {
     result = compiler.compile(options);
@@ -103,7 +107,12 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
   worker->group("");
   worker->callback([&dispatch] {
     dispatch.verb = "__nvrtc-worker";
-    dispatch.action = [] { return compiler::run_nvrtc_worker(0, 1); };
+    dispatch.action = [] {
+      // Dies with its parent (a killed persistent worker, `bazel shutdown`):
+      // no orphan compiles on.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      return compiler::run_nvrtc_worker(0, 1);
+    };
   });
 }
 

@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "cache/storage.h"
@@ -248,6 +249,11 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
+  // One process compiles many kernels: its own compiles reuse NVRTC's
+  // precompiled headers (compiler/pch.h), kept in a scratch folder.
+  std::optional<ScratchDir> scratch;
+  if (global.pch_dir.empty()) scratch.emplace("kcache-prewarm");
+  compiler.use_pch(scratch ? scratch->path() : global.pch_dir);
   int workers = c.setup.jobs > 0
                     ? c.setup.jobs
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

@@ -14,6 +14,7 @@
 #include "compiler/includes.h"
 #include "compiler/nvrtc.h"
 #include "compiler/nvrtc_worker.h"
+#include "compiler/pch.h"
 
 namespace kcache::compiler {
 namespace {
@@ -291,7 +292,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         std::unique_lock<std::mutex> here(in_process_, std::try_to_lock);
         if (here.owns_lock() || worker_command_.empty()) {
           if (!here.owns_lock()) here.lock();
-          outputs[slot] = nvrtc.compile(input);
+          outputs[slot] =
+              pch_dir_.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir_);
         } else {
           outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
         }

@@ -99,6 +99,11 @@ class Compiler {
   Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel = 0,
            std::vector<std::string> worker_command = {});
 
+  // For a long-lived process: compiles in this process use NVRTC's automatic
+  // precompiled headers, kept under `pch_dir` (see pch.h). Outputs and keys
+  // are unchanged. Call before compile().
+  void use_pch(std::string pch_dir) { pch_dir_ = std::move(pch_dir); }
+
   // Thread-safe: prewarm calls it from many threads.
   CompileResult compile(const CompileOptions& options);
 
@@ -130,6 +135,7 @@ class Compiler {
   Slots slots_;
   std::vector<std::string> worker_command_;
   std::mutex in_process_;  // held while this process runs an NVRTC compile
+  std::string pch_dir_;    // empty: no PCH
 };
 
 }  // namespace kcache::compiler
