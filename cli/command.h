@@ -13,6 +13,10 @@ namespace CLI {
 class App;
 }
 
+namespace kcache::compiler {
+class NvrtcPool;
+}
+
 namespace kcache::cli {
 
 // Documented in `kcache --help`.
@@ -33,6 +37,8 @@ struct GlobalOptions {
   // Set inside a persistent worker: NVRTC's precompiled headers go here
   // (compiler/pch.h). Empty in a one-shot process.
   std::string pch_dir;
+  // Set inside a persistent worker: its long-lived NVRTC worker processes.
+  compiler::NvrtcPool* pool = nullptr;
 };
 
 struct Dispatch {
@@ -53,10 +59,10 @@ void add_bundle_command(CLI::App& app, Dispatch& dispatch);
 std::vector<std::string> expand_params_files(int argc, char** argv);
 std::vector<std::string> expand_params_files(const std::vector<std::string>& args);
 
-// Runs one kcache command line (args[0] the program), with `pch_dir` as
-// GlobalOptions::pch_dir; returns its exit code.
+// Runs one kcache command line (args[0] the program), with `preset`'s pch_dir
+// and pool; returns its exit code.
 using RunArgs =
-    std::function<int(const std::vector<std::string>& args, const std::string& pch_dir)>;
+    std::function<int(const std::vector<std::string>& args, const GlobalOptions& preset)>;
 
 // A private folder under $TMPDIR ("PREFIX-XXXXXX"), removed with everything in
 // it when destroyed. Throws IoError if it cannot be created.

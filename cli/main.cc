@@ -32,13 +32,14 @@ int exit_code_for(const Error& e) {
   }
 }
 
-int run(const std::vector<std::string>& args, const std::string& pch_dir) {
+int run(const std::vector<std::string>& args, const GlobalOptions& preset) {
   CLI::App app{"kcache: a content-addressed PTX/cubin cache for NVRTC-compiled CUDA kernels."};
   app.name("kcache");
   app.footer(kExitCodesHelp);
   app.set_version_flag("--version", "kcache 0.1.0");
   Dispatch dispatch;
-  dispatch.global.pch_dir = pch_dir;
+  dispatch.global.pch_dir = preset.pch_dir;
+  dispatch.global.pool = preset.pool;
   app.add_option("--dir", dispatch.global.dir,
                  "Store folder (default: $KCACHE_DIR, else $XDG_CACHE_HOME/kcache, else "
                  "~/.cache/kcache)");
@@ -103,7 +104,7 @@ int main_with(int argc, char** argv) {
     std::fprintf(stderr, "kcache: %s\n", e.what());
     return kExitUsage;
   }
-  return run(args, "");
+  return run(args, GlobalOptions());
 }
 
 }  // namespace

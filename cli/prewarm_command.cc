@@ -34,6 +34,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/compiler.h"
+#include "compiler/nvrtc_pool.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::cli {
@@ -251,9 +252,23 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
   // One process compiles many kernels: its own compiles reuse NVRTC's
   // precompiled headers (compiler/pch.h), kept in a scratch folder.
+  // Its extra-arch compiles run in long-lived children that keep theirs.
   std::optional<ScratchDir> scratch;
-  if (global.pch_dir.empty()) scratch.emplace("kcache-prewarm");
-  compiler.use_pch(scratch ? scratch->path() : global.pch_dir);
+  std::optional<compiler::NvrtcPool> pool;
+  if (global.pch_dir.empty()) {
+    scratch.emplace("kcache-prewarm");
+    std::string pch_dir = scratch->path() + "/pch";
+    if (::mkdir(pch_dir.c_str(), 0700) != 0) {
+      throw IoError(errno_message("cannot create a scratch folder", pch_dir, errno));
+    }
+    compiler.use_pch(pch_dir);
+    std::vector<std::string> child = worker_command();
+    if (!child.empty()) pool.emplace(child, scratch->path());
+  } else {
+    compiler.use_pch(global.pch_dir);
+  }
+  if (pool) compiler.use_pool(&*pool);
+  if (global.pool) compiler.use_pool(global.pool);
   int workers = c.setup.jobs > 0
                     ? c.setup.jobs
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));

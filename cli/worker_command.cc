@@ -15,13 +15,16 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/compile_flags.h"
 #include "cli/work_protocol.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "compiler/nvrtc_pool.h"
 
 namespace kcache::cli {
 namespace {
@@ -82,8 +85,16 @@ int run_persistent_worker(const std::vector<std::string>& startup, const RunArgs
   ::dup2(log_fd, 1);
   try {
     ScratchDir scratch("kcache-worker");
-    const std::string pch_dir = scratch.path() + "/pch";
-    std::filesystem::create_directories(pch_dir);
+    GlobalOptions preset;
+    preset.pch_dir = scratch.path() + "/pch";
+    std::filesystem::create_directories(preset.pch_dir);
+    // Extra archs compile in long-lived children, which keep their PCH too.
+    std::optional<compiler::NvrtcPool> pool;
+    std::vector<std::string> child = worker_command();
+    if (!child.empty()) {
+      pool.emplace(child, scratch.path());
+      preset.pool = &*pool;
+    }
     std::string message;
     while (read_frame(0, message)) {
       WorkRequest request = decode_work_request(message);
@@ -104,7 +115,7 @@ int run_persistent_worker(const std::vector<std::string>& startup, const RunArgs
               std::fprintf(stderr, "kcache: %s\n", e.what());
               return static_cast<int>(kExitUsage);
             }
-            return run(expanded, pch_dir);
+            return run(expanded, preset);
           },
           response.exit_code, log_fd);
       write_all_to(protocol_out, encode_work_response(response));
