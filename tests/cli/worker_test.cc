@@ -10,8 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
+#include <sstream>
+#include <thread>
 
 #include "cli/work_protocol.h"
 #include "common/file_system.h"
@@ -85,6 +89,20 @@ class Worker {
     std::string message;
     EXPECT_TRUE(read_frame(from_, message)) << "the worker closed its stdout";
     return decode_work_response(message);
+  }
+
+  void send(const std::vector<std::string>& arguments, int id) {
+    WorkRequest request;
+    request.arguments = arguments;
+    request.request_id = id;
+    write_all_to(to_, encode_work_request(request));
+  }
+  pid_t pid() const { return pid_; }
+  // Kills it as `bazel shutdown` may; returns when it is reaped.
+  void kill() {
+    ::kill(pid_, SIGKILL);
+    wait();
+    pid_ = 0;
   }
 
   // Closes stdin as Bazel does at shutdown; returns the exit status.
@@ -201,6 +219,44 @@ TEST_F(WorkerTest, StdinEofEndsTheWorkerAndRemovesItsScratchFolder) {
   int status = worker.close_and_wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(std::filesystem::is_empty(tmp_));
+}
+
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::optional<std::string> text = read_file(task.path().string() + "/children");
+    std::istringstream in(text.value_or(""));
+    for (pid_t c; in >> c;) out.push_back(c);
+  }
+  return out;
+}
+
+bool alive(pid_t pid) {  // a zombie is dead
+  std::optional<std::string> stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  size_t paren = stat->rfind(')');
+  return paren != std::string::npos && paren + 2 < stat->size() && (*stat)[paren + 2] != 'Z';
+}
+
+TEST_F(WorkerTest, AKilledWorkerLeavesNoNvrtcProcessBehind) {
+  Worker worker(tmp_);
+  worker.send({"--no-store", kKernels + "cub_block.cu", "--arch", "sm_80,sm_90", "--ptx",
+               "compute_90", "--std", "c++17", "-o", dir_ + "/k.kcb"},
+              1);
+  std::vector<pid_t> children;
+  for (int i = 0; i < 300 && children.size() < 3; ++i) {  // up to 30 s to start them
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    children = children_of(worker.pid());
+  }
+  ASSERT_EQ(children.size(), 3u) << "one NVRTC child per target, compiling";
+  worker.kill();
+  for (pid_t c : children) {
+    for (int i = 0; i < 100 && alive(c); ++i) {  // they notice within 0.2 s
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_FALSE(alive(c)) << "NVRTC child " << c << " outlived its worker";
+  }
 }
 
 TEST_F(WorkerTest, AGarbledStreamEndsTheWorkerWithAnError) {
