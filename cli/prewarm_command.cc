@@ -44,6 +44,7 @@ struct PrewarmCommand {
   std::vector<std::string> inputs;
   CompileFlags defaults;
   CompilerSetup setup;
+  bool no_pch = false;
 };
 
 struct Job {
@@ -255,7 +256,9 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   // Its extra-arch compiles run in long-lived children that keep theirs.
   std::optional<ScratchDir> scratch;
   std::optional<compiler::NvrtcPool> pool;
-  if (global.pch_dir.empty()) {
+  if (c.no_pch) {
+    // As before long-lived NVRTC processes: for comparison, or if PCH misbehaves.
+  } else if (global.pch_dir.empty()) {
     scratch.emplace("kcache-prewarm");
     std::string pch_dir = scratch->path() + "/pch";
     if (::mkdir(pch_dir.c_str(), 0700) != 0) {
@@ -362,6 +365,9 @@ void add_prewarm_command(CLI::App& app, Dispatch& dispatch) {
   cmd->add_option("inputs", c->inputs, "Manifest files or folders of .cu files")->required();
   add_compile_flags(*cmd, c->defaults, /*per_kernel=*/false);
   add_setup_flags(*cmd, c->setup);
+  cmd->add_flag("--no-pch", c->no_pch,
+                "Compile without precompiled headers and long-lived NVRTC processes (a new "
+                "process per extra compile), e.g. to compare");
   add_storage_flags(*cmd, dispatch.global);
   cmd->callback([&dispatch, c] {
     dispatch.verb = "prewarm";
