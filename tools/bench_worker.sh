@@ -8,7 +8,7 @@
 # ROUNDS times, A then B. Each build first builds one trivial kernel (k0),
 # which also starts B's worker, then times the N kernels.
 #
-#   tools/bench_worker.sh [N=50] [ROUNDS=1] [WORKDIR]
+#   [SIDES="sandboxed worker"] tools/bench_worker.sh [N=50] [ROUNDS=1] [WORKDIR]
 #
 # Uses a clone of HEAD and the kcache built from it (installed, so the tool's
 # own build is not timed). Prints a Markdown table; logs stay in WORKDIR.
@@ -95,9 +95,12 @@ trap shutdown_all EXIT
 store="$work/store"
 
 for r in $(seq 1 "$rounds"); do
-  for side in sandboxed worker; do
+  for side in ${SIDES:-sandboxed worker}; do
     rm -rf "$store" && mkdir -p "$store"
-    flags=(--action_env=KCACHE_DIR="$store" --sandbox_writable_path="$store")
+    # No Bazel disk or remote cache (~/.bazelrc may set one): the second side
+    # would get the first side's outputs.
+    flags=(--action_env=KCACHE_DIR="$store" --sandbox_writable_path="$store" --disk_cache=
+      --noremote_accept_cached)
     [ "$side" = sandboxed ] && flags+=(--strategy=KcacheCompile=sandboxed)
     base=$(ob "$side-$r")
     bazel --output_base="$base" build "${flags[@]}" //kernels:k0 >"$work/log.k0.$side.$r" 2>&1
