@@ -13,6 +13,10 @@ namespace CLI {
 class App;
 }
 
+namespace kcache::compiler {
+class NvrtcPool;
+}
+
 namespace kcache::cli {
 
 // Documented in `kcache --help`.
@@ -30,6 +34,11 @@ struct GlobalOptions {
   // Values of the chosen verb's storage flags, keyed as in cache/config.h
   // (add_storage_flags in cli/storage_flags.h fills it).
   std::map<std::string, std::string> storage_flags;
+  // Set inside a persistent worker: NVRTC's precompiled headers go here
+  // (compiler/pch.h). Empty in a one-shot process.
+  std::string pch_dir;
+  // Set inside a persistent worker: its long-lived NVRTC worker processes.
+  compiler::NvrtcPool* pool = nullptr;
 };
 
 struct Dispatch {
@@ -48,5 +57,30 @@ void add_bundle_command(CLI::App& app, Dispatch& dispatch);
 // Expands "@file" arguments into the file's lines (one argument per line, as
 // Bazel writes params files); recursive expansion is not done.
 std::vector<std::string> expand_params_files(int argc, char** argv);
+std::vector<std::string> expand_params_files(const std::vector<std::string>& args);
+
+// Runs one kcache command line (args[0] the program), with `preset`'s pch_dir
+// and pool; returns its exit code.
+using RunArgs =
+    std::function<int(const std::vector<std::string>& args, const GlobalOptions& preset)>;
+
+// A private folder under $TMPDIR ("PREFIX-XXXXXX"), removed with everything in
+// it when destroyed. Throws IoError if it cannot be created.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Bazel's persistent worker (worker_command.cc): reads WorkRequests on stdin
+// until EOF; each runs `run(startup + request arguments)` with its output
+// captured into the WorkResponse. Returns the process exit code.
+int run_persistent_worker(const std::vector<std::string>& startup, const RunArgs& run);
 
 }  // namespace kcache::cli

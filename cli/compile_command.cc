@@ -5,10 +5,16 @@
 // a bundle. Quiet on success (it runs inside Bazel actions): NVRTC's warnings
 // on a miss go to stderr; -v prints a line per target, --format json a summary
 // on stdout.
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cache/storage.h"
 #include "cli/command.h"
@@ -78,6 +84,8 @@ int run_compile(const GlobalOptions& global, const CompileCommand& c) {
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
+  if (!global.pch_dir.empty()) compiler.use_pch(global.pch_dir);
+  if (global.pool) compiler.use_pool(global.pool);
   compiler::CompileResult result;
   try {
     result = compiler.compile(options);
@@ -112,9 +120,30 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
   // parallel processes, since NVRTC serializes compiles within a process.
   CLI::App* worker = app.add_subcommand("__nvrtc-worker", "");
   worker->group("");
-  worker->callback([&dispatch] {
+  // --loop: a long-lived child of compiler::NvrtcPool, with its PCH folder.
+  auto loop = std::make_shared<bool>(false);
+  auto pch_dir = std::make_shared<std::string>();
+  worker->add_flag("--loop", *loop);
+  worker->add_option("--pch-dir", *pch_dir);
+  worker->callback([&dispatch, loop, pch_dir] {
     dispatch.verb = "__nvrtc-worker";
-    dispatch.action = [] { return compiler::run_nvrtc_worker(0, 1); };
+    dispatch.action = [loop, pch_dir] {
+      if (!*loop) {
+        // Dies with its parent (a killed persistent worker, `bazel
+        // shutdown`): no orphan compiles on.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        return compiler::run_nvrtc_worker(0, 1);
+      }
+      // A pool child outlives the thread that started it, which
+      // PR_SET_PDEATHSIG would take for its parent; it watches for a new
+      // parent (this one died) instead, as well as for EOF on stdin.
+      pid_t parent = ::getppid();
+      std::thread([parent] {
+        while (::getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ::_exit(1);
+      }).detach();
+      return compiler::run_nvrtc_worker_loop(0, 1, *pch_dir);
+    };
   });
 }
 

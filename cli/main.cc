@@ -1,7 +1,8 @@
 // kcache: one binary, many verbs. See `kcache --help`.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -31,28 +32,14 @@ int exit_code_for(const Error& e) {
   }
 }
 
-int run(int argc, char** argv) {
-  // Under `bazel run`, relative paths are meant from where the user typed the
-  // command, not from the runfiles tree Bazel starts us in.
-  if (const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY"); cwd && *cwd) {
-    if (::chdir(cwd) != 0) {
-      std::fprintf(stderr, "kcache: cannot enter %s (BUILD_WORKING_DIRECTORY)\n", cwd);
-      return kExitFailed;
-    }
-  }
-  std::vector<std::string> args;
-  try {
-    args = expand_params_files(argc, argv);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "kcache: %s\n", e.what());
-    return kExitUsage;
-  }
-
+int run(const std::vector<std::string>& args, const GlobalOptions& preset) {
   CLI::App app{"kcache: a content-addressed PTX/cubin cache for NVRTC-compiled CUDA kernels."};
   app.name("kcache");
   app.footer(kExitCodesHelp);
   app.set_version_flag("--version", "kcache 0.1.0");
   Dispatch dispatch;
+  dispatch.global.pch_dir = preset.pch_dir;
+  dispatch.global.pool = preset.pool;
   app.add_option("--dir", dispatch.global.dir,
                  "Store folder (default: $KCACHE_DIR, else $XDG_CACHE_HOME/kcache, else "
                  "~/.cache/kcache)");
@@ -93,7 +80,34 @@ int run(int argc, char** argv) {
   }
 }
 
+int main_with(int argc, char** argv) {
+  // Under `bazel run`, relative paths are meant from where the user typed the
+  // command, not from the runfiles tree Bazel starts us in.
+  if (const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY"); cwd && *cwd) {
+    if (::chdir(cwd) != 0) {
+      std::fprintf(stderr, "kcache: cannot enter %s (BUILD_WORKING_DIRECTORY)\n", cwd);
+      return kExitFailed;
+    }
+  }
+  // Bazel starts a persistent worker as the action's command line without its
+  // @params file, plus --persistent_worker; the params come in each request.
+  std::vector<std::string> startup(argv, argv + argc);
+  auto flag = std::find(startup.begin() + 1, startup.end(), "--persistent_worker");
+  if (flag != startup.end()) {
+    startup.erase(flag);
+    return run_persistent_worker(startup, run);
+  }
+  std::vector<std::string> args;
+  try {
+    args = expand_params_files(argc, argv);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "kcache: %s\n", e.what());
+    return kExitUsage;
+  }
+  return run(args, GlobalOptions());
+}
+
 }  // namespace
 }  // namespace kcache::cli
 
-int main(int argc, char** argv) { return kcache::cli::run(argc, argv); }
+int main(int argc, char** argv) { return kcache::cli::main_with(argc, argv); }

@@ -8,9 +8,13 @@
 namespace kcache::cli {
 
 std::vector<std::string> expand_params_files(int argc, char** argv) {
+  return expand_params_files(std::vector<std::string>(argv, argv + argc));
+}
+
+std::vector<std::string> expand_params_files(const std::vector<std::string>& args) {
   std::vector<std::string> out;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
     if (i == 0 || arg.size() < 2 || arg[0] != '@') {
       out.push_back(std::move(arg));
       continue;

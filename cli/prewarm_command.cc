@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "cache/storage.h"
@@ -33,6 +34,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/compiler.h"
+#include "compiler/nvrtc_pool.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::cli {
@@ -42,6 +44,7 @@ struct PrewarmCommand {
   std::vector<std::string> inputs;
   CompileFlags defaults;
   CompilerSetup setup;
+  bool no_pch = false;
 };
 
 struct Job {
@@ -248,6 +251,27 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
+  // One process compiles many kernels: its own compiles reuse NVRTC's
+  // precompiled headers (compiler/pch.h), kept in a scratch folder.
+  // Its extra-arch compiles run in long-lived children that keep theirs.
+  std::optional<ScratchDir> scratch;
+  std::optional<compiler::NvrtcPool> pool;
+  if (c.no_pch) {
+    // As before long-lived NVRTC processes: for comparison, or if PCH misbehaves.
+  } else if (global.pch_dir.empty()) {
+    scratch.emplace("kcache-prewarm");
+    std::string pch_dir = scratch->path() + "/pch";
+    if (::mkdir(pch_dir.c_str(), 0700) != 0) {
+      throw IoError(errno_message("cannot create a scratch folder", pch_dir, errno));
+    }
+    compiler.use_pch(pch_dir);
+    std::vector<std::string> child = worker_command();
+    if (!child.empty()) pool.emplace(child, scratch->path());
+  } else {
+    compiler.use_pch(global.pch_dir);
+  }
+  if (pool) compiler.use_pool(&*pool);
+  if (global.pool) compiler.use_pool(global.pool);
   int workers = c.setup.jobs > 0
                     ? c.setup.jobs
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
@@ -341,6 +365,9 @@ void add_prewarm_command(CLI::App& app, Dispatch& dispatch) {
   cmd->add_option("inputs", c->inputs, "Manifest files or folders of .cu files")->required();
   add_compile_flags(*cmd, c->defaults, /*per_kernel=*/false);
   add_setup_flags(*cmd, c->setup);
+  cmd->add_flag("--no-pch", c->no_pch,
+                "Compile without precompiled headers and long-lived NVRTC processes (a new "
+                "process per extra compile), e.g. to compare");
   add_storage_flags(*cmd, dispatch.global);
   cmd->callback([&dispatch, c] {
     dispatch.verb = "prewarm";

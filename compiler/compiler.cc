@@ -15,7 +15,9 @@
 #include "compiler/includes.h"
 #include "compiler/lean_image.h"
 #include "compiler/nvrtc.h"
+#include "compiler/nvrtc_pool.h"
 #include "compiler/nvrtc_worker.h"
+#include "compiler/pch.h"
 
 namespace kcache::compiler {
 namespace {
@@ -293,10 +295,16 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         input.options.insert(input.options.end(), key_options.begin(), key_options.end());
         for (const std::string& d : toolkit_.include_dirs) input.options.push_back("-I" + d);
         SlotGuard guard(slots_);
-        std::unique_lock<std::mutex> here(in_process_, std::try_to_lock);
-        if (here.owns_lock() || worker_command_.empty()) {
+        std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
+        // With a pool every compile runs there, so each child keeps seeing
+        // the same options (the same arch), which its PCH needs.
+        if (!pool_) here.try_lock();
+        if (pool_) {
+          outputs[slot] = pool_->compile(toolkit_.nvrtc.path, input);
+        } else if (here.owns_lock() || worker_command_.empty()) {
           if (!here.owns_lock()) here.lock();
-          outputs[slot] = nvrtc.compile(input);
+          outputs[slot] =
+              pch_dir_.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir_);
         } else {
           outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
         }

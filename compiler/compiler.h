@@ -32,6 +32,8 @@
 
 namespace kcache::compiler {
 
+class NvrtcPool;
+
 struct Target {
   cache::TargetKind kind = cache::TargetKind::cubin;
   std::string arch;  // "sm_90", "sm_90a", "compute_90"
@@ -107,6 +109,15 @@ class Compiler {
   Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel = 0,
            std::vector<std::string> worker_command = {});
 
+  // For a long-lived process: compiles in this process use NVRTC's automatic
+  // precompiled headers, kept under `pch_dir` (see pch.h). Outputs and keys
+  // are unchanged. Call before compile().
+  void use_pch(std::string pch_dir) { pch_dir_ = std::move(pch_dir); }
+  // For a long-lived process: every compile runs in `pool`'s long-lived
+  // children (nvrtc_pool.h), none in this process or a new process each.
+  // The pool must outlive the Compiler. Call before compile().
+  void use_pool(NvrtcPool* pool) { pool_ = pool; }
+
   // Thread-safe: prewarm calls it from many threads.
   CompileResult compile(const CompileOptions& options);
 
@@ -138,6 +149,8 @@ class Compiler {
   Slots slots_;
   std::vector<std::string> worker_command_;
   std::mutex in_process_;  // held while this process runs an NVRTC compile
+  std::string pch_dir_;    // empty: no PCH
+  NvrtcPool* pool_ = nullptr;
 };
 
 }  // namespace kcache::compiler

@@ -13,6 +13,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "compiler/pch.h"
 
 extern char** environ;
 
@@ -121,14 +122,17 @@ void decode_worker_request(std::string_view bytes, std::string& nvrtc_path, Nvrt
   r.expect_end();
 }
 
-int run_nvrtc_worker(int in_fd, int out_fd) {
+// Compiles one encoded request; returns the encoded response.
+std::string answer(std::string_view request, const std::string& pch_dir) {
   ByteWriter w;
   w.bytes(kResponseMagic);
   try {
     std::string nvrtc_path;
     NvrtcInput input;
-    decode_worker_request(read_all(in_fd), nvrtc_path, input);
-    NvrtcOutput out = Nvrtc::open(nvrtc_path).compile(input);
+    decode_worker_request(request, nvrtc_path, input);
+    const Nvrtc& nvrtc = Nvrtc::open(nvrtc_path);
+    NvrtcOutput out =
+        pch_dir.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir);
     w.u8(kOk);
     w.str(out.image);
     w.str(out.log);
@@ -152,7 +156,53 @@ int run_nvrtc_worker(int in_fd, int out_fd) {
     w.u8(static_cast<uint8_t>(ErrorKind::io));
     w.str(std::string("NVRTC worker: ") + e.what());
   }
-  return write_all(out_fd, w.data()) ? 0 : 1;
+  return w.take();
+}
+
+int run_nvrtc_worker(int in_fd, int out_fd) {
+  return write_all(out_fd, answer(read_all(in_fd), "")) ? 0 : 1;
+}
+
+int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir) {
+  for (;;) {
+    std::string request;
+    switch (read_frame(in_fd, request)) {
+      case Frame::eof:
+        return 0;
+      case Frame::bad:
+        return 1;
+      case Frame::ok:
+        break;
+    }
+    if (!write_frame(out_fd, answer(request, pch_dir))) return 1;
+  }
+}
+
+bool write_frame(int fd, std::string_view message, bool socket) {
+  char size[4];
+  for (int i = 0; i < 4; ++i) size[i] = static_cast<char>(message.size() >> (8 * i));
+  return write_all(fd, std::string_view(size, 4), socket) && write_all(fd, message, socket);
+}
+
+Frame read_frame(int fd, std::string& message) {
+  auto read_exactly = [fd](char* buf, size_t n) {
+    size_t have = 0;
+    while (have < n) {
+      ssize_t got = ::read(fd, buf + have, n - have);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      have += static_cast<size_t>(got);
+    }
+    return have;
+  };
+  unsigned char size[4];
+  size_t got = read_exactly(reinterpret_cast<char*>(size), 4);
+  if (got == 0) return Frame::eof;
+  if (got < 4) return Frame::bad;
+  uint32_t n = size[0] | size[1] << 8 | size[2] << 16 | static_cast<uint32_t>(size[3]) << 24;
+  if (n > kMaxFrameBytes) return Frame::bad;
+  message.resize(n);
+  return read_exactly(&message[0], n) == n ? Frame::ok : Frame::bad;
 }
 
 NvrtcOutput compile_in_worker(const std::vector<std::string>& argv, const std::string& nvrtc_path,
@@ -190,6 +240,11 @@ NvrtcOutput compile_in_worker(const std::vector<std::string>& argv, const std::s
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  return decode_worker_response(response, status, input);
+}
+
+NvrtcOutput decode_worker_response(const std::string& response, int status,
+                                   const NvrtcInput& input) {
   const std::string who = "the NVRTC worker compiling " + input.source_name;
   if (WIFSIGNALED(status)) {
     throw Error(ErrorKind::compile_failed,

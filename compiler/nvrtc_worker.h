@@ -12,7 +12,9 @@
 // parent execs its own binary), framed with a magic and checked for length.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/nvrtc.h"
@@ -30,6 +32,27 @@ NvrtcOutput compile_in_worker(const std::vector<std::string>& argv, const std::s
 // `out_fd`. Returns the process exit code (0 whenever a response was written,
 // compile errors included).
 int run_nvrtc_worker(int in_fd, int out_fd);
+
+// The long-lived child (NvrtcPool, nvrtc_pool.h): reads framed requests from
+// `in_fd` and writes a framed response for each, until EOF. With `pch_dir`
+// non-empty, compiles reuse NVRTC's precompiled headers there (pch.h).
+// Returns 0 at EOF, 1 on a broken frame or a failed write.
+int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir);
+
+// Framing for the loop: frame := u32 little-endian length, then that many
+// bytes (a request or response as above); length <= kMaxFrameBytes.
+constexpr uint32_t kMaxFrameBytes = 1u << 30;
+enum class Frame { ok, eof, bad };
+Frame read_frame(int fd, std::string& message);
+// `socket`: the fd is a socket (send() with MSG_NOSIGNAL: a dead reader is
+// a failed write, not SIGPIPE).
+bool write_frame(int fd, std::string_view message, bool socket = false);
+
+// The parent's reading of a child's answer: the output, or what the child
+// threw (see compile_in_worker). `status` is the child's wait status, or 0
+// while it lives.
+NvrtcOutput decode_worker_response(const std::string& response, int status,
+                                   const NvrtcInput& input);
 
 // The request and response encodings, exposed for tests.
 std::string encode_worker_request(const std::string& nvrtc_path, const NvrtcInput& input);

@@ -80,7 +80,6 @@ def _cuda_kernel_impl(ctx):
         cc = ctx.actions.declare_file(stem + ".kcb.cc")
         h = ctx.actions.declare_file(stem + ".h")
         args = ctx.actions.args()
-        args.add("compile")
         args.add(src)
         if archs:
             args.add_joined("--arch", archs, join_with = ",")
@@ -102,12 +101,18 @@ def _cuda_kernel_impl(ctx):
         args.add("--cc-out", cc)
         args.add("--h-out", h)
         args.add("--symbol", _symbol_for(ctx, src, single))
-        # Bazel passes long command lines in a file: `kcache @file`.
-        args.use_param_file("@%s", use_always = False)
+        # `kcache compile @file`: always a params file, which is what lets
+        # Bazel run the action in a persistent worker (`kcache compile
+        # --persistent_worker`, one long-lived process that reuses NVRTC's
+        # precompiled headers; see README "Persistent worker").
+        args.use_param_file("@%s", use_always = True)
         args.set_param_file_format("multiline")
+        verb = ctx.actions.args()
+        verb.add("compile")
         ctx.actions.run(
             executable = ctx.executable._kcache,
-            arguments = [args],
+            arguments = [verb, args],
+            execution_requirements = {"supports-workers": "1"},
             inputs = depset([src], transitive = [headers]),
             tools = ctx.files._nvrtc_libraries,
             outputs = [kcb, cc, h],

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# `kcache prewarm` of N CUB kernels sharing headers (the kernels of
+# tools/bench_worker.sh), no store, with and without precompiled headers and
+# long-lived NVRTC processes (--no-pch), interleaved, ROUNDS times.
+#
+#   bench/prewarm_pch.sh KCACHE_BINARY [N=50] [ROUNDS=1] [ARCHS=sm_80,sm_90] [PTX=compute_90]
+set -euo pipefail
+kcache=$(realpath "$1")
+n=${2:-50}
+rounds=${3:-1}
+archs=${4:-sm_80,sm_90}
+ptx=${5:-compute_90}
+work=$(mktemp -d /tmp/kcache-prewarm-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+for i in $(seq 1 "$n"); do
+  cat > "$work/k$i.cu" <<CU
+#include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_reduce.cuh>
+extern "C" __global__ void sort_and_sum$i(int* keys, int* sums) {
+  using Sort = cub::BlockRadixSort<int, 128, 4>;
+  using Reduce = cub::BlockReduce<int, 128>;
+  __shared__ union {
+    typename Sort::TempStorage sort;
+    typename Reduce::TempStorage reduce;
+  } temp;
+  int items[4];
+  int* block_keys = keys + blockIdx.x * 512;
+  for (int i = 0; i < 4; ++i) items[i] = block_keys[threadIdx.x * 4 + i] * $i;
+  Sort(temp.sort).Sort(items);
+  __syncthreads();
+  int sum = Reduce(temp.reduce).Sum(items);
+  if (threadIdx.x == 0) sums[blockIdx.x] = sum;
+}
+CU
+done
+ptx_flag=()
+[ -n "$ptx" ] && ptx_flag=(--ptx "$ptx")
+echo "| round | --no-pch | default (PCH, long-lived NVRTC) | ratio |"
+echo "|---|---|---|---|"
+for r in $(seq 1 "$rounds"); do
+  t=()
+  for mode in --no-pch ""; do
+    t0=$(date +%s.%N)
+    "$kcache" prewarm --no-store $mode "$work" --arch "$archs" "${ptx_flag[@]}" --std c++17 >/dev/null 2>&1
+    t1=$(date +%s.%N)
+    t+=("$(python3 -c "print(f'{$t1 - $t0:.1f}')")")
+  done
+  echo "| $r | ${t[0]} s | ${t[1]} s | $(python3 -c "print(f'{${t[0]} / ${t[1]}:.2f}')")× |"
+done

@@ -1,0 +1,171 @@
+#include "compiler/nvrtc_pool.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <iterator>
+#include <thread>
+
+#include "common/error.h"
+#include "common/file_system.h"
+#include "compiler/nvrtc_worker.h"
+
+extern char** environ;
+
+namespace kcache::compiler {
+
+struct NvrtcPool::Child {
+  pid_t pid = -1;
+  int to = -1;      // its stdin (a socket: writes never raise SIGPIPE)
+  int from = -1;    // its stdout
+  std::string key;  // the options it compiled with last (its PCH's)
+
+  // Closes its stdin (the child exits at EOF) and reaps it; `kill` first
+  // when it may be stuck or broken.
+  void stop(bool kill) {
+    if (to >= 0) ::close(to);
+    if (from >= 0) ::close(from);
+    to = from = -1;
+    if (pid > 0) {
+      if (kill) ::kill(pid, SIGKILL);
+      int status;
+      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    pid = -1;
+  }
+  int reap() {  // after a broken exchange: its wait status
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid = -1;
+    return status;
+  }
+};
+
+NvrtcPool::NvrtcPool(std::vector<std::string> argv, std::string scratch, int max_children)
+    : argv_(std::move(argv)),
+      scratch_(std::move(scratch)),
+      max_children_(max_children > 0
+                        ? max_children
+                        : std::max(4, static_cast<int>(std::thread::hardware_concurrency()))) {}
+
+NvrtcPool::~NvrtcPool() {
+  for (auto& c : idle_) c->stop(/*kill=*/false);
+}
+
+int NvrtcPool::started() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return started_;
+}
+
+std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
+  int n;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // idle_ is ordered from the least recently used.
+    auto match = std::find_if(idle_.rbegin(), idle_.rend(),
+                              [&](const std::unique_ptr<Child>& c) { return c->key == key; });
+    if (match == idle_.rend() && live_ >= max_children_ && !idle_.empty()) {
+      match = std::prev(idle_.rend());  // the oldest
+    }
+    if (match != idle_.rend()) {
+      std::unique_ptr<Child> c = std::move(*match);
+      idle_.erase(std::next(match).base());
+      c->key = key;
+      return c;
+    }
+    n = started_++;
+    ++live_;
+  }
+  // A fresh child: an empty working folder and a PCH folder of its own.
+  std::string home = scratch_ + "/nvrtc-" + std::to_string(n);
+  for (const std::string& d : {home, home + "/cwd", home + "/pch"}) {
+    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw IoError(errno_message("cannot create the NVRTC worker's folder", d, errno));
+    }
+  }
+  int in[2], out[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
+    throw IoError(errno_message("cannot create a socket pair", "", errno));
+  }
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(in[0]);
+    ::close(in[1]);
+    throw IoError(errno_message("cannot create a pipe", "", err));
+  }
+  std::vector<std::string> args = argv_;
+  args.insert(args.end(), {"--loop", "--pch-dir", home + "/pch"});
+  std::vector<char*> cargs;
+  for (std::string& a : args) cargs.push_back(&a[0]);
+  cargs.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_addchdir_np(&actions, (home + "/cwd").c_str());
+  auto c = std::make_unique<Child>();
+  int rc = ::posix_spawn(&c->pid, cargs[0], &actions, nullptr, cargs.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in[0]);
+  ::close(out[1]);
+  if (rc != 0) {
+    ::close(in[1]);
+    ::close(out[0]);
+    std::lock_guard<std::mutex> lock(mutex_);
+    --live_;
+    throw IoError(errno_message("cannot start the NVRTC worker", argv_[0], rc));
+  }
+  c->to = in[1];
+  c->from = out[0];
+  c->key = key;
+  return c;
+}
+
+void NvrtcPool::give_back(std::unique_ptr<Child> child) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  idle_.push_back(std::move(child));
+}
+
+void NvrtcPool::retire(std::unique_ptr<Child> child) {
+  child->stop(/*kill=*/true);
+  std::lock_guard<std::mutex> lock(mutex_);
+  --live_;
+}
+
+NvrtcOutput NvrtcPool::compile(const std::string& nvrtc_path, const NvrtcInput& input) {
+  std::string key;
+  for (const std::string& o : input.options) key += o + '\n';
+  std::unique_ptr<Child> child = take(key);
+  std::string response;
+  if (!write_frame(child->to, encode_worker_request(nvrtc_path, input), /*socket=*/true) ||
+      read_frame(child->from, response) != Frame::ok) {
+    // It died (NVRTC crashed, out of memory) or broke the framing: this
+    // compile fails with what happened; the next one starts a new child.
+    int status = child->reap();
+    retire(std::move(child));
+    return decode_worker_response("", status, input);  // throws, naming the signal
+  }
+  try {
+    NvrtcOutput out = decode_worker_response(response, 0, input);
+    give_back(std::move(child));
+    return out;
+  } catch (const CompileError&) {
+    give_back(std::move(child));  // a wrong source: the child is fine
+    throw;
+  } catch (...) {
+    retire(std::move(child));
+    throw;
+  }
+}
+
+}  // namespace kcache::compiler

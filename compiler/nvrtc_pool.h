@@ -1,0 +1,65 @@
+// Long-lived NVRTC worker processes, for long-lived kcache processes (the
+// Bazel persistent worker, `kcache prewarm`).
+//
+// compile_in_worker() (nvrtc_worker.h) starts a child per compile: it loads
+// NVRTC and parses every header from scratch. A pool keeps its children
+// (`kcache __nvrtc-worker --loop --pch-dir DIR`) between compiles, so each
+// reuses its NVRTC and its precompiled headers (pch.h): the archs a kernel
+// compiles for beyond the first get the same speed-up as the first.
+//
+// Same semantics per compile as compile_in_worker: the same request in, the
+// same output or error out. A child that dies (NVRTC crashed) fails that
+// compile only; the next compile starts a fresh child. Each child runs with
+// its working directory in an empty private folder and its PCH files in
+// another, under the pool's scratch folder. Children die with the pool: on
+// destruction their stdin closes and they exit (and they ask the kernel to
+// kill them if this process dies: PR_SET_PDEATHSIG in the __nvrtc-worker
+// verb).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "compiler/nvrtc.h"
+
+namespace kcache::compiler {
+
+class NvrtcPool {
+ public:
+  // `argv`: the child command before "--loop", e.g. {"/usr/bin/kcache",
+  // "__nvrtc-worker"}. `scratch`: an existing folder private to this process.
+  // `max_children`: 0 means max(4, CPUs).
+  NvrtcPool(std::vector<std::string> argv, std::string scratch, int max_children = 0);
+  ~NvrtcPool();
+  NvrtcPool(const NvrtcPool&) = delete;
+  NvrtcPool& operator=(const NvrtcPool&) = delete;
+
+  // Thread-safe. A PCH serves only compiles with the same options (-arch
+  // included), so each call prefers an idle child that last compiled with
+  // the same options; else starts one while fewer than `max_children` live;
+  // else takes the idle child unused the longest.
+  NvrtcOutput compile(const std::string& nvrtc_path, const NvrtcInput& input);
+
+  // Children started so far (restarts included), for tests.
+  int started() const;
+
+ private:
+  struct Child;
+  std::unique_ptr<Child> take(const std::string& key);
+  void give_back(std::unique_ptr<Child> child);
+  void retire(std::unique_ptr<Child> child);  // kills and reaps a broken child
+
+  std::vector<std::string> argv_;
+  std::string scratch_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Child>> idle_;
+  int started_ = 0;
+  int live_ = 0;
+  int max_children_;
+};
+
+}  // namespace kcache::compiler
