@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "bundle/bundle.h"
@@ -59,6 +61,52 @@ std::string describe_supported(const std::vector<int>& archs) {
   for (int a : archs) names.push_back("sm_" + std::to_string(a));
   return join(names, ", ");
 }
+
+// NVRTC's complaint about an include it was not handed and could not find
+// (sealed, it finds none of the user's): the name, who included it, and how.
+struct AskedFor {
+  std::string name;
+  std::string includer;  // as NVRTC names it: the source name or a header's spelling
+  int line = 0;
+  bool angled = false;
+};
+
+// Reads the first "<file>(<line>): catastrophic error: cannot open source
+// file "<name>"" (NVRTC 13; "could not open ..." where it has no -I) from a
+// log; the next line echoes the directive, which tells <name> from "name".
+std::optional<AskedFor> asked_for(const std::string& log) {
+  for (const char* phrase : {"): catastrophic error: cannot open source file \"",
+                             "): catastrophic error: could not open source file \""}) {
+    size_t at = log.find(phrase);
+    if (at == std::string::npos) continue;
+    size_t line_start = log.rfind('\n', at);
+    line_start = line_start == std::string::npos ? 0 : line_start + 1;
+    size_t open = log.rfind('(', at);
+    size_t name_start = at + std::string(phrase).size();
+    size_t name_end = log.find('"', name_start);
+    if (open == std::string::npos || open < line_start || name_end == std::string::npos) continue;
+    AskedFor a;
+    a.includer = log.substr(line_start, open - line_start);
+    a.line = std::atoi(log.substr(open + 1, at - open - 1).c_str());
+    a.name = log.substr(name_start, name_end - name_start);
+    size_t echo_end = log.find('\n', log.find('\n', at) + 1);
+    std::string echo =
+        log.substr(at, echo_end == std::string::npos ? std::string::npos : echo_end - at);
+    a.angled = echo.find("<" + a.name + ">") != std::string::npos;
+    if (!a.name.empty()) return a;
+  }
+  return std::nullopt;
+}
+
+std::string folder_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// How many times one target may go back to NVRTC with headers it asked for.
+// Each round adds at least one header, so this bounds a runaway only.
+constexpr int kMaxIncludeRounds = 64;
 
 // Compile targets and a free slot; released on every path.
 class SlotGuard {
@@ -276,7 +324,52 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     }
     base.name_expressions = options.name_expressions;
 
+    // Finds the header NVRTC asked for where NVRTC would have (quoted: the
+    // includer's folder, then -I in order; angled: -I in order; the toolkit's
+    // folders NVRTC searched itself), with the literal includes it makes.
+    auto resolve_asked = [&](const AskedFor& a, const std::vector<ResolvedHeader>& have,
+                             const CompileError& e) {
+      std::optional<std::string> includer_path;
+      if (a.includer == options.logical_name()) includer_path = options.source_path;
+      for (const std::vector<ResolvedHeader>* list : {&includes.headers, &have}) {
+        for (const ResolvedHeader& h : *list) {
+          if (h.name == a.includer) includer_path = h.path;
+        }
+      }
+      std::vector<std::string> dirs;
+      if (!a.angled && includer_path) dirs.push_back(folder_of(*includer_path));
+      dirs.insert(dirs.end(), options.include_dirs.begin(), options.include_dirs.end());
+      std::string searched;
+      for (const std::string& d : dirs) {
+        std::string path = d.empty() ? a.name : d + "/" + a.name;
+        if (a.name.front() == '/') path = a.name;
+        std::optional<std::string> content = read_file(path);
+        if (!content) {
+          searched += (searched.empty() ? "" : ", ") + (d.empty() ? std::string(".") : d);
+          continue;
+        }
+        std::vector<ResolvedHeader> out{{a.name, path, *content}};
+        std::set<std::string> handed;
+        for (const NvrtcHeader& h : base.headers) handed.insert(h.name);
+        for (const ResolvedHeader& h : have) handed.insert(h.name);
+        handed.insert(a.name);
+        IncludeGraph more = resolve_includes(path, *content, {options.include_dirs, {}});
+        for (ResolvedHeader& h : more.headers) {
+          if (handed.insert(h.name).second) out.push_back(std::move(h));
+        }
+        return out;
+      }
+      for (const std::string& d : toolkit_.include_dirs) {
+        searched += (searched.empty() ? "" : ", ") + d;
+      }
+      std::string message = "\"" + a.name + "\" (included from " +
+                            (includer_path ? *includer_path : a.includer) + ":" +
+                            std::to_string(a.line) + ") was not found in: " + searched;
+      throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
+    };
+
     std::vector<std::optional<NvrtcOutput>> outputs(misses.size());
+    std::vector<std::vector<ResolvedHeader>> asked(misses.size());  // headers NVRTC asked for
     std::vector<std::exception_ptr> errors(misses.size());
     std::vector<std::thread> threads;
     auto run = [&](size_t slot) {
@@ -288,12 +381,27 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         input.options.insert(input.options.end(), key_options.begin(), key_options.end());
         for (const std::string& d : toolkit_.include_dirs) input.options.push_back("-I" + d);
         SlotGuard guard(slots_);
-        std::unique_lock<std::mutex> here(in_process_, std::try_to_lock);
-        if (here.owns_lock() || worker_command_.empty()) {
-          if (!here.owns_lock()) here.lock();
-          outputs[slot] = nvrtc.compile(input);
-        } else {
-          outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
+        // NVRTC is sealed (nvrtc.h): an include the scanner could not see (a
+        // computed one, say) fails the compile, naming it; kcache finds it
+        // the way NVRTC would, hands it over and compiles again.
+        for (int round = 0;; ++round) {
+          try {
+            std::unique_lock<std::mutex> here(in_process_, std::try_to_lock);
+            if (here.owns_lock() || worker_command_.empty()) {
+              if (!here.owns_lock()) here.lock();
+              outputs[slot] = nvrtc.compile(input);
+            } else {
+              outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
+            }
+            break;
+          } catch (const CompileError& e) {
+            std::optional<AskedFor> a = asked_for(e.log());
+            if (!a || round == kMaxIncludeRounds) throw;
+            for (ResolvedHeader& h : resolve_asked(*a, asked[slot], e)) {
+              input.headers.push_back({h.name, h.content});
+              asked[slot].push_back(std::move(h));
+            }
+          }
         }
       } catch (const CompileError& e) {
         errors[slot] = std::make_exception_ptr(
@@ -322,9 +430,27 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     }
 
     int64_t now = static_cast<int64_t>(std::time(nullptr));
+    std::vector<bool> storable(misses.size(), true);
     for (size_t s = 0; s < misses.size(); ++s) {
       TargetResult& r = result.targets[misses[s]];
       NvrtcOutput& out = *outputs[s];
+      if (!asked[s].empty()) {
+        // Keyed by everything handed over. Found only by compiling, so a
+        // lookup that computes keys from the scanner alone cannot find it:
+        // not stored (direct-mode manifests would make it findable).
+        cache::CompileRequest full = request;
+        full.target = r.target.kind;
+        full.arch = r.target.arch;
+        for (const ResolvedHeader& h : asked[s]) full.headers.push_back({h.name, h.content});
+        std::sort(full.headers.begin(), full.headers.end(),
+                  [](const cache::Header& a, const cache::Header& b) {
+                    return a.include_name < b.include_name;
+                  });
+        r.key = cache::compute_key(full);
+        storable[s] = false;
+      }
+      // A compile NVRTC could not be sealed for may have read an unkeyed file.
+      if (!out.sealed) storable[s] = false;
       r.compile_ms = static_cast<uint32_t>(out.ms + 0.5);
       r.entry.emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now, out.image,
                       std::move(out.lowered_names));
@@ -333,7 +459,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       }
     }
     if (storage_) {
-      for (size_t i : misses) storage_->put(*result.targets[i].entry);
+      for (size_t s = 0; s < misses.size(); ++s) {
+        if (storable[s]) {
+          storage_->put(*result.targets[misses[s]].entry);
+        } else {
+          storage_->count("uncached_compiles", 1);
+        }
+      }
     }
   }
 

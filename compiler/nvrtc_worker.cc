@@ -136,6 +136,7 @@ int run_nvrtc_worker(int in_fd, int out_fd) {
       w.str(n.name_expression);
       w.str(n.lowered_name);
     }
+    w.u8(out.sealed ? 1 : 0);
   } catch (const CompileError& e) {
     w.u8(kCompileError);
     w.str(e.what());
@@ -235,6 +236,7 @@ NvrtcOutput compile_in_worker(const std::vector<std::string>& argv, const std::s
     n.lowered_name = std::string(r.str("lowered name"));
     out.lowered_names.push_back(std::move(n));
   }
+  out.sealed = r.u8("sealed") != 0;
   r.expect_end();
   return out;
 }
