@@ -1,8 +1,11 @@
 #include "compiler/compiler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <ctime>
 #include <exception>
@@ -62,46 +65,17 @@ std::string describe_supported(const std::vector<int>& archs) {
   return join(names, ", ");
 }
 
-// NVRTC's complaint about an include it was not handed and could not find
-// (sealed, it finds none of the user's): the name, who included it, and how.
-struct AskedFor {
-  std::string name;
-  std::string includer;  // as NVRTC names it: the source name or a header's spelling
-  int line = 0;
-  bool angled = false;
-};
-
-// Reads the first "<file>(<line>): catastrophic error: cannot open source
-// file "<name>"" (NVRTC 13; "could not open ..." where it has no -I) from a
-// log; the next line echoes the directive, which tells <name> from "name".
-std::optional<AskedFor> asked_for(const std::string& log) {
-  for (const char* phrase : {"): catastrophic error: cannot open source file \"",
-                             "): catastrophic error: could not open source file \""}) {
-    size_t at = log.find(phrase);
-    if (at == std::string::npos) continue;
-    size_t line_start = log.rfind('\n', at);
-    line_start = line_start == std::string::npos ? 0 : line_start + 1;
-    size_t open = log.rfind('(', at);
-    size_t name_start = at + std::string(phrase).size();
-    size_t name_end = log.find('"', name_start);
-    if (open == std::string::npos || open < line_start || name_end == std::string::npos) continue;
-    AskedFor a;
-    a.includer = log.substr(line_start, open - line_start);
-    a.line = std::atoi(log.substr(open + 1, at - open - 1).c_str());
-    a.name = log.substr(name_start, name_end - name_start);
-    size_t echo_end = log.find('\n', log.find('\n', at) + 1);
-    std::string echo =
-        log.substr(at, echo_end == std::string::npos ? std::string::npos : echo_end - at);
-    a.angled = echo.find("<" + a.name + ">") != std::string::npos;
-    if (!a.name.empty()) return a;
-  }
-  return std::nullopt;
-}
-
 std::string folder_of(const std::string& path) {
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return "";
   return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string absolute_path(const std::string& path) {
+  if (!path.empty() && path.front() == '/') return path;
+  char cwd[PATH_MAX];
+  if (!::getcwd(cwd, sizeof cwd)) return path;
+  return path.empty() ? std::string(cwd) : std::string(cwd) + "/" + path;
 }
 
 // How many times one target may go back to NVRTC with headers it asked for.
@@ -327,7 +301,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     // Finds the header NVRTC asked for where NVRTC would have (quoted: the
     // includer's folder, then -I in order; angled: -I in order; the toolkit's
     // folders NVRTC searched itself), with the literal includes it makes.
-    auto resolve_asked = [&](const AskedFor& a, const std::vector<ResolvedHeader>& have,
+    auto resolve_asked = [&](const AskedInclude& a, const std::vector<ResolvedHeader>& have,
                              const CompileError& e) {
       std::optional<std::string> includer_path;
       if (a.includer == options.logical_name()) includer_path = options.source_path;
@@ -379,7 +353,9 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         input.want_cubin = t.kind == cache::TargetKind::cubin;
         input.options.push_back("-arch=" + t.arch);
         input.options.insert(input.options.end(), key_options.begin(), key_options.end());
-        for (const std::string& d : toolkit_.include_dirs) input.options.push_back("-I" + d);
+        for (const std::string& d : toolkit_.include_dirs) {
+          input.options.push_back("-I" + absolute_path(d));  // NVRTC's cwd is sealed
+        }
         SlotGuard guard(slots_);
         // NVRTC is sealed (nvrtc.h): an include the scanner could not see (a
         // computed one, say) fails the compile, naming it; kcache finds it
@@ -395,7 +371,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
             }
             break;
           } catch (const CompileError& e) {
-            std::optional<AskedFor> a = asked_for(e.log());
+            std::optional<AskedInclude> a = parse_cannot_open(e.log());
             if (!a || round == kMaxIncludeRounds) throw;
             for (ResolvedHeader& h : resolve_asked(*a, asked[slot], e)) {
               input.headers.push_back({h.name, h.content});

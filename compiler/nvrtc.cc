@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <exception>
 #include <map>
 #include <memory>
@@ -109,7 +110,11 @@ std::string sealed_source_name(const std::string& name) {
 }
 
 Nvrtc::Nvrtc(std::string path) : path_(std::move(path)) {
-  void* handle = ::dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // Absolute: NVRTC finds its builtins library next to its own path, later,
+  // on the sealed thread where a relative path resolves to nothing.
+  char real[PATH_MAX];
+  std::string load = ::realpath(path_.c_str(), real) ? std::string(real) : path_;
+  void* handle = ::dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
     throw NotFound("cannot load NVRTC from " + path_ + ": " + (why ? why : "unknown error") +

@@ -184,6 +184,10 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
       std::printf("step %ld: %s\n", step, want.c_str());
     }
     ASSERT_EQ(got, want) << "seed " << seed << ", step " << step;
+    if ((step + 1) % 250 == 0) {
+      std::printf("differential: seed %u, %ld steps so far, all equal\n", seed, step + 1);
+      std::fflush(stdout);
+    }
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("differential: seed %u, %ld steps, %d hits, %d compile errors, %.1f s\n", seed, steps,
