@@ -1,11 +1,16 @@
 #include "compiler/compiler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "bundle/bundle.h"
@@ -63,6 +68,23 @@ std::string describe_supported(const std::vector<int>& archs) {
   for (int a : archs) names.push_back("sm_" + std::to_string(a));
   return join(names, ", ");
 }
+
+std::string folder_of(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string absolute_path(const std::string& path) {
+  if (!path.empty() && path.front() == '/') return path;
+  char cwd[PATH_MAX];
+  if (!::getcwd(cwd, sizeof cwd)) return path;
+  return path.empty() ? std::string(cwd) : std::string(cwd) + "/" + path;
+}
+
+// How many times one target may go back to NVRTC with headers it asked for.
+// Each round adds at least one header, so this bounds a runaway only.
+constexpr int kMaxIncludeRounds = 64;
 
 // Compile targets and a free slot; released on every path.
 class SlotGuard {
@@ -281,7 +303,52 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     }
     base.name_expressions = options.name_expressions;
 
+    // Finds the header NVRTC asked for where NVRTC would have (quoted: the
+    // includer's folder, then -I in order; angled: -I in order; the toolkit's
+    // folders NVRTC searched itself), with the literal includes it makes.
+    auto resolve_asked = [&](const AskedInclude& a, const std::vector<ResolvedHeader>& have,
+                             const CompileError& e) {
+      std::optional<std::string> includer_path;
+      if (a.includer == options.logical_name()) includer_path = options.source_path;
+      for (const std::vector<ResolvedHeader>* list : {&includes.headers, &have}) {
+        for (const ResolvedHeader& h : *list) {
+          if (h.name == a.includer) includer_path = h.path;
+        }
+      }
+      std::vector<std::string> dirs;
+      if (!a.angled && includer_path) dirs.push_back(folder_of(*includer_path));
+      dirs.insert(dirs.end(), options.include_dirs.begin(), options.include_dirs.end());
+      std::string searched;
+      for (const std::string& d : dirs) {
+        std::string path = d.empty() ? a.name : d + "/" + a.name;
+        if (a.name.front() == '/') path = a.name;
+        std::optional<std::string> content = read_file(path);
+        if (!content) {
+          searched += (searched.empty() ? "" : ", ") + (d.empty() ? std::string(".") : d);
+          continue;
+        }
+        std::vector<ResolvedHeader> out{{a.name, path, *content}};
+        std::set<std::string> handed;
+        for (const NvrtcHeader& h : base.headers) handed.insert(h.name);
+        for (const ResolvedHeader& h : have) handed.insert(h.name);
+        handed.insert(a.name);
+        IncludeGraph more = resolve_includes(path, *content, {options.include_dirs, {}});
+        for (ResolvedHeader& h : more.headers) {
+          if (handed.insert(h.name).second) out.push_back(std::move(h));
+        }
+        return out;
+      }
+      for (const std::string& d : toolkit_.include_dirs) {
+        searched += (searched.empty() ? "" : ", ") + d;
+      }
+      std::string message = "\"" + a.name + "\" (included from " +
+                            (includer_path ? *includer_path : a.includer) + ":" +
+                            std::to_string(a.line) + ") was not found in: " + searched;
+      throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
+    };
+
     std::vector<std::optional<NvrtcOutput>> outputs(misses.size());
+    std::vector<std::vector<ResolvedHeader>> asked(misses.size());  // headers NVRTC asked for
     std::vector<std::exception_ptr> errors(misses.size());
     std::vector<LeanImage> leans(misses.size());
     std::vector<std::thread> threads;
@@ -293,20 +360,37 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         input.want_ptx = options.lean;
         input.options.push_back("-arch=" + t.arch);
         input.options.insert(input.options.end(), key_options.begin(), key_options.end());
-        for (const std::string& d : toolkit_.include_dirs) input.options.push_back("-I" + d);
+        for (const std::string& d : toolkit_.include_dirs) {
+          input.options.push_back("-I" + absolute_path(d));  // NVRTC's cwd is sealed
+        }
         SlotGuard guard(slots_);
         std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
         // With a pool every compile runs there, so each child keeps seeing
         // the same options (the same arch), which its PCH needs.
         if (!pool_) here.try_lock();
-        if (pool_) {
-          outputs[slot] = pool_->compile(toolkit_.nvrtc.path, input);
-        } else if (here.owns_lock() || worker_command_.empty()) {
-          if (!here.owns_lock()) here.lock();
-          outputs[slot] =
-              pch_dir_.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir_);
-        } else {
-          outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
+        // NVRTC is sealed (nvrtc.h): an include the scanner could not see (a
+        // computed one, say) fails the compile, naming it; kcache finds it
+        // the way NVRTC would, hands it over and compiles again.
+        for (int round = 0;; ++round) {
+          try {
+            if (pool_) {
+              outputs[slot] = pool_->compile(toolkit_.nvrtc.path, input);
+            } else if (here.owns_lock() || worker_command_.empty()) {
+              if (!here.owns_lock()) here.lock();
+              outputs[slot] =
+                  pch_dir_.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir_);
+            } else {
+              outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
+            }
+            break;
+          } catch (const CompileError& e) {
+            std::optional<AskedInclude> a = parse_cannot_open(e.log());
+            if (!a || round == kMaxIncludeRounds) throw;
+            for (ResolvedHeader& h : resolve_asked(*a, asked[slot], e)) {
+              input.headers.push_back({h.name, h.content});
+              asked[slot].push_back(std::move(h));
+            }
+          }
         }
         if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
         if (options.lean) {
@@ -344,9 +428,27 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     }
 
     int64_t now = static_cast<int64_t>(std::time(nullptr));
+    std::vector<bool> storable(misses.size(), true);
     for (size_t s = 0; s < misses.size(); ++s) {
       TargetResult& r = result.targets[misses[s]];
       NvrtcOutput& out = *outputs[s];
+      if (!asked[s].empty()) {
+        // Keyed by everything handed over. Found only by compiling, so a
+        // lookup that computes keys from the scanner alone cannot find it:
+        // not stored (direct-mode manifests would make it findable).
+        cache::CompileRequest full = request;
+        full.target = r.target.kind;
+        full.arch = r.target.arch;
+        for (const ResolvedHeader& h : asked[s]) full.headers.push_back({h.name, h.content});
+        std::sort(full.headers.begin(), full.headers.end(),
+                  [](const cache::Header& a, const cache::Header& b) {
+                    return a.include_name < b.include_name;
+                  });
+        r.key = cache::compute_key(full);
+        storable[s] = false;
+      }
+      // A compile NVRTC could not be sealed for may have read an unkeyed file.
+      if (!out.sealed) storable[s] = false;
       r.compile_ms = static_cast<uint32_t>(out.ms + 0.5);
       r.lean = leans[s].lean;
       r.lean_bytes_removed = leans[s].bytes_removed;
@@ -359,7 +461,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       }
     }
     if (storage_) {
-      for (size_t i : misses) storage_->put(*result.targets[i].entry);
+      for (size_t s = 0; s < misses.size(); ++s) {
+        if (storable[s]) {
+          storage_->put(*result.targets[misses[s]].entry);
+        } else {
+          storage_->count("uncached_compiles", 1);
+        }
+      }
     }
   }
 

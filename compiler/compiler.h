@@ -7,6 +7,15 @@
 // first, for every target; NVRTC is loaded and run only for the misses. A hit
 // never loads NVRTC.
 //
+// NVRTC is sealed (nvrtc.h): it reads user files only through the headers it
+// is handed. A header it asks for that the scanner did not hand (a computed
+// include) is resolved the way NVRTC would (quoted: the includer's folder,
+// then -I in order; angled: -I in order) and the target compiled again; one
+// found nowhere is a CompileError naming it, its includer and the folders
+// searched. Such a target is keyed over everything handed and not stored: a
+// lookup, which knows only the scanner's headers, could not find it
+// (docs/KEYS.md). A result NVRTC could not be sealed for is not stored either.
+//
 // Misses compile concurrently, one thread each, at most `max_parallel` at a
 // time. NVRTC serializes compiles within one process (nvrtc_worker.h), so one
 // compile runs in this process and the others, given a worker command, in
@@ -122,7 +131,8 @@ class Compiler {
   CompileResult compile(const CompileOptions& options);
 
   // The key of each target (cubins in --arch order, then PTX), as compile()
-  // computes them, without asking the store or loading NVRTC.
+  // looks them up, without asking the store or loading NVRTC. (A target that
+  // needs headers only NVRTC asks for ends up under another key, unstored.)
   std::vector<Hash128> keys(const CompileOptions& options) const;
 
   const Toolkit& toolkit() const { return toolkit_; }

@@ -374,4 +374,39 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
   return graph;
 }
 
+std::optional<AskedInclude> parse_cannot_open(std::string_view log) {
+  for (std::string_view phrase :
+       {std::string_view("): catastrophic error: cannot open source file \""),
+        std::string_view("): catastrophic error: could not open source file \"")}) {
+    size_t at = log.find(phrase);
+    if (at == std::string_view::npos) continue;
+    size_t line_start = at == 0 ? std::string_view::npos : log.rfind('\n', at - 1);
+    line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
+    size_t open = log.rfind('(', at);
+    size_t name_start = at + phrase.size();
+    size_t name_end = log.find('"', name_start);
+    if (open == std::string_view::npos || open < line_start || name_end == std::string_view::npos ||
+        name_end == name_start) {
+      continue;
+    }
+    std::string_view digits = log.substr(open + 1, at - open - 1);
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string_view::npos) {
+      continue;
+    }
+    AskedInclude a;
+    a.includer = std::string(log.substr(line_start, open - line_start));
+    a.line = std::stoi(std::string(digits));
+    a.name = std::string(log.substr(name_start, name_end - name_start));
+    size_t echo_start = log.find('\n', name_end);
+    if (echo_start != std::string_view::npos) {
+      std::string_view echo = log.substr(echo_start + 1);
+      echo = echo.substr(0, echo.find('\n'));
+      a.angled = echo.find("<" + a.name + ">") != std::string_view::npos;
+    }
+    return a;
+  }
+  return std::nullopt;
+}
+
 }  // namespace kcache::compiler

@@ -19,11 +19,12 @@
 // no checkout location, so keys do not depend on where the sources live.
 //
 // Conditional compilation is not evaluated: every #include and __has_include
-// in a user file is followed. Known gaps: computed includes (`#include MACRO`)
-// and spellings probed only by __has_include that exist nowhere are left to
-// NVRTC (which may then look next to the includer's name on disk).
+// in a user file is followed. Computed includes (`#include MACRO`) are not
+// seen here: NVRTC is sealed (nvrtc.h), so it fails naming them and the
+// compiler resolves them on demand (compiler.h, docs/KEYS.md).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,5 +74,24 @@ std::vector<IncludeDirective> scan_includes(std::string_view text);
 // InvalidArgument when one spelling names two different headers.
 IncludeGraph resolve_includes(const std::string& source_path, std::string_view source,
                               const IncludeSearch& search);
+
+// NVRTC's complaint about an include it was not handed and could not find
+// (sealed, it finds none of the user's files): the name, who included it,
+// and how.
+struct AskedInclude {
+  std::string name;      // as written between the quotes or brackets
+  std::string includer;  // as NVRTC names it: the source's name or a header's spelling
+  int line = 0;
+  bool angled = false;  // <name>, as the echoed directive shows
+};
+
+// The first such complaint in an NVRTC log, or nullopt. Grammar (NVRTC 13.0;
+// "could not open" is its wording where it has no -I folder at all):
+//   line    := includer "(" digits "): catastrophic error: " verb
+//              " open source file \"" name "\"" rest-of-line "\n" echo
+//   verb    := "cannot" | "could not"
+//   echo    := the directive's line as written, e.g. `  #include <x.h>`
+// Linear in the log's size; any input is safe (fuzz/nvrtc_log_fuzzer.cc).
+std::optional<AskedInclude> parse_cannot_open(std::string_view log);
 
 }  // namespace kcache::compiler

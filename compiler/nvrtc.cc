@@ -2,11 +2,18 @@
 
 #include <dlfcn.h>
 #include <nvrtc.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <climits>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 #include "common/error.h"
 
@@ -64,10 +71,50 @@ class Program {
   nvrtcProgram prog_ = nullptr;
 };
 
+// Deep enough that no real spelling climbs out of it with "../": each ".."
+// from a deleted folder leads to its (deleted) parent, where nothing exists.
+constexpr int kSealDepth = 32;
+
+// Gives the calling thread a working directory of its own: the innermost of a
+// chain of freshly made folders, all deleted again. Returns false (leaving
+// the working directory alone) where that cannot be done.
+bool seal_this_thread() {
+  if (::unshare(CLONE_FS) != 0) return false;
+  const char* tmp = ::getenv("TMPDIR");
+  std::string root = std::string(tmp && *tmp ? tmp : "/tmp") + "/kcache-seal-XXXXXX";
+  if (!::mkdtemp(&root[0])) return false;
+  std::vector<std::string> made{root};
+  bool ok = true;
+  for (int i = 0; i < kSealDepth && ok; ++i) {
+    std::string next = made.back() + "/d";
+    ok = ::mkdir(next.c_str(), 0700) == 0;
+    if (ok) made.push_back(next);
+  }
+  ok = ok && ::chdir(made.back().c_str()) == 0;
+  for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
+  return ok;
+}
+
+// Replaces every `from` in `text` with `to`.
+void replace_all(std::string& text, const std::string& from, const std::string& to) {
+  if (from == to || from.empty()) return;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+}
+
 }  // namespace
 
+std::string sealed_source_name(const std::string& name) {
+  return !name.empty() && name.front() == '/' ? "/kcache-sealed" + name : name;
+}
+
 Nvrtc::Nvrtc(std::string path) : path_(std::move(path)) {
-  void* handle = ::dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // Absolute: NVRTC finds its builtins library next to its own path, later,
+  // on the sealed thread where a relative path resolves to nothing.
+  char real[PATH_MAX];
+  std::string load = ::realpath(path_.c_str(), real) ? std::string(real) : path_;
+  void* handle = ::dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* why = ::dlerror();
     throw NotFound("cannot load NVRTC from " + path_ + ": " + (why ? why : "unknown error") +
@@ -107,7 +154,27 @@ std::vector<int> Nvrtc::supported_archs() const {
 }
 
 NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
+  // NVRTC runs on the calling thread; a thread of its own keeps the sealed
+  // working directory away from the rest of the process.
+  NvrtcOutput out;
+  std::exception_ptr error;
+  std::thread sealed([&] {
+    try {
+      bool ok = seal_this_thread();
+      out = compile_here(input);
+      out.sealed = ok;
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  sealed.join();
+  if (error) std::rethrow_exception(error);
+  return out;
+}
+
+NvrtcOutput Nvrtc::compile_here(const NvrtcInput& input) const {
   const Api& api = *api_;
+  const std::string handed_name = sealed_source_name(input.source_name);
   auto check = [&](nvrtcResult r, const char* call) {
     if (r != NVRTC_SUCCESS) {
       throw Error(ErrorKind::compile_failed, std::string(call) + " failed on " + input.source_name +
@@ -120,7 +187,7 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
     header_names.push_back(h.name.c_str());
   }
   Program prog(api);
-  check(api.nvrtcCreateProgram(prog.out(), input.source.c_str(), input.source_name.c_str(),
+  check(api.nvrtcCreateProgram(prog.out(), input.source.c_str(), handed_name.c_str(),
                                static_cast<int>(header_texts.size()), header_texts.data(),
                                header_names.data()),
         "nvrtcCreateProgram");
@@ -142,6 +209,7 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
     out.log.resize(log_size);
     if (api.nvrtcGetProgramLog(prog.get(), &out.log[0]) != NVRTC_SUCCESS) out.log.clear();
     while (!out.log.empty() && out.log.back() == '\0') out.log.pop_back();
+    replace_all(out.log, handed_name, input.source_name);
   }
   if (result == NVRTC_ERROR_COMPILATION) {
     throw CompileError("NVRTC could not compile " + input.source_name, out.log, input.options);

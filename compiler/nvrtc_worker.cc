@@ -143,6 +143,7 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
       w.str(n.lowered_name);
     }
     w.str(out.ptx);
+    w.u8(out.sealed ? 1 : 0);
   } catch (const CompileError& e) {
     w.u8(kCompileError);
     w.str(e.what());
@@ -294,6 +295,7 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
     out.lowered_names.push_back(std::move(n));
   }
   out.ptx = std::string(r.str("PTX"));
+  out.sealed = r.u8("sealed") != 0;
   r.expect_end();
   return out;
 }

@@ -279,5 +279,30 @@ TEST_F(CompileCommandTest, UnwritableStoreStillCompiles) {
   EXPECT_TRUE(read_file(dir_ + "/k.kcb").has_value());
 }
 
+// Issue 9's report as a user ran it: a header chosen by a stringized -D,
+// edited after a miss. Two archs, so one compiles in a worker process.
+TEST_F(CompileCommandTest, AnEditedComputedIncludeIsNeverAStaleHit) {
+  std::string src = write(dir_, "k.cu",
+                          "#define STR2(x) #x\n#define STR(x) STR2(x)\n#include STR(VARIANT.cuh)\n"
+                          "extern \"C\" __global__ void k(int* p) { *p = V; }\n");
+  write(dir_, "v7.cuh", "#define V 7\n");
+  std::vector<std::string> args = {"compile", src,          "--arch", "sm_80,sm_90",
+                                   "-D",      "VARIANT=v7", "-o"};
+  auto compile = [&](const std::string& out, bool store) {
+    std::vector<std::string> a = args;
+    a.push_back(dir_ + "/" + out);
+    if (!store) a.push_back("--no-store");
+    CommandResult r = kcache(a);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return *read_file(dir_ + "/" + out);
+  };
+  std::string before = compile("a.kcb", true);
+  EXPECT_EQ(before, compile("a_fresh.kcb", false));
+  write(dir_, "v7.cuh", "#define V 9\n");
+  std::string after = compile("b.kcb", true);
+  EXPECT_NE(after, before) << "a stale hit: the edited header was not compiled";
+  EXPECT_EQ(after, compile("b_fresh.kcb", false));
+}
+
 }  // namespace
 }  // namespace kcache::cli

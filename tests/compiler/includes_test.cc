@@ -257,3 +257,40 @@ TEST(ResolveIncludesTest, UnreadableHeaderIsAnIoErrorNamingIt) {
 
 }  // namespace
 }  // namespace kcache::compiler
+
+namespace kcache::compiler {
+namespace {
+
+// NVRTC 13.0's own wording, as sealed compiles produce it (sealed_test).
+TEST(ParseCannotOpenTest, ReadsTheNameTheIncluderTheLineAndTheQuoting) {
+  std::optional<AskedInclude> a = parse_cannot_open(
+      "warning first\nsrc/k.cu(12): catastrophic error: cannot open source file \"v7.cuh\"\n"
+      "  #include STR(VARIANT.cuh)\n        ^\n\n1 catastrophic error detected in the "
+      "compilation of \"src/k.cu\".\nCompilation terminated.\n");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->name, "v7.cuh");
+  EXPECT_EQ(a->includer, "src/k.cu");
+  EXPECT_EQ(a->line, 12);
+  EXPECT_FALSE(a->angled);
+  a = parse_cannot_open(
+      "a/h.cuh(2): catastrophic error: cannot open source file \"x.h\"\n  #include <x.h>\n");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->includer, "a/h.cuh");
+  EXPECT_TRUE(a->angled);
+  a = parse_cannot_open(
+      "v.cuh(1): catastrophic error: could not open source file \"w.cuh\" (no directories in "
+      "search list)\n  #include_next <w.cuh>\n");
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->name, "w.cuh");
+}
+
+TEST(ParseCannotOpenTest, OtherErrorsAndGarbageAreNotAnAsk) {
+  EXPECT_FALSE(parse_cannot_open(""));
+  EXPECT_FALSE(parse_cannot_open("k.cu(3): error: identifier \"x\" is undefined\n"));
+  EXPECT_FALSE(parse_cannot_open("): catastrophic error: cannot open source file \"x"));
+  EXPECT_FALSE(parse_cannot_open("k.cu(x): catastrophic error: cannot open source file \"a\"\n"));
+  EXPECT_FALSE(parse_cannot_open("k.cu(1): catastrophic error: cannot open source file \"\"\n"));
+}
+
+}  // namespace
+}  // namespace kcache::compiler

@@ -1,0 +1,326 @@
+// Never a wrong hit: NVRTC reads user files only through the headers kcache
+// hands it (nvrtc.h's sealing), headers it asks for are found the way NVRTC
+// would find them, and every cached result equals a compile without a store
+// (`--no-store`) of the files as they are now. One test per preprocessor case.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cache/storage.h"
+#include "common/error.h"
+#include "compiler/compiler.h"
+#include "compiler/nvrtc.h"
+#include "compiler/toolkit.h"
+#include "tests/compiler/test_files.h"
+
+namespace kcache::compiler {
+namespace {
+
+using testing::ScopedCwd;
+using testing::test_dir;
+using testing::write;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+const char kStringize[] = "#define STR2(x) #x\n#define STR(x) STR2(x)\n";
+const char kKernel[] = "extern \"C\" __global__ void k(int* p) { *p = V; }\n";
+
+class SealedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test_dir();
+    cache::StorageOptions options;
+    options.local_dir = dir_ + "/store";
+    storage_ = std::make_unique<cache::Storage>(options);
+    toolkit_ = find_toolkit("");
+    cached_ = std::make_unique<Compiler>(toolkit_, storage_.get());
+    fresh_ = std::make_unique<Compiler>(toolkit_, nullptr);
+  }
+
+  CompileOptions options(const std::string& source = "k.cu") {
+    CompileOptions o;
+    o.source_path = dir_ + "/" + source;
+    o.source_name = source;
+    o.ptx_arch = "compute_80";
+    return o;
+  }
+
+  // Compiles through the store twice (a miss or a hit, then surely a hit
+  // where storable) and once without a store: all three bundles are equal.
+  CompileResult exact(const CompileOptions& o) {
+    CompileResult want = fresh_->compile(o);
+    CompileResult first = cached_->compile(o);
+    CompileResult second = cached_->compile(o);
+    EXPECT_EQ(first.bundle, want.bundle) << "a cached compile differs from a fresh one";
+    EXPECT_EQ(second.bundle, want.bundle) << "a hit differs from a fresh compile";
+    EXPECT_EQ(second.targets[0].key, want.targets[0].key);
+    return second;
+  }
+
+  std::string ptx(const CompileResult& r) { return std::string(r.targets[0].entry->payload()); }
+
+  std::string dir_;
+  Toolkit toolkit_;
+  std::unique_ptr<cache::Storage> storage_;
+  std::unique_ptr<Compiler> cached_, fresh_;
+};
+
+// The issue's report: a header chosen by a stringized -D, edited after a miss.
+TEST_F(SealedTest, ComputedStringizedIncludeSelectedByDefineIsKeyedByItsContent) {
+  write(dir_, "k.cu", std::string(kStringize) + "#include STR(VARIANT.cuh)\n" + kKernel);
+  write(dir_, "v7.cuh", "#define V 7\n");
+  CompileOptions o = options();
+  o.archs = {"sm_80"};
+  o.defines = {"VARIANT=v7"};
+  CompileResult before = exact(o);
+  write(dir_, "v7.cuh", "#define V 9\n");
+  CompileResult after = exact(o);
+  EXPECT_NE(after.bundle, before.bundle) << "the edited header was not compiled";
+  EXPECT_NE(after.targets[0].key, before.targets[0].key);
+}
+
+TEST_F(SealedTest, ComputedMacroIncludeSelectedByDefine) {
+  write(dir_, "k.cu", std::string("#include HEADER\n") + kKernel);
+  write(dir_, "a.cuh", "#define V 1\n");
+  write(dir_, "b.cuh", "#define V 2\n");
+  CompileOptions o = options();
+  o.defines = {"HEADER=\"a.cuh\""};
+  CompileResult a = exact(o);
+  o.defines = {"HEADER=\"b.cuh\""};
+  CompileResult b = exact(o);
+  EXPECT_NE(ptx(a), ptx(b));
+}
+
+TEST_F(SealedTest, HasIncludeTrueThenFalse) {
+  write(dir_, "k.cu",
+        "#if __has_include(\"opt.cuh\")\n#include \"opt.cuh\"\n#else\n#define V 1\n#endif\n" +
+            std::string(kKernel));
+  write(dir_, "opt.cuh", "#define V 2\n");
+  CompileResult with = exact(options());
+  ASSERT_EQ(std::remove((dir_ + "/opt.cuh").c_str()), 0);
+  CompileResult without = exact(options());
+  EXPECT_NE(with.targets[0].key, without.targets[0].key);
+  EXPECT_NE(ptx(with), ptx(without));
+}
+
+TEST_F(SealedTest, ComputedHasIncludeNeverSeesAnUnhandedFile) {
+  // A probe kcache cannot read: NVRTC must not find the file by itself.
+  write(dir_, "k.cu",
+        "#define OPT \"opt.cuh\"\n#if __has_include(OPT)\n#error found unkeyed\n#endif\n"
+        "#define V 1\n" +
+            std::string(kKernel));
+  write(dir_, "opt.cuh", "#define V 2\n");
+  ScopedCwd cwd(dir_);
+  exact(options());
+}
+
+TEST_F(SealedTest, IfdefBranchesFollowTheDefines) {
+  write(dir_, "k.cu",
+        "#ifdef USE_A\n#include \"a.cuh\"\n#else\n#include \"b.cuh\"\n#endif\n" +
+            std::string(kKernel));
+  write(dir_, "a.cuh", "#define V 1\n");
+  write(dir_, "b.cuh", "#define V 2\n");
+  CompileOptions o = options();
+  CompileResult b = exact(o);
+  o.defines = {"USE_A"};
+  CompileResult a = exact(o);
+  EXPECT_NE(ptx(a), ptx(b));
+}
+
+TEST_F(SealedTest, IncludesInIfZeroAndInCommentsAreHarmless) {
+  write(dir_, "k.cu",
+        "#if 0\n#include \"dead.cuh\"\n#include \"gone.cuh\"\n#endif\n// #include \"c.cuh\"\n"
+        "/* #include \"c.cuh\" */\n#define V 3\n" +
+            std::string(kKernel));
+  write(dir_, "dead.cuh", "#error never compiled\n");
+  write(dir_, "c.cuh", "#error never compiled\n");
+  CompileResult r = exact(options());
+  write(dir_, "dead.cuh", "#error edited, still never compiled\n");
+  EXPECT_EQ(ptx(exact(options())), ptx(r));
+}
+
+TEST_F(SealedTest, SameNameInTwoIncludeFoldersAndNextToTheIncluder) {
+  write(dir_, "k.cu", std::string("#include \"x.cuh\"\n") + kKernel);
+  write(dir_, "x.cuh", "#define V 1\n");
+  write(dir_, "inc1/x.cuh", "#define V 2\n");
+  write(dir_, "inc2/x.cuh", "#define V 3\n");
+  CompileOptions o = options();
+  o.include_dirs = {dir_ + "/inc1", dir_ + "/inc2"};
+  CompileResult next_to = exact(o);
+  ASSERT_EQ(std::remove((dir_ + "/x.cuh").c_str()), 0);
+  CompileResult first_i = exact(o);
+  ASSERT_EQ(std::remove((dir_ + "/inc1/x.cuh").c_str()), 0);
+  CompileResult second_i = exact(o);
+  EXPECT_NE(ptx(next_to), ptx(first_i));
+  EXPECT_NE(ptx(first_i), ptx(second_i));
+}
+
+TEST_F(SealedTest, ComputedIncludeSearchesTheIncludersFolderThenIncludeFoldersInOrder) {
+  write(dir_, "k.cu", std::string("#include \"lib/h.cuh\"\n") + kKernel);
+  write(dir_, "inc/lib/h.cuh", std::string(kStringize) + "#include STR(PART.cuh)\n");
+  write(dir_, "inc/lib/p.cuh", "#define V 1\n");
+  write(dir_, "inc2/p.cuh", "#define V 2\n");
+  CompileOptions o = options();
+  o.include_dirs = {dir_ + "/inc", dir_ + "/inc2"};
+  o.defines = {"PART=p"};
+  CompileResult next_to = exact(o);
+  ASSERT_EQ(std::remove((dir_ + "/inc/lib/p.cuh").c_str()), 0);
+  CompileResult from_i = exact(o);
+  EXPECT_NE(ptx(next_to), ptx(from_i));
+}
+
+TEST_F(SealedTest, UserHeaderNamedLikeAToolkitHeader) {
+  write(dir_, "k.cu", std::string("#include \"math_constants.h\"\n") + kKernel);
+  write(dir_, "math_constants.h", "#define V 5\n");
+  CompileResult r = exact(options());
+  write(dir_, "math_constants.h", "#define V 6\n");
+  EXPECT_NE(ptx(exact(options())), ptx(r));
+}
+
+TEST_F(SealedTest, BackslashNewlineInsideAnInclude) {
+  write(dir_, "k.cu", std::string("#include \\\n  \"a.cuh\"\n") + kKernel);
+  write(dir_, "a.cuh", "#define V 1\n");
+  CompileResult r = exact(options());
+  write(dir_, "a.cuh", "#define V 2\n");
+  EXPECT_NE(ptx(exact(options())), ptx(r));
+}
+
+TEST_F(SealedTest, TwentyLevelNesting) {
+  write(dir_, "k.cu", std::string("#include \"n0.cuh\"\n") + kKernel);
+  for (int i = 0; i < 20; ++i) {
+    write(dir_, "n" + std::to_string(i) + ".cuh",
+          "#include \"n" + std::to_string(i + 1) + ".cuh\"\n");
+  }
+  write(dir_, "n20.cuh", "#define V 20\n");
+  CompileResult r = exact(options());
+  write(dir_, "n20.cuh", "#define V 21\n");
+  EXPECT_NE(ptx(exact(options())), ptx(r));
+}
+
+TEST_F(SealedTest, GuardedCycles) {
+  write(dir_, "k.cu", std::string("#include \"a.cuh\"\n") + kKernel);
+  write(dir_, "a.cuh", "#ifndef A\n#define A\n#include \"b.cuh\"\n#define V B\n#endif\n");
+  write(dir_, "b.cuh", "#ifndef B_\n#define B_\n#include \"a.cuh\"\n#define B 4\n#endif\n");
+  CompileResult r = exact(options());
+  write(dir_, "b.cuh", "#ifndef B_\n#define B_\n#include \"a.cuh\"\n#define B 5\n#endif\n");
+  EXPECT_NE(ptx(exact(options())), ptx(r));
+}
+
+TEST_F(SealedTest, PragmaOnce) {
+  write(dir_, "k.cu", std::string("#include \"a.cuh\"\n#include \"a.cuh\"\n") + kKernel);
+  write(dir_, "a.cuh", "#pragma once\n#define V 1\nstruct Once {};\n");
+  CompileResult r = exact(options());
+  write(dir_, "a.cuh", "#pragma once\n#define V 2\nstruct Once {};\n");
+  EXPECT_NE(ptx(exact(options())), ptx(r));
+}
+
+TEST_F(SealedTest, AbsoluteAndRelativeSourcePaths) {
+  write(dir_, "src/k.cu", std::string(kStringize) + "#include STR(W.cuh)\n" + kKernel);
+  write(dir_, "src/w.cuh", "#define V 1\n");
+  CompileOptions absolute;
+  absolute.source_path = dir_ + "/src/k.cu";  // logical name: the absolute path
+  absolute.ptx_arch = "compute_80";
+  absolute.defines = {"W=w"};
+  exact(absolute);
+  ScopedCwd cwd(dir_);
+  CompileOptions relative = absolute;
+  relative.source_path = "src/k.cu";
+  exact(relative);
+}
+
+TEST_F(SealedTest, AMovedCheckoutKeepsItsKeys) {
+  for (const std::string& root : {std::string("one"), std::string("two")}) {
+    write(dir_, root + "/src/k.cu", std::string("#include <lib.cuh>\n") + kKernel);
+    write(dir_, root + "/inc/lib.cuh", "#define V 1\n");
+  }
+  CompileOptions o;
+  o.source_name = "src/k.cu";
+  o.ptx_arch = "compute_80";
+  o.source_path = dir_ + "/one/src/k.cu";
+  o.include_dirs = {dir_ + "/one/inc"};
+  CompileResult one = exact(o);
+  o.source_path = dir_ + "/two/src/k.cu";
+  o.include_dirs = {dir_ + "/two/inc"};
+  CompileResult two = cached_->compile(o);
+  EXPECT_EQ(two.hits(), 1);
+  EXPECT_EQ(two.targets[0].key, one.targets[0].key);
+}
+
+// Decoys in the working directory, next to a handed header's name and in
+// folders kcache was not given: NVRTC reads none of them.
+TEST_F(SealedTest, DecoyHeadersAreNeverRead) {
+  const std::string decoy = "#error a decoy was read\n";
+  write(dir_, "src/k.cu", std::string("#include \"lib/h.cuh\"\n") + kKernel);
+  write(dir_, "inc/lib/h.cuh", "#define NEXT \"w.cuh\"\n#include NEXT\n");
+  write(dir_, "inc/lib/w.cuh", "#define V 1\n");
+  write(dir_, "w.cuh", decoy);        // the working directory
+  write(dir_, "lib/w.cuh", decoy);    // next to the handed header's spelling
+  write(dir_, "other/w.cuh", decoy);  // a folder kcache was not given
+  ScopedCwd cwd(dir_);
+  CompileOptions o;
+  o.source_path = "src/k.cu";
+  o.ptx_arch = "compute_80";
+  o.include_dirs = {"inc"};
+  exact(o);
+  // The real one gone: a clear error, not a decoy.
+  ASSERT_EQ(std::remove((dir_ + "/inc/lib/w.cuh").c_str()), 0);
+  for (Compiler* c : {cached_.get(), fresh_.get()}) {
+    try {
+      c->compile(o);
+      FAIL() << "compiled without w.cuh";
+    } catch (const CompileError& e) {
+      EXPECT_TRUE(contains(e.what(),
+                           "\"w.cuh\" (included from inc/lib/h.cuh:2) was not found in: "
+                           "inc/lib, inc, "))
+          << e.what();
+      EXPECT_FALSE(contains(e.log(), "decoy")) << e.log();
+    }
+  }
+}
+
+// NVRTC itself, without kcache's resolution: a handed header's relative
+// include is not served from the working directory.
+TEST_F(SealedTest, NvrtcDoesNotReadTheWorkingDirectory) {
+  write(dir_, "w.cuh", "#define V 1\n");
+  ScopedCwd cwd(dir_);
+  NvrtcInput input;
+  input.source_name = dir_ + "/k.cu";
+  input.source = "#include \"v.cuh\"\n#include \"w.cuh\"\n";
+  input.headers = {{"v.cuh", "#include \"w.cuh\"\n"}};
+  input.options = {"-arch=compute_80"};
+  input.want_cubin = false;
+  try {
+    Nvrtc::open(toolkit_.nvrtc.path).compile(input);
+    FAIL() << "NVRTC read ./w.cuh";
+  } catch (const CompileError& e) {
+    EXPECT_TRUE(contains(e.log(), "cannot open source file \"w.cuh\"")) << e.log();
+    // Users see their own name, not the sealed one.
+    EXPECT_TRUE(contains(e.log(), "in the compilation of \"" + dir_ + "/k.cu\"")) << e.log();
+    EXPECT_FALSE(contains(e.log(), "kcache-sealed")) << e.log();
+  }
+  input.headers.push_back({"w.cuh", "#define V 2\n"});
+  EXPECT_TRUE(Nvrtc::open(toolkit_.nvrtc.path).compile(input).sealed);
+}
+
+TEST_F(SealedTest, AComputedIncludeFoundNowhereNamesItTheIncluderAndTheFolders) {
+  write(dir_, "k.cu", std::string(kStringize) + "\n#include STR(NAME.cuh)\n" + kKernel);
+  CompileOptions o = options();
+  o.defines = {"NAME=nowhere"};
+  o.include_dirs = {dir_ + "/inc"};
+  try {
+    cached_->compile(o);
+    FAIL();
+  } catch (const CompileError& e) {
+    EXPECT_TRUE(contains(e.what(), "\"nowhere.cuh\" (included from " + dir_ +
+                                       "/k.cu:4) was not found in: " + dir_ + ", " + dir_ +
+                                       "/inc, " + toolkit_.include_dirs[0]))
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kcache::compiler
