@@ -219,7 +219,7 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
     p.source = std::move(*source);
   }
   p.includes = resolve_includes(options.source_path, p.source,
-                                {options.include_dirs, toolkit_.include_dirs});
+                                {options.include_dirs, toolkit_.include_dirs, options.may_read});
 
   p.request.compiler_identity = identity_;
   p.request.options = p.key_options;
@@ -322,7 +322,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       for (const std::string& d : dirs) {
         std::string path = d.empty() ? a.name : d + "/" + a.name;
         if (a.name.front() == '/') path = a.name;
-        std::optional<std::string> content = read_file(path);
+        std::optional<std::string> content;
+        if (!options.may_read || options.may_read(path)) content = read_file(path);
         if (!content) {
           searched += (searched.empty() ? "" : ", ") + (d.empty() ? std::string(".") : d);
           continue;
@@ -332,7 +333,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         for (const NvrtcHeader& h : base.headers) handed.insert(h.name);
         for (const ResolvedHeader& h : have) handed.insert(h.name);
         handed.insert(a.name);
-        IncludeGraph more = resolve_includes(path, *content, {options.include_dirs, {}});
+        IncludeGraph more =
+            resolve_includes(path, *content, {options.include_dirs, {}, options.may_read});
         for (ResolvedHeader& h : more.headers) {
           if (handed.insert(h.name).second) out.push_back(std::move(h));
         }
@@ -377,8 +379,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
               outputs[slot] = pool_->compile(toolkit_.nvrtc.path, input);
             } else if (here.owns_lock() || worker_command_.empty()) {
               if (!here.owns_lock()) here.lock();
-              outputs[slot] =
-                  pch_dir_.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir_);
+              outputs[slot] = pch_dir_.empty() ? nvrtc.compile(input)
+                                               : compile_with_pch(nvrtc, input, pch_dir_);
             } else {
               outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
             }

@@ -37,6 +37,7 @@
 #include "cache/key.h"
 #include "cache/storage.h"
 #include "common/hash.h"
+#include "compiler/includes.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::compiler {
@@ -73,6 +74,9 @@ struct CompileOptions {
   // Lean images (lean_image.h): NVRTC's image less the internal variables
   // nothing references; false: NVRTC's bytes exactly. Part of the key.
   bool lean = true;
+  // The user files kcache may read while resolving includes (includes.h);
+  // empty: all. Bazel's worker limits a request to its declared inputs.
+  MayRead may_read;
 
   const std::string& logical_name() const {
     return source_name.empty() ? source_path : source_name;

@@ -261,6 +261,12 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
     if (!toolkit_real.count(real_path(d))) user_dirs.push_back(d);
   }
 
+  // A user file kcache may not read (MayRead) is as good as absent.
+  auto user_file = [&](const std::string& path) -> std::optional<FileId> {
+    if (search.may_read && !search.may_read(path)) return std::nullopt;
+    return regular_file(path);
+  };
+
   IncludeGraph graph;
   std::map<std::string, Found> found;             // spelling -> user header
   std::map<std::string, std::string> toolkit;     // spelling -> where first included
@@ -296,14 +302,14 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
       std::optional<std::string> user_path;
       std::optional<FileId> id;
       if (d.name.front() == '/') {
-        if ((id = regular_file(d.name))) user_path = d.name;
+        if ((id = user_file(d.name))) user_path = d.name;
       } else {
         std::vector<std::string> dirs;
         if (!d.angled) dirs.push_back(dir);
         dirs.insert(dirs.end(), user_dirs.begin(), user_dirs.end());
         for (const std::string& candidate : dirs) {
           searched.push_back(shown(candidate));
-          if ((id = regular_file(join(candidate, d.name)))) {
+          if ((id = user_file(join(candidate, d.name)))) {
             user_path = join(candidate, d.name);
             break;
           }

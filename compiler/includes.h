@@ -24,6 +24,7 @@
 // compiler resolves them on demand (compiler.h, docs/KEYS.md).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,9 +32,16 @@
 
 namespace kcache::compiler {
 
+// Which user files kcache may read, by the path it would read them at (as
+// built from the source's path and -I, not made absolute); empty: all. Under
+// Bazel's worker a request may read only its action's declared inputs, as a
+// sandboxed action could: anything else is treated as absent.
+using MayRead = std::function<bool(const std::string& path)>;
+
 struct IncludeSearch {
   std::vector<std::string> user_dirs;     // -I folders, in order, as given
   std::vector<std::string> toolkit_dirs;  // <cuda>/include, <cuda>/include/cccl
+  MayRead may_read;                       // user files only; the toolkit is always readable
 };
 
 struct ResolvedHeader {

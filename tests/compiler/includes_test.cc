@@ -110,6 +110,27 @@ TEST(ResolveIncludesTest, AngledIncludeIsNotLookedForNextToTheIncluder) {
   EXPECT_EQ(g.missing[0].name, "near.h");
 }
 
+// Under Bazel's worker only declared inputs may be read: an undeclared file is
+// as good as absent, so the next folder is searched and, found nowhere, the
+// include gets the stub naming it.
+TEST(ResolveIncludesTest, FilesItMayNotReadAreTreatedAsAbsent) {
+  std::string d = test_dir();
+  write(d, "src/k.cu", "#include \"near.h\"\n#include \"gone.h\"\n");
+  write(d, "src/near.h", "// near, undeclared\n");
+  write(d, "inc/near.h", "// declared\n");
+  write(d, "src/gone.h", "// undeclared\n");
+  ScopedCwd cwd(d);
+  MayRead may_read = [](const std::string& path) {
+    return path != "src/near.h" && path != "src/gone.h";
+  };
+  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{"inc"}, {}, may_read});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"near.h"}));
+  EXPECT_EQ(header(g, "near.h")->path, "inc/near.h");
+  ASSERT_EQ(g.missing.size(), 1u);
+  EXPECT_EQ(g.missing[0].name, "gone.h");
+  EXPECT_NE(g.missing[0].stub.find("was not found"), std::string::npos);
+}
+
 // NVRTC 13 serves `#include "b.h"` in an in-memory header named "a/x.h" from
 // the in-memory header named "b.h" (the spelling), not "a/b.h". So the nested
 // header must be handed over as "b.h", and its content is a/b.h's.
