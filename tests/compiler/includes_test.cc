@@ -92,7 +92,7 @@ TEST(ResolveIncludesTest, QuotedIncludeIsFoundNextToTheIncluderThenInEachDir) {
   write(d, "inc1/far.h", "// far 1\n");
   write(d, "inc2/far.h", "// far 2\n");
   ScopedCwd cwd(d);
-  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{"inc1", "inc2"}, {}});
+  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{"inc1", "inc2"}, {}, {}});
   EXPECT_EQ(header_names(g), (std::vector<std::string>{"far.h", "near.h"}));
   EXPECT_EQ(header(g, "far.h")->content, "// far 1\n");
   EXPECT_EQ(header(g, "far.h")->path, "inc1/far.h");
@@ -104,7 +104,7 @@ TEST(ResolveIncludesTest, AngledIncludeIsNotLookedForNextToTheIncluder) {
   write(d, "src/k.cu", "#include <near.h>\n");
   write(d, "src/near.h", "// near\n");
   ScopedCwd cwd(d);
-  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{}, {}});
+  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{}, {}, {}});
   EXPECT_TRUE(g.headers.empty());
   ASSERT_EQ(g.missing.size(), 1u);
   EXPECT_EQ(g.missing[0].name, "near.h");
@@ -141,7 +141,7 @@ TEST(ResolveIncludesTest, NestedRelativeIncludeIsNamedByItsSpelling) {
   write(d, "a/b.h", "#define FROM_A 1\n");
   write(d, "b.h", "#define FROM_TOP 1\n");  // what a wrong lookup would pick
   ScopedCwd cwd(d);
-  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}, {}});
   EXPECT_EQ(header_names(g), (std::vector<std::string>{"a/x.h", "b.h"}));
   EXPECT_EQ(header(g, "b.h")->content, "#define FROM_A 1\n");
   EXPECT_EQ(header(g, "b.h")->path, "a/b.h");
@@ -153,7 +153,7 @@ TEST(ResolveIncludesTest, ParentRelativeIncludeKeepsItsSpelling) {
   write(d, "a/x.h", "#include \"../c/y.h\"\n");
   write(d, "c/y.h", "// y\n");
   ScopedCwd cwd(d);
-  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}, {}});
   EXPECT_EQ(header_names(g), (std::vector<std::string>{"../c/y.h", "a/x.h"}));
 }
 
@@ -162,7 +162,7 @@ TEST(ResolveIncludesTest, NamesCarryNoCheckoutLocation) {
   write(d, "k.cu", "#include <lib/x.h>\n");
   write(d, "inc/lib/x.h", "#include \"y.h\"\n");
   write(d, "inc/lib/y.h", "// y\n");
-  IncludeGraph g = resolve_includes(d + "/k.cu", *read_file(d + "/k.cu"), {{d + "/inc"}, {}});
+  IncludeGraph g = resolve_includes(d + "/k.cu", *read_file(d + "/k.cu"), {{d + "/inc"}, {}, {}});
   EXPECT_EQ(header_names(g), (std::vector<std::string>{"lib/x.h", "y.h"}));
   for (const ResolvedHeader& h : g.headers) EXPECT_EQ(h.name.find(d), std::string::npos);
 }
@@ -176,7 +176,7 @@ TEST(ResolveIncludesTest, OneSpellingForTwoDifferentFilesIsAnError) {
   write(d, "b/util.h", "// b's\n");
   ScopedCwd cwd(d);
   try {
-    resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+    resolve_includes("k.cu", *read_file("k.cu"), {{}, {}, {}});
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
     std::string m = e.what();
@@ -194,7 +194,7 @@ TEST(ResolveIncludesTest, OneSpellingForTwoIdenticalFilesIsFine) {
   write(d, "b/y.h", "#include \"util.h\"\n");
   write(d, "b/util.h", "// same\n");
   ScopedCwd cwd(d);
-  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}, {}});
   EXPECT_EQ(header_names(g), (std::vector<std::string>{"a/x.h", "b/y.h", "util.h"}));
 }
 
@@ -205,7 +205,7 @@ TEST(ResolveIncludesTest, ToolkitHeadersAreLeftToNvrtc) {
   write(d, "toolkit/include/cccl/cuda/std/cstdint", "// toolkit\n");
   ScopedCwd cwd(d);
   IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"),
-                                    {{}, {"toolkit/include", "toolkit/include/cccl"}});
+                                    {{}, {"toolkit/include", "toolkit/include/cccl"}, {}});
   EXPECT_TRUE(g.headers.empty());
   EXPECT_TRUE(g.missing.empty());
   EXPECT_EQ(g.toolkit_includes, (std::vector<std::string>{"cuda/std/cstdint", "cuda_fp16.h"}));
@@ -217,7 +217,7 @@ TEST(ResolveIncludesTest, DashIOfAToolkitFolderStaysTheToolkits) {
   write(d, "toolkit/include/cccl/cub/cub.cuh", "#include \"detail.cuh\"\n");
   ScopedCwd cwd(d);
   IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"),
-                                    {{"./toolkit/include/cccl"}, {"toolkit/include/cccl"}});
+                                    {{"./toolkit/include/cccl"}, {"toolkit/include/cccl"}, {}});
   EXPECT_TRUE(g.headers.empty());
   EXPECT_EQ(g.toolkit_includes, std::vector<std::string>{"cub/cub.cuh"});
 }
@@ -226,7 +226,8 @@ TEST(ResolveIncludesTest, MissingIncludeGetsAStubNamingEveryFolderSearched) {
   std::string d = test_dir();
   write(d, "src/k.cu", "// one\n#if 0\n#include \"gone.h\"\n#endif\n");
   ScopedCwd cwd(d);
-  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{"inc"}, {"tk/include"}});
+  IncludeGraph g =
+      resolve_includes("src/k.cu", *read_file("src/k.cu"), {{"inc"}, {"tk/include"}, {}});
   ASSERT_EQ(g.missing.size(), 1u);
   const MissingInclude& m = g.missing[0];
   EXPECT_EQ(m.name, "gone.h");
@@ -241,7 +242,7 @@ TEST(ResolveIncludesTest, ProbedMissingHeaderGetsNoStub) {
   std::string d = test_dir();
   write(d, "k.cu", "#if __has_include(\"opt.h\")\n#include \"opt.h\"\n#endif\n");
   ScopedCwd cwd(d);
-  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}, {}});
   ASSERT_EQ(g.missing.size(), 1u);
   EXPECT_TRUE(g.missing[0].stub.empty());
 }
@@ -252,7 +253,7 @@ TEST(ResolveIncludesTest, IncludeCyclesEnd) {
   write(d, "a.h", "#pragma once\n#include \"b.h\"\n");
   write(d, "b.h", "#pragma once\n#include \"a.h\"\n");
   ScopedCwd cwd(d);
-  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}});
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}, {}});
   EXPECT_EQ(header_names(g), (std::vector<std::string>{"a.h", "b.h"}));
 }
 
@@ -262,14 +263,14 @@ TEST(ResolveIncludesTest, UnreadableHeaderIsAnIoErrorNamingIt) {
   FileSystem::real().create_directories(d + "/dir.h", 0755);  // not a file: skipped
   write(d, "inc/dir.h", "// the real one\n");
   ScopedCwd cwd(d);
-  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{"inc"}, {}});
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{"inc"}, {}, {}});
   EXPECT_EQ(header(g, "dir.h")->path, "inc/dir.h");
   if (::geteuid() == 0) GTEST_SKIP() << "root reads files whatever their mode";
   std::string locked = write(d, "locked/x.h", "// x\n");
   ASSERT_EQ(::chmod(locked.c_str(), 0), 0);
   write(d, "k2.cu", "#include \"locked/x.h\"\n");
   try {
-    resolve_includes("k2.cu", *read_file("k2.cu"), {{}, {}});
+    resolve_includes("k2.cu", *read_file("k2.cu"), {{}, {}, {}});
     FAIL() << "expected IoError";
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("locked/x.h"), std::string::npos) << e.what();
