@@ -179,7 +179,7 @@ class Scanner {
   void directive() {
     skip_blanks();
     int line = line_;
-    std::string name = directive_name();
+    std::string_view name = directive_name();
     if (name == "if" || name == "ifdef" || name == "ifndef") {
       if (dead_ > 0) {
         ++dead_;  // nested in a dead group: only its #endif matters
@@ -202,17 +202,19 @@ class Scanner {
 
   // The directive's name, backslash-newlines inside it removed: `#end`,
   // backslash, newline, `if` is an #endif, and missing one would stretch a
-  // dead group.
-  std::string directive_name() {
-    std::string name;
+  // dead group. A view into the text, or into spliced_ where it was split.
+  std::string_view directive_name() {
+    std::string_view name = read_identifier();
+    if (name.empty() || at(i_) != '\\' || at(i_ + 1) != '\n') return name;
+    spliced_.assign(name);
     for (;;) {
       if (is_id(at(i_))) {
-        name += t_[i_++];
-      } else if (!name.empty() && at(i_) == '\\' && at(i_ + 1) == '\n') {
+        spliced_ += t_[i_++];
+      } else if (at(i_) == '\\' && at(i_ + 1) == '\n') {
         i_ += 2;
         ++line_;
       } else {
-        return name;
+        return spliced_;
       }
     }
   }
@@ -266,6 +268,7 @@ class Scanner {
   // never a wrong hit), while a __has_include there would be false, as in a
   // compile without a store. A counter, not a stack: bounded for any nesting.
   size_t dead_ = 0;
+  std::string spliced_;  // a directive name split by backslash-newlines
   std::vector<IncludeDirective> out_;
 };
 
