@@ -74,23 +74,31 @@ class Scanner {
     }
   }
 
+  // The comment loops run on local copies of i_ and line_: the compiler
+  // need not keep the members up to date on every byte.
   void skip_line_comment() {
-    while (i_ < t_.size() && t_[i_] != '\n') {
-      if (t_[i_] == '\\' && at(i_ + 1) == '\n') {
-        ++line_;
-        ++i_;
+    size_t i = i_;
+    int line = line_;
+    while (i < t_.size() && t_[i] != '\n') {
+      if (t_[i] == '\\' && at(i + 1) == '\n') {
+        ++line;
+        ++i;
       }
-      ++i_;
+      ++i;
     }
+    i_ = i;
+    line_ = line;
   }
 
   void skip_block_comment() {
-    i_ += 2;
-    while (i_ < t_.size() && !(t_[i_] == '*' && at(i_ + 1) == '/')) {
-      if (t_[i_] == '\n') ++line_;
-      ++i_;
+    size_t i = i_ + 2;
+    int line = line_;
+    while (i < t_.size() && !(t_[i] == '*' && at(i + 1) == '/')) {
+      if (t_[i] == '\n') ++line;
+      ++i;
     }
-    i_ = std::min(t_.size(), i_ + 2);
+    i_ = std::min(t_.size(), i + 2);
+    line_ = line;
   }
 
   void skip_blanks() {
