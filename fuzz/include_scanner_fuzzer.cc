@@ -26,8 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // the first. An unterminated comment or raw string swallows the suffix; an
   // unterminated dead group keeps it dead; either way nothing new is found.
   auto more = kcache::compiler::scan_includes(
-      text + "\n\n#if 0\n#include \"kcache_fuzz_dead.h\"\n#if __has_include(<kcache_fuzz_dead>)\n"
-             "#endif\n#endif\n");
+      text +
+      "\n\n#if 0\n#include \"kcache_fuzz_dead.h\"\n#if __has_include(<kcache_fuzz_dead>)\n"
+      "#endif\n#endif\n");
   if (more.size() != ds.size()) std::abort();
   for (size_t i = 0; i < ds.size(); ++i) {
     if (more[i].name != ds[i].name || more[i].line != ds[i].line ||
