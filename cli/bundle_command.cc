@@ -32,14 +32,6 @@ std::string image_path(const std::string& dir, const bundle::Image& image) {
       "bundle image file name");
 }
 
-// One word for scripts, beside the numbers.
-const char* lean_state(const LeanRecord& lean) {
-  if (lean.unknown()) return "unknown";
-  if (!lean.asked()) return "off";
-  if (lean.declined()) return "not_applied";
-  return lean.lean() ? "lean" : "nothing_to_remove";
-}
-
 int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
   std::optional<std::string> bytes = read_file(args.path);
   if (!bytes) throw NotFound("bundle " + args.path + " does not exist");
@@ -61,7 +53,7 @@ int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
                         {"key", std::string(image.key)},
                         {"size", image.data.size()},
                         {"lean",
-                         {{"state", lean_state(image.lean)},
+                         {{"state", state_name(image.lean)},
                           {"bytes_removed", image.lean.bytes_removed},
                           {"variables_removed", image.lean.variables_removed}}}});
     }

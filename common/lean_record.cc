@@ -65,6 +65,13 @@ LeanRecord read_lean_record(ByteReader& r) {
   return record;
 }
 
+const char* state_name(const LeanRecord& record) {
+  if (record.unknown()) return "unknown";
+  if (!record.asked()) return "off";
+  if (record.declined()) return "not_applied";
+  return record.lean() ? "lean" : "nothing_to_remove";
+}
+
 std::string describe(const LeanRecord& record) {
   if (record.unknown()) return "unknown (format 1)";
   if (!record.asked()) return "off (NVRTC's bytes)";

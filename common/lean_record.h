@@ -76,4 +76,8 @@ LeanRecord read_lean_record(ByteReader& r);
 // (NVRTC's bytes)", "not applied (NVRTC's bytes)", "unknown (format 1)".
 std::string describe(const LeanRecord& record);
 
+// One word for scripts (`--format json`): "lean", "nothing_to_remove",
+// "not_applied", "off", "unknown".
+const char* state_name(const LeanRecord& record);
+
 }  // namespace kcache

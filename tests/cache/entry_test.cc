@@ -239,5 +239,13 @@ TEST(LeanRecordTest, DescribesEachForm) {
   EXPECT_EQ(describe(LeanRecord::unknown_record()), "unknown (format 1)");
 }
 
+TEST(LeanRecordTest, NamesEachStateInOneWord) {
+  EXPECT_STREQ(state_name(kLean), "lean");
+  EXPECT_STREQ(state_name(LeanRecord{}), "off");
+  EXPECT_STREQ(state_name(LeanRecord{0x01, 0, 0}), "nothing_to_remove");
+  EXPECT_STREQ(state_name(LeanRecord{0x05, 0, 0}), "not_applied");
+  EXPECT_STREQ(state_name(LeanRecord::unknown_record()), "unknown");
+}
+
 }  // namespace
 }  // namespace kcache::cache
