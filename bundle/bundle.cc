@@ -16,8 +16,9 @@ namespace {
 
 constexpr size_t kHeaderSize = 8 + 2 + 2 + 8;
 constexpr size_t kChecksumSize = 8;
-// kind, arch length, key length, data size, data checksum, NUL.
-constexpr size_t kMinImageSize = 1 + 4 + 4 + 8 + 8 + 1;
+// kind, arch length, key length, data size, data checksum, NUL (version 1;
+// version 2 adds a lean record).
+constexpr size_t kMinImageSizeV1 = 1 + 4 + 4 + 8 + 8 + 1;
 constexpr uint8_t kMaxKind = static_cast<uint8_t>(ImageKind::cubin);
 
 // The bytes the trailing checksum covers: everything before it but the image
@@ -98,6 +99,8 @@ void check_fields(const std::string& what, const Bundle& bundle) {
       invalid(what, which + " key \"" + escape_for_message(image.key) +
                         "\" is not 32 lower-case hex digits");
     }
+    std::string lean_problem = image.lean.problem();
+    if (!lean_problem.empty()) invalid(what, which + " " + lean_problem);
   }
   for (const LoweredName& n : bundle.lowered_names) {
     check_text(what, n.name_expression, "name expression", kMaxNameBytes, false);
@@ -139,9 +142,14 @@ std::string serialize(const Bundle& bundle) {
   w.u32(static_cast<uint32_t>(bundle.images.size()));
   std::vector<std::pair<size_t, size_t>> data_regions;
   for (const Image& image : bundle.images) {
+    std::string problem = image.lean.problem();
+    if (!problem.empty()) {
+      throw InvalidArgument("bundle image " + std::string(image.arch) + ": " + problem);
+    }
     w.u8(static_cast<uint8_t>(image.kind));
     w.str(image.arch);
     w.str(image.key);
+    write_lean_record(w, image.lean);
     w.u64(image.data.size());
     w.u64(xxh3_64(image.data));
     for (size_t pad = padding_for(w.size()); pad > 0; --pad) w.u8(0);
@@ -196,7 +204,9 @@ Bundle parse(std::string_view bytes, const std::string& what) {
   uint32_t image_count = body.u32("image count");
   std::vector<uint64_t> image_checksums;
   // A tampered count must fail fast instead of reserving or looping for long.
-  if (image_count > body.remaining() / kMinImageSize) body.fail("image count past the end");
+  const size_t min_image_size =
+      kMinImageSizeV1 + (bundle.format_version >= 2 ? LeanRecord::kSize : 0);
+  if (image_count > body.remaining() / min_image_size) body.fail("image count past the end");
   for (uint32_t i = 0; i < image_count; ++i) {
     Image image;
     uint8_t kind = body.u8("image kind");
@@ -204,6 +214,14 @@ Bundle parse(std::string_view bytes, const std::string& what) {
     image.kind = static_cast<ImageKind>(kind);
     image.arch = body.str("image arch");
     image.key = body.str("image key");
+    if (bundle.format_version >= 2) {
+      // Checked with the other fields, after the checksums (check_fields).
+      image.lean.flags = body.u8("lean flags");
+      image.lean.bytes_removed = static_cast<int64_t>(body.u64("lean bytes removed"));
+      image.lean.variables_removed = body.u32("lean variables removed");
+    } else {
+      image.lean = LeanRecord::unknown_record();
+    }
     uint64_t size = body.u64("image size");
     uint64_t checksum = body.u64("image checksum");
     std::string_view pad = body.bytes(padding_for(body.offset()), "padding");

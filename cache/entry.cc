@@ -49,13 +49,16 @@ Hash128 read_key(ByteReader& r) {
 
 Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
              int64_t created_unix_s, std::string_view payload,
-             std::vector<LoweredName> lowered_names)
+             std::vector<LoweredName> lowered_names, LeanRecord lean)
     : key_(key),
       kind_(kind),
       arch_(std::move(arch)),
       compile_ms_(compile_ms),
       created_unix_s_(created_unix_s),
-      lowered_names_(std::move(lowered_names)) {
+      lowered_names_(std::move(lowered_names)),
+      lean_(lean) {
+  std::string problem = lean_.problem();
+  if (!problem.empty()) throw InvalidArgument("cache entry for " + key_.hex() + ": " + problem);
   ByteWriter w;
   w.bytes(kEntryMagic);
   w.u16(kEntryFormatVersion);
@@ -70,6 +73,7 @@ Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t com
     w.str(n.name_expression);
     w.str(n.lowered_name);
   }
+  write_lean_record(w, lean_);
   w.u64(payload.size());
   payload_offset_ = w.size();
   payload_size_ = payload.size();
@@ -101,6 +105,7 @@ Entry Entry::decode(std::string encoded, const std::string& what) {
   ByteReader body(covered, what);
   body.bytes(kEntryMagic.size() + 2, "magic and version");
   Entry entry;
+  entry.format_version_ = version;
   uint8_t kind = body.u8("kind");
   if (kind != 1 && kind != 2) body.fail("unknown kind " + std::to_string(kind));
   entry.kind_ = kind == 1 ? TargetKind::ptx : TargetKind::cubin;
@@ -132,6 +137,7 @@ Entry Entry::decode(std::string encoded, const std::string& what) {
     n.lowered_name = std::string(lowered);
     entry.lowered_names_.push_back(std::move(n));
   }
+  entry.lean_ = version >= 2 ? read_lean_record(body) : LeanRecord::unknown_record();
   uint64_t size = body.u64("payload size");
   if (size != body.remaining()) {
     body.fail("payload size " + std::to_string(size) + " does not match the " +

@@ -6,14 +6,19 @@
 //   entry    ::= header payload checksum
 //   header   ::= magic:"KCENTRY\0"(8 bytes) format_version:u16 kind:u8(1=ptx, 2=cubin)
 //                reserved:u8(=0) key:bytes(16, high half first, big-endian) arch:str
-//                compile_ms:u32 created_unix_s:i64 lowered_names payload_size:u64
+//                compile_ms:u32 created_unix_s:i64 lowered_names lean_record
+//                payload_size:u64
 //   lowered_names ::= count:u32 (name_expression:str lowered_name:str){count}
+//   lean_record   ::= common/lean_record.h (flags:u8 bytes_removed:i64
+//                     variables_removed:u32); from format_version 2 on: a
+//                     version 1 entry has none and reads as "unknown"
 //   payload  ::= bytes(payload_size)
 //   checksum ::= u64, XXH3-64 of header and payload
 //
 // arch follows common/arch.h and matches kind (sm_XY for a cubin, compute_XY
 // for PTX); name_expression and lowered_name are 1 to 65536 bytes without
-// control characters. Entries arrive from remotes and archives: a checksum
+// control characters; lean_record is one of the forms common/lean_record.h
+// lists. Entries arrive from remotes and archives: a checksum
 // proves no author, so these are checked even when it matches.
 //
 // A wrong magic, size or checksum is a CorruptError: the store treats it as a
@@ -29,12 +34,14 @@
 
 #include "cache/key.h"
 #include "common/hash.h"
+#include "common/lean_record.h"
 
 namespace kcache::cache {
 
 // Bump me whenever the bytes written for the same Entry change, and add a
 // golden file (tests/cache/golden/): readers refuse newer versions.
-constexpr uint16_t kEntryFormatVersion = 1;
+// Version 2 added the lean record.
+constexpr uint16_t kEntryFormatVersion = 2;
 constexpr std::string_view kEntryMagic{"KCENTRY\0", 8};
 
 // A name expression and the mangled name NVRTC lowered it to ("scale<float>" ->
@@ -52,10 +59,12 @@ struct LoweredName {
 // without copying it and a put writes the bytes as they are.
 class Entry {
  public:
-  // Encodes a new entry.
+  // Encodes a new entry (always in kEntryFormatVersion). `lean` says what the
+  // lean pass did to `payload` (default: off, NVRTC's bytes); it must be one
+  // of the forms common/lean_record.h lists (else InvalidArgument).
   Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
         int64_t created_unix_s, std::string_view payload,
-        std::vector<LoweredName> lowered_names = {});
+        std::vector<LoweredName> lowered_names = {}, LeanRecord lean = {});
 
   // Parses and verifies `encoded`, taking ownership (no payload copy). Throws
   // CorruptError naming `what` (the key or the file) or IncompatibleVersionError.
@@ -67,6 +76,9 @@ class Entry {
   uint32_t compile_ms() const { return compile_ms_; }  // what NVRTC took; a hit saves this
   int64_t created_unix_s() const { return created_unix_s_; }
   const std::vector<LoweredName>& lowered_names() const { return lowered_names_; }
+  // What the lean pass did to the payload; unknown() for a version 1 entry.
+  const LeanRecord& lean() const { return lean_; }
+  uint16_t format_version() const { return format_version_; }
   std::string_view payload() const {  // PTX text or cubin bytes
     return std::string_view(encoded_).substr(payload_offset_, payload_size_);
   }
@@ -80,6 +92,8 @@ class Entry {
   uint32_t compile_ms_ = 0;
   int64_t created_unix_s_ = 0;
   std::vector<LoweredName> lowered_names_;
+  LeanRecord lean_;
+  uint16_t format_version_ = kEntryFormatVersion;
   std::string encoded_;
   size_t payload_offset_ = 0;
   size_t payload_size_ = 0;

@@ -18,6 +18,7 @@
 #include "cli/units.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "common/lean_record.h"
 
 namespace kcache::cli {
 namespace {
@@ -179,13 +180,20 @@ int show_entry(const GlobalOptions& global, const std::string& key_text,
   auto store = open_store(global);
   std::optional<cache::EntryInfo> info = store->info(key);
   if (!info) throw NotFound("no entry " + key.hex() + " in " + store->dir());
+  // Read (not counted as a use) for what only the entry holds: the lean record.
+  std::optional<cache::Entry> entry = store->get(key, Store::Access::maintenance);
   if (!payload_out.empty()) {
-    std::optional<cache::Entry> entry = store->get(key, Store::Access::maintenance);
     if (!entry) throw CorruptError("entry " + key.hex() + " is corrupt and was removed");
     write_file_atomically(payload_out, entry->payload());
   }
   if (json_output(global)) {
-    std::cout << entry_json(*info).dump(2) << "\n";
+    json out = entry_json(*info);
+    if (entry) {
+      out["lean"] = {{"state", state_name(entry->lean())},
+                     {"bytes_removed", entry->lean().bytes_removed},
+                     {"variables_removed", entry->lean().variables_removed}};
+    }
+    std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
   std::printf(
@@ -194,6 +202,7 @@ int show_entry(const GlobalOptions& global, const std::string& key_text,
       info->key.hex().c_str(), cache::to_string(info->kind), info->arch.c_str(),
       format_size(info->size).c_str(), format_duration_ms(info->compile_ms).c_str(),
       iso_time(info->created_unix_s).c_str(), iso_time(info->last_used_unix_s).c_str());
+  if (entry) std::printf("Lean:        %s\n", describe(entry->lean()).c_str());
   if (!payload_out.empty()) std::printf("Payload written to %s\n", payload_out.c_str());
   return kExitOk;
 }

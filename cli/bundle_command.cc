@@ -12,6 +12,7 @@
 #include "cli/units.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "common/lean_record.h"
 #include "common/safe_path.h"
 
 namespace kcache::cli {
@@ -50,7 +51,11 @@ int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
       images.push_back({{"kind", bundle::to_string(image.kind)},
                         {"arch", std::string(image.arch)},
                         {"key", std::string(image.key)},
-                        {"size", image.data.size()}});
+                        {"size", image.data.size()},
+                        {"lean",
+                         {{"state", state_name(image.lean)},
+                          {"bytes_removed", image.lean.bytes_removed},
+                          {"variables_removed", image.lean.variables_removed}}}});
     }
     nlohmann::json names = nlohmann::json::object();
     for (const bundle::LoweredName& n : b.lowered_names) {
@@ -70,10 +75,10 @@ int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
               static_cast<int>(b.compiler_identity.size()), b.compiler_identity.data());
   for (const bundle::Image& image : b.images) {
     std::printf(
-        "  %-5s  %-12.*s %10s  key %.*s%s\n", bundle::to_string(image.kind),
+        "  %-5s  %-12.*s %10s  key %.*s  lean: %s%s\n", bundle::to_string(image.kind),
         static_cast<int>(image.arch.size()), image.arch.data(),
         format_size(image.data.size()).c_str(), static_cast<int>(image.key.size()),
-        image.key.data(),
+        image.key.data(), describe(image.lean).c_str(),
         args.extract_dir.empty() ? "" : ("  -> " + image_path(args.extract_dir, image)).c_str());
   }
   for (const bundle::LoweredName& n : b.lowered_names) {

@@ -272,6 +272,9 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         if (e->key() == r.key && e->kind() == t.kind && e->arch() == t.arch && names_ok) {
           r.hit = true;
           r.compile_ms = e->compile_ms();
+          r.lean = e->lean().lean();
+          r.lean_bytes_removed = e->lean().bytes_removed;
+          r.lean_variables_removed = e->lean().variables_removed;
           r.entry = std::move(e);
         }
       }
@@ -452,12 +455,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       // A compile NVRTC could not be sealed for may have read an unkeyed file.
       if (!out.sealed) storable[s] = false;
       r.compile_ms = static_cast<uint32_t>(out.ms + 0.5);
+      const LeanRecord lean = options.lean ? leans[s].record() : LeanRecord{};  // before the move
       r.lean = leans[s].lean;
       r.lean_bytes_removed = leans[s].bytes_removed;
       r.lean_variables_removed = leans[s].variables_removed;
       r.lean_note = std::move(leans[s].note);
       r.entry.emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now, out.image,
-                      std::move(out.lowered_names));
+                      std::move(out.lowered_names), lean);
       if (!out.log.empty() && result.warnings.find(out.log) == std::string::npos) {
         result.warnings += out.log;
       }
@@ -484,7 +488,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     const TargetResult& r = result.targets[i];
     b.images.push_back({r.target.kind == cache::TargetKind::ptx ? bundle::ImageKind::ptx
                                                                 : bundle::ImageKind::cubin,
-                        r.target.arch, keys[i], r.entry->payload()});
+                        r.target.arch, keys[i], r.entry->payload(), r.entry->lean()});
   }
   for (const cache::LoweredName& n : result.lowered_names) {
     b.lowered_names.push_back({n.name_expression, n.lowered_name});

@@ -90,11 +90,13 @@ struct TargetResult {
   // What NVRTC took: now on a miss, when it was stored on a hit (time saved).
   uint32_t compile_ms = 0;
   std::optional<cache::Entry> entry;  // the image and its lowered names
-  // On a miss with CompileOptions::lean: what the lean pass did (lean_image.h).
+  // What the lean pass did (lean_image.h): now on a miss, as the entry
+  // recorded it on a hit (all false/0 for an entry older than the record:
+  // entry->lean().unknown()).
   bool lean = false;
   int64_t lean_bytes_removed = 0;
   uint32_t lean_variables_removed = 0;
-  std::string lean_note;  // why the image is NVRTC's, when there was a reason
+  std::string lean_note;  // on a miss: why the image is NVRTC's, when there was a reason
 };
 
 struct CompileResult {

@@ -98,6 +98,14 @@ std::optional<std::vector<std::string>> link_options(const std::string& arch,
   return out;
 }
 
+LeanRecord LeanImage::record() const {
+  if (lean) {
+    return LeanRecord{LeanRecord::kAsked | LeanRecord::kLean, bytes_removed, variables_removed};
+  }
+  constexpr uint8_t kDeclined = LeanRecord::kAsked | LeanRecord::kDeclined;
+  return LeanRecord{note.empty() ? LeanRecord::kAsked : kDeclined, 0, 0};
+}
+
 LeanImage make_lean_image(const LeanInput& input) {
   LeanImage out;
   out.image = input.nvrtc_image;

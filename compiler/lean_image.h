@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/key.h"
+#include "common/lean_record.h"
 
 namespace kcache::compiler {
 
@@ -36,6 +37,10 @@ struct LeanImage {
   int64_t bytes_removed = 0;
   uint32_t variables_removed = 0;
   std::string note;  // why the image is NVRTC's, when there was a reason
+
+  // As entries and bundles record it: asked, and lean, declined (a note) or
+  // nothing to remove.
+  LeanRecord record() const;
 };
 
 LeanImage make_lean_image(const LeanInput& input);

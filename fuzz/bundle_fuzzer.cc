@@ -11,13 +11,16 @@
 //
 // A checksum is no signature: a hostile bundle has valid ones. So a
 // structure-aware mutator (LLVMFuzzerCustomMutator) decodes the input
-// leniently, changes one field (an arch, a key, a name, an image's kind, the
-// image list) to a hostile or mutated value and re-serializes it with every
-// checksum right; and every accepted bundle must be safe to extract: each
-// image's file name is a plain name (common/safe_path.h, what `kcache bundle
-// --extract DIR` uses), so extraction cannot leave DIR; archs follow the arch
-// grammar and match the image kind; no text field holds a control character.
+// leniently, changes one field (an arch, a key, a name, an image's kind, an
+// image's lean record, the image list) to a hostile or mutated value and
+// re-serializes it with every checksum right; and every accepted bundle must be
+// safe to extract: each image's file name is a plain name (common/safe_path.h,
+// what `kcache bundle --extract DIR` uses), so extraction cannot leave DIR;
+// archs follow the arch grammar and match the image kind; no text field holds a
+// control character; each lean record is one of its forms (a format 1 bundle's
+// read as unknown).
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -28,8 +31,10 @@
 
 #include "bundle/bundle.h"
 #include "common/arch.h"
+#include "common/bytes.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/lean_record.h"
 #include "common/safe_path.h"
 
 // libFuzzer's own mutation, for the custom mutator; absent (weak) when the
@@ -66,6 +71,7 @@ std::string with_checksums_fixed(std::string b) {
   constexpr size_t kHeader = 20, kChecksum = 8;
   if (b.size() < kHeader + kChecksum) return b;
   put_le(b, 12, b.size() - kHeader - kChecksum);
+  const bool lean_records = get_le(b, 8, 2) >= 2;  // format 2 on
   const size_t end = b.size() - kChecksum;
   size_t pos = kHeader;
   std::string metadata;  // what the final checksum covers: all but image data
@@ -80,7 +86,9 @@ std::string with_checksums_fixed(std::string b) {
     uint64_t images = get_le(b, pos, 4);
     pos += 4;
     for (uint64_t i = 0; i < images && i < 64; ++i) {
-      if (!skip(1) || !skip_str() || !skip_str() || pos + 16 > end) break;
+      if (!skip(1) || !skip_str() || !skip_str()) break;
+      if (lean_records && !skip(kcache::LeanRecord::kSize)) break;
+      if (pos + 16 > end) break;
       uint64_t data_size = get_le(b, pos, 8);
       size_t checksum_at = pos + 8;
       pos += 16;
@@ -117,7 +125,23 @@ void check_parse(std::string_view bytes) {
   for (const kcache::bundle::LoweredName& n : b.lowered_names) {
     check(inside(n.name_expression, bytes) && inside(n.lowered_name, bytes), "names inside input");
   }
-  check(kcache::bundle::serialize(b) == bytes, "serialize(parse(x)) == x");
+  for (const kcache::bundle::Image& image : b.images) {
+    check(image.lean.problem().empty(), "each lean record is one of its forms");
+    check(b.format_version != 1 || image.lean.unknown(), "format 1: lean records unknown");
+  }
+  if (b.format_version == kcache::bundle::kFormatVersion) {
+    check(kcache::bundle::serialize(b) == bytes, "serialize(parse(x)) == x");
+  } else {
+    // A format 1 bundle writes as the current format, losing nothing.
+    std::string again = kcache::bundle::serialize(b);
+    kcache::bundle::Bundle c = kcache::bundle::parse(again, "re-serialized fuzz input");
+    check(c.images.size() == b.images.size() && c.lowered_names.size() == b.lowered_names.size(),
+          "a format 1 bundle re-serializes whole");
+    for (size_t i = 0; i < c.images.size(); ++i) {
+      check(c.images[i].data == b.images[i].data && c.images[i].lean == b.images[i].lean,
+            "a format 1 image re-serializes whole");
+    }
+  }
   // Safe to extract, print and log.
   auto text_ok = [](std::string_view t) {
     return kcache::find_control_character(t) == std::string_view::npos;
@@ -141,6 +165,10 @@ void check_parse(std::string_view bytes) {
 struct LooseImage {
   uint8_t kind = 2;
   std::string arch, key, data;
+  // Raw (unchecked) lean record; a format 1 image has none.
+  uint8_t lean_flags = 0;
+  uint64_t lean_bytes = 0;
+  uint32_t lean_variables = 0;
 };
 struct LooseBundle {
   std::string source_name, compiler_identity;
@@ -152,6 +180,8 @@ bool decode_loose(std::string_view b, LooseBundle& out) {
   constexpr size_t kHeader = 20, kChecksum = 8;
   if (b.size() < kHeader + kChecksum) return false;
   size_t pos = kHeader;
+  const bool lean_records =
+      (static_cast<unsigned char>(b[8]) | static_cast<unsigned char>(b[9]) << 8) >= 2;
   const size_t end = b.size() - kChecksum;
   auto u = [&](int n, uint64_t& v) {
     if (end - pos < static_cast<size_t>(n)) return false;
@@ -172,9 +202,15 @@ bool decode_loose(std::string_view b, LooseBundle& out) {
   for (uint64_t i = 0; i < count && i < 64; ++i) {
     LooseImage image;
     uint64_t kind, size, sum;
-    if (!u(1, kind) || !str(image.arch) || !str(image.key) || !u(8, size) || !u(8, sum)) {
-      return false;
+    if (!u(1, kind) || !str(image.arch) || !str(image.key)) return false;
+    if (lean_records) {
+      uint64_t flags, bytes, variables;
+      if (!u(1, flags) || !u(8, bytes) || !u(4, variables)) return false;
+      image.lean_flags = static_cast<uint8_t>(flags);
+      image.lean_bytes = bytes;
+      image.lean_variables = static_cast<uint32_t>(variables);
     }
+    if (!u(8, size) || !u(8, sum)) return false;
     pos += std::min((16 - pos % 16) % 16, end - pos);
     if (size > end - pos) return false;
     image.kind = static_cast<uint8_t>(kind);
@@ -191,16 +227,52 @@ bool decode_loose(std::string_view b, LooseBundle& out) {
   return true;
 }
 
+// The current format written field by field, as a hostile writer would (serialize()
+// refuses lean records outside their forms), sizes and checksums then made right.
 std::string serialize_loose(const LooseBundle& l) {
-  kcache::bundle::Bundle b;  // views into `l`
-  b.source_name = l.source_name;
-  b.compiler_identity = l.compiler_identity;
+  kcache::ByteWriter w;
+  w.bytes(kcache::bundle::kMagic);
+  w.u16(kcache::bundle::kFormatVersion);
+  w.u16(0);  // flags
+  w.u64(0);  // body size
+  w.str(l.source_name);
+  w.str(l.compiler_identity);
+  w.u32(static_cast<uint32_t>(l.images.size()));
   for (const LooseImage& i : l.images) {
-    b.images.push_back({static_cast<kcache::bundle::ImageKind>(i.kind), i.arch, i.key, i.data});
+    w.u8(i.kind);
+    w.str(i.arch);
+    w.str(i.key);
+    w.u8(i.lean_flags);
+    w.u64(i.lean_bytes);
+    w.u32(i.lean_variables);
+    w.u64(i.data.size());
+    w.u64(0);  // data checksum
+    while (w.size() % kcache::bundle::kImageAlignment) w.u8(0);
+    w.bytes(i.data);
+    w.u8(0);
   }
-  for (const auto& n : l.names) b.lowered_names.push_back({n.first, n.second});
-  return kcache::bundle::serialize(b);
+  w.u32(static_cast<uint32_t>(l.names.size()));
+  for (const auto& n : l.names) {
+    w.str(n.first);
+    w.str(n.second);
+  }
+  w.u64(0);  // checksum
+  return with_checksums_fixed(w.take());
 }
+
+// Lean record values at and past each bound (common/lean_record.h).
+const uint8_t kLeanFlags[] = {0x00, 0x01, 0x03, 0x05, 0x08, 0x02, 0x04, 0x07, 0x09, 0x10, 0xff};
+const int64_t kLeanBytes[] = {0,
+                              1,
+                              -1,
+                              154272,
+                              int64_t{1} << 30,
+                              (int64_t{1} << 30) + 1,
+                              -(int64_t{1} << 30),
+                              -(int64_t{1} << 30) - 1,
+                              INT64_MIN,
+                              INT64_MAX};
+const uint32_t kLeanVariables[] = {0, 1, 1001, UINT32_MAX};
 
 // What a hostile bundle puts in a string field, and what a valid one does.
 const std::string kValues[] = {"../../pwned",
@@ -238,7 +310,7 @@ void mutate_fields(LooseBundle& l, std::minstd_rand& rng) {
     s.resize(LLVMFuzzerMutate(reinterpret_cast<uint8_t*>(s.data()), size, max));
   };
   auto change = [&](std::string& s) { rng() % 2 ? void(s = pick()) : bytes_mutate(s); };
-  switch (rng() % 7) {
+  switch (rng() % 8) {
     case 0:
       change(rng() % 2 ? l.source_name : l.compiler_identity);
       return;
@@ -252,15 +324,38 @@ void mutate_fields(LooseBundle& l, std::minstd_rand& rng) {
     case 4:
       if (!l.images.empty()) l.images[rng() % l.images.size()].kind = 1 + rng() % 2;
       return;
+    case 6:
+      if (!l.images.empty()) {
+        LooseImage& image = l.images[rng() % l.images.size()];
+        switch (rng() % 4) {
+          case 0:
+            image.lean_flags = kLeanFlags[rng() % std::size(kLeanFlags)];
+            break;
+          case 1:
+            image.lean_bytes = static_cast<uint64_t>(kLeanBytes[rng() % std::size(kLeanBytes)]);
+            break;
+          case 2:
+            image.lean_variables = kLeanVariables[rng() % std::size(kLeanVariables)];
+            break;
+          default:
+            image.lean_flags = static_cast<uint8_t>(rng());
+            image.lean_bytes = (uint64_t{rng()} << 32) ^ rng();
+            image.lean_variables = static_cast<uint32_t>(rng());
+        }
+      }
+      return;
     case 5:
       if (!l.images.empty() && rng() % 2) {
         l.images.push_back(l.images[rng() % l.images.size()]);  // duplicate arch
       } else if (!l.images.empty()) {
         l.images.erase(l.images.begin() + rng() % l.images.size());
       } else {
-        l.images.push_back({2, pick(), "",
-                            "\x7f"
-                            "ELF"});
+        LooseImage image;
+        image.arch = pick();
+        image.data =
+            "\x7f"
+            "ELF";
+        l.images.push_back(std::move(image));
       }
       return;
     default:

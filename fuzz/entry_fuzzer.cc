@@ -7,11 +7,13 @@
 // Each input is also tried with its trailing checksum recomputed, so that
 // mutations reach the field parsing behind the checksum gate. A structure-aware
 // mutator (LLVMFuzzerCustomMutator) changes one field of a leniently decoded
-// entry (arch, kind, a lowered name) to a hostile or mutated value and
-// re-encodes it with a valid checksum, as a lying remote would; an accepted
-// entry must then have an arch of the grammar that matches its kind, and names
-// without control characters.
+// entry (arch, kind, a lowered name, the lean record of format 2) to a hostile
+// or mutated value and re-encodes it with a valid checksum, as a lying remote
+// would; an accepted entry must then have an arch of the grammar that matches
+// its kind, names without control characters and a lean record of one of its
+// forms (common/lean_record.h); a format 1 entry's record must read as unknown.
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +27,7 @@
 #include "common/arch.h"
 #include "common/error.h"
 #include "common/hash.h"
+#include "common/lean_record.h"
 #include "common/safe_path.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size)
@@ -46,9 +49,16 @@ void check_decode(const std::string& bytes) {
     check(payload.data() >= e.encoded().data() &&
               payload.data() + payload.size() <= e.encoded().data() + e.encoded().size(),
           "payload inside the entry");
+    check(e.lean().problem().empty(), "the lean record is one of its forms");
     kcache::cache::Entry again(e.key(), e.kind(), e.arch(), e.compile_ms(), e.created_unix_s(),
-                               payload, e.lowered_names());
-    check(again.encoded() == bytes, "encode(decode(x)) == x");
+                               payload, e.lowered_names(), e.lean());
+    if (e.format_version() == kcache::cache::kEntryFormatVersion) {
+      check(again.encoded() == bytes, "encode(decode(x)) == x");
+    } else {
+      check(e.format_version() == 1 && e.lean().unknown(), "a format 1 entry's lean is unknown");
+      check(kcache::cache::Entry::decode(again.encoded()).lean().unknown(),
+            "a format 1 entry re-encodes with its lean record unknown");
+    }
     std::optional<kcache::Arch> arch = kcache::parse_arch(e.arch());
     check(arch.has_value(), "arch follows the grammar");
     check(arch->is_virtual == (e.kind() == kcache::cache::TargetKind::ptx), "kind matches arch");
@@ -70,12 +80,17 @@ struct LooseEntry {
   uint32_t compile_ms = 0;
   int64_t created = 0;
   std::vector<kcache::cache::LoweredName> names;
+  // Raw (unchecked) lean record fields; a format 1 entry has none.
+  uint8_t lean_flags = 0;
+  uint64_t lean_bytes = 0;
+  uint32_t lean_variables = 0;
   std::string payload;
 };
 
 bool decode_loose(std::string_view b, LooseEntry& out) {
   size_t pos = 10;
   if (b.size() < pos + 8) return false;
+  const unsigned version = static_cast<unsigned char>(b[8]) | static_cast<unsigned char>(b[9]) << 8;
   const size_t end = b.size() - 8;
   auto u = [&](int n, uint64_t& v) {
     if (end - pos < static_cast<size_t>(n)) return false;
@@ -101,6 +116,13 @@ bool decode_loose(std::string_view b, LooseEntry& out) {
     kcache::cache::LoweredName n;
     if (!str(n.name_expression) || !str(n.lowered_name)) return false;
     out.names.push_back(std::move(n));
+  }
+  if (version >= 2) {
+    uint64_t flags, bytes, variables;
+    if (!u(1, flags) || !u(8, bytes) || !u(4, variables)) return false;
+    out.lean_flags = static_cast<uint8_t>(flags);
+    out.lean_bytes = bytes;
+    out.lean_variables = static_cast<uint32_t>(variables);
   }
   uint64_t size;
   if (!u(8, size)) return false;
@@ -130,6 +152,36 @@ const std::string kValues[] = {"../../pwned",
                                "a\nb",
                                "\x7f"};
 
+// Lean record values at and past each bound (common/lean_record.h).
+const uint8_t kLeanFlags[] = {0x00, 0x01, 0x03, 0x05, 0x08, 0x02, 0x04, 0x07, 0x09, 0x10, 0xff};
+const int64_t kLeanBytes[] = {0,
+                              1,
+                              -1,
+                              154272,
+                              int64_t{1} << 30,
+                              (int64_t{1} << 30) + 1,
+                              -(int64_t{1} << 30),
+                              -(int64_t{1} << 30) - 1,
+                              INT64_MIN,
+                              INT64_MAX};
+const uint32_t kLeanVariables[] = {0, 1, 1001, UINT32_MAX};
+
+// `entry` with its lean record replaced by raw fields (which Entry itself
+// refuses to write when they are not one of the forms) and the checksum
+// recomputed.
+std::string with_raw_lean(std::string entry, size_t payload_size, uint8_t flags, uint64_t bytes,
+                          uint32_t variables) {
+  const size_t at = entry.size() - 8 - payload_size - 8 - kcache::LeanRecord::kSize;
+  std::string record(kcache::LeanRecord::kSize, '\0');
+  record[0] = static_cast<char>(flags);
+  for (int i = 0; i < 8; ++i) record[1 + i] = static_cast<char>(bytes >> (8 * i));
+  for (int i = 0; i < 4; ++i) record[9 + i] = static_cast<char>(variables >> (8 * i));
+  entry.replace(at, record.size(), record);
+  uint64_t sum = kcache::xxh3_64(std::string_view(entry).substr(0, entry.size() - 8));
+  for (int i = 0; i < 8; ++i) entry[entry.size() - 8 + i] = static_cast<char>(sum >> (8 * i));
+  return entry;
+}
+
 }  // namespace
 
 // Half the time a byte-level mutation with the checksum made right, half the
@@ -147,7 +199,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
       s.resize(max);
       s.resize(LLVMFuzzerMutate(reinterpret_cast<uint8_t*>(s.data()), n, max));
     };
-    switch (rng() % 4) {
+    switch (rng() % 5) {
       case 0:
       case 1:
         change(l.arch);
@@ -155,16 +207,34 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
       case 2:
         l.kind = static_cast<uint8_t>(1 + rng() % 2);
         break;
+      case 3:
+        switch (rng() % 4) {
+          case 0:
+            l.lean_flags = kLeanFlags[rng() % std::size(kLeanFlags)];
+            break;
+          case 1:
+            l.lean_bytes = static_cast<uint64_t>(kLeanBytes[rng() % std::size(kLeanBytes)]);
+            break;
+          case 2:
+            l.lean_variables = kLeanVariables[rng() % std::size(kLeanVariables)];
+            break;
+          default:
+            l.lean_flags = static_cast<uint8_t>(rng());
+            l.lean_bytes = (uint64_t{rng()} << 32) ^ rng();
+            l.lean_variables = static_cast<uint32_t>(rng());
+        }
+        break;
       default:
         if (l.names.empty()) l.names.push_back({"f", "_Z1fv"});
         auto& n = l.names[rng() % l.names.size()];
         change(rng() % 2 ? n.name_expression : n.lowered_name);
     }
-    out =
+    out = with_raw_lean(
         kcache::cache::Entry(
             l.key, l.kind == 1 ? kcache::cache::TargetKind::ptx : kcache::cache::TargetKind::cubin,
             l.arch, l.compile_ms, l.created, l.payload, l.names)
-            .encoded();
+            .encoded(),
+        l.payload.size(), l.lean_flags, l.lean_bytes, l.lean_variables);
   } else {
     size = LLVMFuzzerMutate ? LLVMFuzzerMutate(data, size, max_size) : size;
     out.assign(reinterpret_cast<char*>(data), size);

@@ -6,7 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/bytes.h"
 #include "common/error.h"
+#include "common/hash.h"
 
 namespace kcache::bundle {
 namespace {
@@ -22,8 +24,10 @@ Bundle sample() {
   Bundle b;
   b.source_name = "saxpy.cu";
   b.compiler_identity = "nvrtc 13.0 (test)";
-  b.images.push_back({ImageKind::cubin, "sm_80", "0123456789abcdef0123456789abcdef", kCubin});
-  b.images.push_back({ImageKind::ptx, "compute_90", "fedcba9876543210fedcba9876543210", kPtx});
+  b.images.push_back({ImageKind::cubin, "sm_80", "0123456789abcdef0123456789abcdef", kCubin,
+                      LeanRecord{LeanRecord::kAsked | LeanRecord::kLean, 154272, 1001}});
+  b.images.push_back({ImageKind::ptx, "compute_90", "fedcba9876543210fedcba9876543210", kPtx,
+                      LeanRecord{LeanRecord::kAsked, 0, 0}});
   b.lowered_names.push_back({"scale<float>", "_Z5scaleIfEvPT_S0_i"});
   return b;
 }
@@ -48,6 +52,8 @@ TEST(BundleTest, RoundTripsEveryField) {
   EXPECT_EQ(b.images[1].kind, ImageKind::ptx);
   EXPECT_EQ(b.images[1].key, "fedcba9876543210fedcba9876543210");
   EXPECT_EQ(b.images[1].data, kPtx);
+  EXPECT_EQ(b.images[0].lean, (LeanRecord{LeanRecord::kAsked | LeanRecord::kLean, 154272, 1001}));
+  EXPECT_EQ(b.images[1].lean, (LeanRecord{LeanRecord::kAsked, 0, 0}));
   EXPECT_EQ(b.lowered("scale<float>"), "_Z5scaleIfEvPT_S0_i");
   EXPECT_EQ(b.lowered("missing<int>"), "");
 }
@@ -88,6 +94,20 @@ TEST(BundleTest, MatchesGoldenFileForThisFormatVersion) {
     std::string old = read_runfile("tests/bundle/golden/v" + std::to_string(v) + ".kcb");
     EXPECT_NO_THROW(parse(old)) << "version " << v;
   }
+}
+
+// Bundles written before the lean record existed (embedded in binaries built
+// then) still load; their images' lean records read as "unknown".
+TEST(BundleTest, Version1GoldenParsesWithUnknownLeanRecords) {
+  std::string old = read_runfile("tests/bundle/golden/v1.kcb");
+  Bundle b = parse(old);
+  EXPECT_EQ(b.format_version, 1);
+  ASSERT_EQ(b.images.size(), 2u);
+  EXPECT_EQ(b.images[0].arch, "sm_80");
+  EXPECT_EQ(b.images[0].data, kCubin);
+  EXPECT_EQ(b.images[1].data, kPtx);
+  for (const Image& image : b.images) EXPECT_TRUE(image.lean.unknown()) << image.arch;
+  EXPECT_EQ(b.lowered("scale<float>"), "_Z5scaleIfEvPT_S0_i");
 }
 
 TEST(BundleTest, EveryFlippedByteIsDetected) {
@@ -249,6 +269,78 @@ TEST(BundleTest, OversizedTextFieldsAreRejected) {
   b = sample();
   b.lowered_names[0].name_expression = "";
   expect_rejected(b, "name expression is empty");
+}
+
+// sample() with the first image's lean record replaced by these raw fields,
+// the checksum recomputed as a crafted bundle's would be (serialize() refuses
+// to write such a record).
+std::string with_lean_fields(uint8_t flags, int64_t bytes_removed, uint32_t variables_removed) {
+  std::string bytes = serialize(sample());
+  ByteWriter valid;
+  write_lean_record(valid, sample().images[0].lean);
+  const size_t at = bytes.find(valid.data());
+  EXPECT_NE(at, std::string::npos);
+  ByteWriter record;
+  record.u8(flags);
+  record.u64(static_cast<uint64_t>(bytes_removed));
+  record.u32(variables_removed);
+  bytes.replace(at, LeanRecord::kSize, record.data());
+  // The trailing checksum covers everything before it but the image data
+  // (at the same offsets as in the original: the record keeps its size).
+  std::string covered;
+  size_t pos = 0;
+  std::string original = serialize(sample());
+  Bundle views = parse(original);
+  for (const Image& image : views.images) {
+    size_t offset = static_cast<size_t>(image.data.data() - original.data());
+    covered.append(bytes, pos, offset - pos);
+    pos = offset + image.data.size();
+  }
+  covered.append(bytes, pos, bytes.size() - 8 - pos);
+  ByteWriter checksum;
+  checksum.u64(xxh3_64(covered));
+  bytes.replace(bytes.size() - 8, 8, checksum.data());
+  return bytes;
+}
+
+std::string lean_corrupt_message(uint8_t flags, int64_t bytes_removed, uint32_t variables_removed) {
+  try {
+    parse(with_lean_fields(flags, bytes_removed, variables_removed), "crafted.kcb");
+  } catch (const CorruptError& e) {
+    return e.what();
+  }
+  return "parsed without error";
+}
+
+TEST(BundleTest, RawLeanFieldsOfAValidRecordParse) {
+  std::string bytes = with_lean_fields(0x05, 0, 0);
+  EXPECT_EQ(parse(bytes).images[0].lean, (LeanRecord{0x05, 0, 0}));
+}
+
+TEST(BundleTest, LeanRecordOutsideItsFormsIsRejected) {
+  struct Case {
+    uint8_t flags;
+    int64_t bytes;
+    uint32_t variables;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {0x02, 10, 1, "image 1 (cubin) lean flags 0x02 are not one of"},
+           {0x80, 0, 0, "lean flags 0x80 are not one of"},
+           {0x03, int64_t{1} << 31, 1, "lean bytes removed 2147483648 is beyond"},
+           {0x03, 10, 0, "lean variables removed is 0 for a lean image"},
+           {0x05, 3, 0, "with flags 0x05, which say the image is NVRTC's"},
+       }) {
+    std::string msg = lean_corrupt_message(c.flags, c.bytes, c.variables);
+    EXPECT_NE(msg.find("crafted.kcb is corrupt"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.message), std::string::npos) << msg;
+  }
+}
+
+TEST(BundleTest, SerializeRefusesAnInvalidLeanRecord) {
+  Bundle b = sample();
+  b.images[0].lean = LeanRecord{0x02, 1, 1};
+  EXPECT_THROW(serialize(b), InvalidArgument);
 }
 
 TEST(BundleTest, EveryArchSpellingTheCompilerWritesIsAccepted) {

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -12,9 +15,24 @@ namespace {
 
 using kcache::testing::TempDir;
 
+// Odd entries lean, even ones with nothing to remove: lean records (entry
+// format 2) travel through archives intact.
+LeanRecord lean_of(int k) {
+  return k % 2 ? LeanRecord{LeanRecord::kAsked | LeanRecord::kLean, 1000 + k,
+                            static_cast<uint32_t>(k)}
+               : LeanRecord{LeanRecord::kAsked, 0, 0};
+}
+
 Entry entry_of(int k) {
   return Entry(xxh3_128("k" + std::to_string(k)), TargetKind::cubin, "sm_90", 5, 1,
-               std::string(100 + k * 10, static_cast<char>('a' + k)));
+               std::string(100 + k * 10, static_cast<char>('a' + k)), {}, lean_of(k));
+}
+
+std::string read_runfile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 class ArchiveTest : public ::testing::Test {
@@ -45,7 +63,28 @@ TEST_F(ArchiveTest, ExportThenImportIntoAnotherStoreCopiesEveryEntry) {
   EXPECT_TRUE(r.problems.empty());
   for (int k = 0; k < 5; ++k) {
     EXPECT_EQ(target->get(entry_of(k).key())->payload(), entry_of(k).payload());
+    EXPECT_EQ(target->get(entry_of(k).key())->lean(), lean_of(k));
   }
+}
+
+// A store written by an older kcache holds format 1 entries; they export,
+// import and hit as they are, their lean record unknown.
+TEST_F(ArchiveTest, Format1EntriesTravelAsTheyAre) {
+  Entry old = Entry::decode(read_runfile("tests/cache/golden/entry_v1.bin"));
+  ASSERT_EQ(old.format_version(), 1);
+  auto source = open("source");
+  source->put(old);
+  source->put(entry_of(1));
+  std::string path = dir_ / "mixed.kcarchive";
+  EXPECT_EQ(export_archive(*source, path).entries, 2u);
+  auto target = open("target");
+  ImportResult r = import_archive(*target, path);
+  EXPECT_EQ(r.imported, 2u);
+  std::optional<Entry> back = target->get(old.key());
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->encoded(), old.encoded());
+  EXPECT_TRUE(back->lean().unknown());
+  EXPECT_EQ(target->get(entry_of(1).key())->lean(), lean_of(1));
 }
 
 TEST_F(ArchiveTest, ExportLeavesStatisticsAlone) {

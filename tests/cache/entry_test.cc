@@ -6,19 +6,22 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/bytes.h"
 #include "common/error.h"
+#include "common/hash.h"
 
 namespace kcache::cache {
 namespace {
 
 const Hash128 kKey = *Hash128::from_hex("00112233445566778899aabbccddeeff");
+const LeanRecord kLean{LeanRecord::kAsked | LeanRecord::kLean, 154272, 1001};
 
 Entry sample() {
   return Entry(kKey, TargetKind::cubin, "sm_90", 1234, 1763769600,
                std::string("\x7f"
                            "ELF cubin\0bytes",
                            16),
-               {{"scale<float>", "_Z5scaleIfEvPT_S0_i"}});
+               {{"scale<float>", "_Z5scaleIfEvPT_S0_i"}}, kLean);
 }
 
 std::string read_runfile(const std::string& path) {
@@ -41,6 +44,19 @@ TEST(EntryTest, RoundTripsEveryField) {
   ASSERT_EQ(e.lowered_names().size(), 1u);
   EXPECT_EQ(e.lowered_names()[0].name_expression, "scale<float>");
   EXPECT_EQ(e.lowered_names()[0].lowered_name, "_Z5scaleIfEvPT_S0_i");
+  EXPECT_EQ(e.lean(), kLean);
+  EXPECT_EQ(e.format_version(), kEntryFormatVersion);
+}
+
+TEST(EntryTest, EveryLeanFormRoundTrips) {
+  for (const LeanRecord& lean :
+       {LeanRecord{}, LeanRecord{LeanRecord::kAsked, 0, 0},
+        LeanRecord{LeanRecord::kAsked | LeanRecord::kDeclined, 0, 0},
+        LeanRecord{LeanRecord::kAsked | LeanRecord::kLean, -12, 3}, LeanRecord::unknown_record()}) {
+    Entry e =
+        Entry::decode(Entry(kKey, TargetKind::ptx, "compute_90", 0, 0, "p", {}, lean).encoded());
+    EXPECT_EQ(e.lean(), lean) << describe(lean);
+  }
 }
 
 TEST(EntryTest, PtxAndEmptyPayloadRoundTrip) {
@@ -65,6 +81,19 @@ TEST(EntryTest, MatchesGoldenFileForThisFormatVersion) {
     EXPECT_NO_THROW(
         Entry::decode(read_runfile("tests/cache/golden/entry_v" + std::to_string(v) + ".bin")));
   }
+}
+
+// Entries written before the lean record existed read as "unknown", never as
+// "off" (which would claim NVRTC's bytes).
+TEST(EntryTest, Version1GoldenReadsWithAnUnknownLeanRecord) {
+  Entry e = Entry::decode(read_runfile("tests/cache/golden/entry_v1.bin"));
+  EXPECT_EQ(e.format_version(), 1);
+  EXPECT_TRUE(e.lean().unknown());
+  EXPECT_EQ(e.arch(), "sm_90");
+  ASSERT_EQ(e.lowered_names().size(), 1u);
+  EXPECT_EQ(e.payload(), std::string("\x7f"
+                                     "ELF cubin\0bytes",
+                                     16));
 }
 
 TEST(EntryTest, EveryFlippedByteIsCorrupt) {
@@ -138,6 +167,84 @@ TEST(EntryTest, LoweredNamesWithControlCharactersAreCorrupt) {
   EXPECT_NE(
       corrupt_message(TargetKind::cubin, "sm_90", {{"", "_Z1fv"}}).find("name expression is empty"),
       std::string::npos);
+}
+
+// `sample()` with its lean record replaced by these raw fields and the
+// checksum recomputed: what a foreign writer could send.
+std::string with_lean_fields(uint8_t flags, int64_t bytes_removed, uint32_t variables_removed) {
+  std::string bytes = sample().encoded();
+  const size_t payload = sample().payload().size();
+  const size_t at = bytes.size() - 8 - payload - 8 - LeanRecord::kSize;
+  ByteWriter record;
+  record.u8(flags);
+  record.u64(static_cast<uint64_t>(bytes_removed));
+  record.u32(variables_removed);
+  bytes.replace(at, LeanRecord::kSize, record.data());
+  ByteWriter checksum;
+  checksum.u64(xxh3_64(std::string_view(bytes).substr(0, bytes.size() - 8)));
+  bytes.replace(bytes.size() - 8, 8, checksum.data());
+  return bytes;
+}
+
+std::string lean_corrupt_message(uint8_t flags, int64_t bytes_removed, uint32_t variables_removed) {
+  try {
+    Entry::decode(with_lean_fields(flags, bytes_removed, variables_removed), "entry E");
+  } catch (const CorruptError& e) {
+    return e.what();
+  }
+  return "decoded without error";
+}
+
+TEST(EntryTest, RawLeanFieldsOfAValidRecordDecode) {
+  EXPECT_EQ(Entry::decode(with_lean_fields(0x03, 7, 2)).lean(),
+            (LeanRecord{LeanRecord::kAsked | LeanRecord::kLean, 7, 2}));
+}
+
+TEST(EntryTest, LeanRecordOutsideItsFormsIsCorrupt) {
+  struct Case {
+    uint8_t flags;
+    int64_t bytes;
+    uint32_t variables;
+    const char* message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {0x02, 10, 1, "lean flags 0x02 are not one of"},  // lean but never asked
+           {0x07, 10, 1, "lean flags 0x07 are not one of"},  // lean and declined
+           {0x10, 0, 0, "lean flags 0x10 are not one of"},
+           {0x09, 0, 0, "lean flags 0x09 are not one of"},
+           {0x03, (int64_t{1} << 30) + 1, 1, "lean bytes removed 1073741825 is beyond"},
+           {0x03, -(int64_t{1} << 40), 1, "lean bytes removed -1099511627776 is beyond"},
+           {0x03, 10, 0, "lean variables removed is 0 for a lean image"},
+           {0x00, 10, 0, "with flags 0x00, which say the image is NVRTC's"},
+           {0x01, 0, 5, "with flags 0x01, which say the image is NVRTC's"},
+           {0x08, 1, 1, "with flags 0x08"},
+       }) {
+    std::string msg = lean_corrupt_message(c.flags, c.bytes, c.variables);
+    EXPECT_NE(msg.find("entry E is corrupt"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.message), std::string::npos) << msg;
+  }
+}
+
+TEST(EntryTest, NewEntryWithAnInvalidLeanRecordIsRefused) {
+  EXPECT_THROW(Entry(kKey, TargetKind::cubin, "sm_90", 0, 0, "x", {}, LeanRecord{0x02, 1, 1}),
+               InvalidArgument);
+}
+
+TEST(LeanRecordTest, DescribesEachForm) {
+  EXPECT_EQ(describe(kLean), "-154,272 B, -1,001 variables");
+  EXPECT_EQ(describe(LeanRecord{0x03, -1000, 1}), "+1,000 B, -1 variable");
+  EXPECT_EQ(describe(LeanRecord{}), "off (NVRTC's bytes)");
+  EXPECT_EQ(describe(LeanRecord{0x01, 0, 0}), "nothing to remove");
+  EXPECT_EQ(describe(LeanRecord{0x05, 0, 0}), "not applied (NVRTC's bytes)");
+  EXPECT_EQ(describe(LeanRecord::unknown_record()), "unknown (format 1)");
+}
+
+TEST(LeanRecordTest, NamesEachStateInOneWord) {
+  EXPECT_STREQ(state_name(kLean), "lean");
+  EXPECT_STREQ(state_name(LeanRecord{}), "off");
+  EXPECT_STREQ(state_name(LeanRecord{0x01, 0, 0}), "nothing_to_remove");
+  EXPECT_STREQ(state_name(LeanRecord{0x05, 0, 0}), "not_applied");
+  EXPECT_STREQ(state_name(LeanRecord::unknown_record()), "unknown");
 }
 
 }  // namespace

@@ -32,8 +32,12 @@ std::string payload_of(const std::string& name, size_t size = 3000) {
   return p;
 }
 
+// Every entry carries a lean record (format 2), which must travel intact.
+const LeanRecord kLean{LeanRecord::kAsked | LeanRecord::kLean, 154272, 1001};
+
 Entry entry_of(const std::string& name, uint32_t compile_ms = 1200) {
-  return Entry(key_of(name), TargetKind::cubin, "sm_90", compile_ms, 1763769600, payload_of(name));
+  return Entry(key_of(name), TargetKind::cubin, "sm_90", compile_ms, 1763769600, payload_of(name),
+               {}, kLean);
 }
 
 class RemoteTest : public ::testing::Test {
@@ -90,6 +94,7 @@ TEST_F(RemoteTest, UnsignedObjectIsThePlainEntry) {
   EXPECT_EQ(encode_remote_object(e, ""), e.encoded());
   Entry back = decode_remote_object(e.encoded(), e.key(), "");
   EXPECT_EQ(back.payload(), e.payload());
+  EXPECT_EQ(back.lean(), kLean);
 }
 
 TEST_F(RemoteTest, SignedObjectRoundTripsWithTheKey) {
@@ -98,6 +103,7 @@ TEST_F(RemoteTest, SignedObjectRoundTripsWithTheKey) {
   ASSERT_EQ(object.substr(0, 8), "KCSIGNED");
   EXPECT_EQ(object.size(), 8 + 2 + 1 + 1 + 16 + 8 + e.encoded().size() + 32);
   EXPECT_EQ(decode_remote_object(object, e.key(), kHmacKey).payload(), e.payload());
+  EXPECT_EQ(decode_remote_object(object, e.key(), kHmacKey).lean(), kLean);
   // A reader without the key still gets the (checksum-verified) entry.
   EXPECT_EQ(decode_remote_object(object, e.key(), "").payload(), e.payload());
 }
@@ -167,6 +173,7 @@ TEST_F(RemoteTest, EntryPutByOneMachineIsARemoteHitThenALocalHitForAnother) {
   std::optional<Entry> got = second->get(e.key());
   ASSERT_TRUE(got);
   EXPECT_EQ(got->encoded(), e.encoded());
+  EXPECT_EQ(got->lean(), kLean);
   expect_remote_counters(*second, 1, 0, 0, 0, 0);
   EXPECT_EQ(counter(*second, "compile_ms_saved"), 1200);
   EXPECT_EQ(nginx.count_requests("GET"), 1);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/store.h"
+#include "common/lean_record.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 
@@ -26,9 +27,12 @@ class AdminTest : public ::testing::Test {
     auto store = cache::Store::open(store_dir());
     for (int k = 0; k < n; ++k) store->put(entry(k));
   }
+  // Odd entries lean (what the lean pass removed is shown by `kcache show`).
   static cache::Entry entry(int k) {
-    return cache::Entry(xxh3_128(std::to_string(k)), cache::TargetKind::cubin, "sm_90", 1500, 1,
-                        std::string(1000, 'x'));
+    return cache::Entry(
+        xxh3_128(std::to_string(k)), cache::TargetKind::cubin, "sm_90", 1500, 1,
+        std::string(1000, 'x'), {},
+        k % 2 ? LeanRecord{LeanRecord::kAsked | LeanRecord::kLean, 154272, 1001} : LeanRecord{});
   }
   TempDir dir_;
 };
@@ -78,7 +82,15 @@ TEST_F(AdminTest, ListAndShowPrintFullKeys) {
   CommandResult show = kcache({"show", entry(1).key().hex(), "--payload-out", dir_ / "cubin"});
   ASSERT_EQ(show.exit_code, 0) << show.err;
   EXPECT_NE(show.out.find("Arch:        sm_90"), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("Lean:        -154,272 B, -1,001 variables"), std::string::npos)
+      << show.out;
   EXPECT_EQ(kcache::testing::read_file_or_die(dir_ / "cubin"), std::string(1000, 'x'));
+  show = kcache({"show", entry(0).key().hex()});
+  EXPECT_NE(show.out.find("Lean:        off (NVRTC's bytes)"), std::string::npos) << show.out;
+  show = kcache({"--format", "json", "show", entry(1).key().hex()});
+  ASSERT_EQ(show.exit_code, 0) << show.err;
+  EXPECT_NE(show.out.find("\"state\": \"lean\""), std::string::npos) << show.out;
+  EXPECT_NE(show.out.find("\"variables_removed\": 1001"), std::string::npos) << show.out;
 }
 
 TEST_F(AdminTest, ShowOfAnUnknownOrMalformedKeyFailsWithOneLine) {

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <vector>
 
 #include "bundle/bundle.h"
+#include "common/lean_record.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 
@@ -31,8 +33,10 @@ class BundleCommandTest : public ::testing::Test {
     bundle::Bundle b;
     b.source_name = "scale.cu";
     b.compiler_identity = "nvrtc test";
-    b.images.push_back({bundle::ImageKind::cubin, "sm_90", key_a, "CUBIN"});
-    b.images.push_back({bundle::ImageKind::ptx, "compute_90", key_b, ".version"});
+    b.images.push_back({bundle::ImageKind::cubin, "sm_90", key_a, "CUBIN",
+                        LeanRecord{LeanRecord::kAsked | LeanRecord::kLean, 154272, 1001}});
+    b.images.push_back(
+        {bundle::ImageKind::ptx, "compute_90", key_b, ".version", LeanRecord{LeanRecord::kAsked}});
     b.lowered_names.push_back({"scale<float>", "_Z5scaleIfEvPT_"});
     kcache::testing::write_file(dir_ / "k.kcb", bundle::serialize(b));
   }
@@ -57,6 +61,60 @@ TEST_F(BundleCommandTest, JsonOutput) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["images"].size(), 2u);
   EXPECT_EQ(j["lowered_names"]["scale<float>"], "_Z5scaleIfEvPT_");
+  EXPECT_EQ(j["format_version"], bundle::kFormatVersion);
+  EXPECT_EQ(j["images"][0]["lean"]["state"], "lean");
+  EXPECT_EQ(j["images"][0]["lean"]["bytes_removed"], 154272);
+  EXPECT_EQ(j["images"][0]["lean"]["variables_removed"], 1001);
+  EXPECT_EQ(j["images"][1]["lean"]["state"], "nothing_to_remove");
+  EXPECT_EQ(j["images"][1]["lean"]["bytes_removed"], 0);
+}
+
+// Issue 10: per image, the bytes and variables the lean pass removed, or why
+// the image is NVRTC's.
+TEST_F(BundleCommandTest, ShowsWhatTheLeanPassDidPerImage) {
+  auto r = run_command({kcache::testing::kcache_binary(), "bundle", dir_ / "k.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line, cubin, ptx;
+  while (std::getline(lines, line)) {
+    if (line.find("sm_90 ") != std::string::npos) cubin = line;
+    if (line.find("compute_90 ") != std::string::npos) ptx = line;
+  }
+  EXPECT_NE(cubin.find("lean: -154,272 B, -1,001 variables"), std::string::npos) << r.out;
+  EXPECT_NE(ptx.find("lean: nothing to remove"), std::string::npos) << r.out;
+
+  const std::string key(32, 'c');
+  bundle::Bundle b;
+  b.images.push_back({bundle::ImageKind::cubin, "sm_80", key, "A", LeanRecord{}});
+  b.images.push_back({bundle::ImageKind::cubin, "sm_90", key, "B",
+                      LeanRecord{LeanRecord::kAsked | LeanRecord::kDeclined}});
+  kcache::testing::write_file(dir_ / "nvrtc.kcb", bundle::serialize(b));
+  r = run_command({kcache::testing::kcache_binary(), "bundle", dir_ / "nvrtc.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sm_80 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lean: off (NVRTC's bytes)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lean: not applied (NVRTC's bytes)"), std::string::npos) << r.out;
+  r = run_command(
+      {kcache::testing::kcache_binary(), "--format", "json", "bundle", dir_ / "nvrtc.kcb"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["images"][0]["lean"]["state"], "off");
+  EXPECT_EQ(j["images"][1]["lean"]["state"], "not_applied");
+}
+
+// A bundle from before the lean record (format 1, embedded in binaries built
+// then) still shows, its lean state unknown.
+TEST_F(BundleCommandTest, Format1BundleShowsTheLeanStateAsUnknown) {
+  const std::string v1 = "tests/bundle/golden/v1.kcb";
+  auto r = run_command({kcache::testing::kcache_binary(), "bundle", v1});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("(format 1)\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lean: unknown (format 1)"), std::string::npos) << r.out;
+  r = run_command({kcache::testing::kcache_binary(), "--format", "json", "bundle", v1});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["format_version"], 1);
+  EXPECT_EQ(j["images"][0]["lean"]["state"], "unknown");
 }
 
 TEST_F(BundleCommandTest, DamagedBundleFailsWithOneLineNamingTheFile) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "bundle/bundle.h"
 #include "cache/store.h"
@@ -105,6 +106,65 @@ TEST_F(CompileCommandTest, NoLeanIsAnEntryOfItsOwnAndVerboseSaysWhyAnImageIsNvrt
   EXPECT_TRUE(contains(r.out, "saxpy.cu sm_90 cubin miss ")) << "lean and NVRTC's keyed apart";
   EXPECT_FALSE(contains(r.out, "NVRTC's image kept")) << "--no-lean runs no pass";
   EXPECT_EQ(counter("nvrtc_invocations"), 2);
+  r = kcache({"bundle", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "lean: off (NVRTC's bytes)")) << r.out;
+  // The first (lean, -G) entry is a hit now; its record says the pass was not applied.
+  r = kcache({"compile", kSaxpy, "--arch", "sm_90", "--nvrtc-opt=-G", "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = kcache({"bundle", out});
+  EXPECT_TRUE(contains(r.out, "lean: not applied (NVRTC's bytes)")) << r.out;
+}
+
+// Issue 10: what the lean pass removed survives the store, so a hit reports
+// it as the miss did, and `kcache bundle` shows it per image.
+TEST_F(CompileCommandTest, AHitReportsWhatTheLeanPassRemovedAsTheMissDid) {
+  std::string out = dir_ + "/half.kcb";
+  const std::vector<std::string> compile = {"compile", "tests/compiler/kernels/half_cg.cu",
+                                            "-I",      "tests/compiler/kernels/include",
+                                            "--arch",  "sm_90",
+                                            "--ptx",   "none",
+                                            "-o",      out};
+  auto json_run = [&] {
+    std::vector<std::string> args = {"--format", "json"};
+    args.insert(args.end(), compile.begin(), compile.end());
+    CommandResult r = kcache(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["targets"][0];
+  };
+  nlohmann::json miss = json_run();
+  EXPECT_FALSE(miss["hit"].get<bool>());
+  ASSERT_TRUE(miss["lean"].get<bool>()) << miss.dump();
+  const int64_t bytes = miss["lean_bytes_removed"].get<int64_t>();
+  const int64_t variables = miss["lean_variables_removed"].get<int64_t>();
+  EXPECT_GT(bytes, 0);
+  EXPECT_GT(variables, 100);
+
+  nlohmann::json hit = json_run();
+  EXPECT_TRUE(hit["hit"].get<bool>());
+  EXPECT_TRUE(hit["lean"].get<bool>());
+  EXPECT_EQ(hit["lean_bytes_removed"].get<int64_t>(), bytes);
+  EXPECT_EQ(hit["lean_variables_removed"].get<int64_t>(), variables);
+  EXPECT_EQ(counter("nvrtc_invocations"), 1);
+
+  std::vector<std::string> verbose = compile;
+  verbose.push_back("-v");
+  CommandResult r = kcache(verbose);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "half_cg.cu sm_90 cubin hit ")) << r.out;
+  EXPECT_TRUE(contains(r.out, "half_cg.cu sm_90 lean: " + std::to_string(variables) +
+                                  " variables, " + std::to_string(bytes) + " bytes removed"))
+      << r.out;
+
+  r = kcache({"--format", "json", "bundle", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json image = nlohmann::json::parse(r.out)["images"][0];
+  EXPECT_EQ(image["lean"]["state"], "lean");
+  EXPECT_EQ(image["lean"]["bytes_removed"].get<int64_t>(), bytes);
+  EXPECT_EQ(image["lean"]["variables_removed"].get<int64_t>(), variables);
+  r = kcache({"bundle", out});
+  EXPECT_TRUE(contains(r.out, " variables")) << r.out;
+  EXPECT_TRUE(contains(r.out, "lean: -")) << r.out;
 }
 
 TEST_F(CompileCommandTest, WritesEmbeddingSourceAndHeader) {

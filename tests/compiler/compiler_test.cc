@@ -10,6 +10,7 @@
 #include "bundle/bundle.h"
 #include "cache/storage.h"
 #include "common/error.h"
+#include "common/lean_record.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/test_files.h"
 
@@ -61,6 +62,11 @@ class CompilerTest : public ::testing::Test {
     for (size_t i = 0; i < targets; ++i) {
       EXPECT_EQ(second.targets[i].key, first.targets[i].key);
       EXPECT_EQ(second.targets[i].compile_ms, first.targets[i].compile_ms);
+      // What the lean pass did comes back from the entry (issue 10).
+      EXPECT_EQ(second.targets[i].entry->lean(), first.targets[i].entry->lean());
+      EXPECT_EQ(second.targets[i].lean, first.targets[i].lean);
+      EXPECT_EQ(second.targets[i].lean_bytes_removed, first.targets[i].lean_bytes_removed);
+      EXPECT_EQ(second.targets[i].lean_variables_removed, first.targets[i].lean_variables_removed);
     }
     return second;
   }
@@ -76,6 +82,7 @@ class CompilerTest : public ::testing::Test {
       EXPECT_EQ(b.images[i].arch, t.target.arch);
       EXPECT_EQ(b.images[i].key, t.key.hex());
       EXPECT_EQ(b.images[i].data, t.entry->payload());
+      EXPECT_EQ(b.images[i].lean, t.entry->lean()) << t.target.arch;
       if (t.target.kind == cache::TargetKind::cubin) {
         EXPECT_EQ(b.images[i].kind, bundle::ImageKind::cubin);
         EXPECT_EQ(b.images[i].data.substr(0, 4),
@@ -111,6 +118,9 @@ TEST_F(CompilerTest, SaxpyCompilesOnceThenHits) {
   CompileOptions o = kernel("saxpy.cu", {"sm_80", "sm_90"}, "compute_90");
   CompileResult r = compile_twice(o);
   expect_round_trip(r, o);
+  for (const TargetResult& t : r.targets) {
+    EXPECT_EQ(t.entry->lean(), LeanRecord{LeanRecord::kAsked}) << "nothing to remove";
+  }
 }
 
 TEST_F(CompilerTest, HalfPrecisionCooperativeGroupsKernelCompilesOnceThenHits) {
@@ -119,6 +129,13 @@ TEST_F(CompilerTest, HalfPrecisionCooperativeGroupsKernelCompilesOnceThenHits) {
   CompileResult r = compile_twice(o);
   expect_round_trip(r, o);
   EXPECT_TRUE(contains(std::string(r.targets[1].entry->payload()), "half_dot"));
+  // cooperative_groups' constants: a lean image even on a hit.
+  for (const TargetResult& t : r.targets) {
+    EXPECT_TRUE(t.lean) << t.target.arch;
+    EXPECT_GT(t.lean_variables_removed, 100u) << t.target.arch;
+    EXPECT_EQ(t.entry->lean(), (LeanRecord{LeanRecord::kAsked | LeanRecord::kLean,
+                                           t.lean_bytes_removed, t.lean_variables_removed}));
+  }
 }
 
 TEST_F(CompilerTest, CubBlockSortAndReduceCompilesOnceThenHits) {

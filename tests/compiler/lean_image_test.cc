@@ -8,7 +8,9 @@
 #include <cstring>
 #include <set>
 
+#include "bundle/bundle.h"
 #include "common/error.h"
+#include "common/lean_record.h"
 #include "compiler/compiler.h"
 #include "compiler/nvrtc.h"
 #include "compiler/toolkit.h"
@@ -91,6 +93,17 @@ TEST_F(LeanImageTest, CubFixtureLosesItsUnreferencedCcclVariables) {
     EXPECT_TRUE(lean.targets[i].lean) << lean.targets[i].lean_note;
     EXPECT_GT(lean.targets[i].lean_variables_removed, 500u);
     EXPECT_FALSE(nvrtc.targets[i].lean);
+    // As entries and bundles record it (issue 10).
+    EXPECT_EQ(lean.targets[i].entry->lean(), (LeanRecord{LeanRecord::kAsked | LeanRecord::kLean,
+                                                         lean.targets[i].lean_bytes_removed,
+                                                         lean.targets[i].lean_variables_removed}));
+    EXPECT_EQ(nvrtc.targets[i].entry->lean(), LeanRecord{}) << "--no-lean: off";
+  }
+  bundle::Bundle lean_bundle = bundle::parse(lean.bundle);
+  bundle::Bundle nvrtc_bundle = bundle::parse(nvrtc.bundle);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(lean_bundle.images[i].lean, lean.targets[i].entry->lean());
+    EXPECT_EQ(nvrtc_bundle.images[i].lean, LeanRecord{});
   }
   std::string lean_cubin(lean.targets[0].entry->payload());
   std::string nvrtc_cubin(nvrtc.targets[0].entry->payload());
@@ -135,6 +148,7 @@ TEST_F(LeanImageTest, PtxWithNothingRemovableKeepsNvrtcsCubinByteIdentical) {
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_FALSE(lean.targets[i].lean);
     EXPECT_EQ(lean.targets[i].lean_note, "");
+    EXPECT_EQ(lean.targets[i].entry->lean(), LeanRecord{LeanRecord::kAsked}) << "nothing to remove";
     EXPECT_EQ(lean.targets[i].entry->payload(), nvrtc.targets[i].entry->payload());
   }
 }
