@@ -324,7 +324,10 @@ class ReapiBackend : public RemoteBackend {
     if (has("Peer name") || has("peer name")) {
       return " (TLS: the server's certificate does not name the host in the URL)";
     }
-    if (has("andshake") || has("Socket closed") || has("ssl") || has("SSL")) {
+    // A mutual-TLS server may drop the client after a TLS 1.3 handshake the
+    // client already thinks complete: "Socket closed", or a reset.
+    if (has("andshake") || has("Socket closed") || has("ssl") || has("SSL") ||
+        has("reset by peer") || has("Broken pipe")) {
       return options_.tls_client_cert_file.empty()
                  ? " (TLS: the server closed the connection during or after the handshake; a "
                    "server that requires mutual TLS does that to a client without a "

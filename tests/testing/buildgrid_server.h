@@ -4,8 +4,8 @@
 // folder (so tests can alter or delete blobs behind the client's back) and an
 // in-memory action cache. Killed by the destructor, and by the kernel if the
 // test dies first. Optionally behind TLS (BuildGrid's `!channel` credentials:
-// tls-server-key, tls-server-cert, and tls-client-certs for mutual TLS) and
-// under a non-empty instance name.
+// tls-server-key, tls-server-cert, and tls-client-certs for mutual TLS),
+// checking bearer tokens (JWTs), and under a non-empty instance name.
 #pragma once
 
 #include <sys/types.h>
