@@ -30,6 +30,7 @@
 #include "tests/testing/buildgrid_server.h"
 #include "tests/testing/http_servers.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tls_certificates.h"
 
 namespace kcache::cache {
 namespace {
@@ -394,6 +395,64 @@ void BM_NvrtcCompileSaxpy(benchmark::State& state) {
 }
 BENCHMARK(BM_NvrtcCompileSaxpy)->Iterations(20)->Unit(benchmark::kMillisecond);
 
+// grpc:// against grpcs:// (EC P-256 certificates from
+// tests/testing/tls_certificates.h): two BuildGrids alike but for TLS. "hit": one get on a channel
+// already set up, alternating in the same loop. "first": the first get of a new client (a new
+// channel: TCP, TLS handshake, GetCapabilities, then the hit), what a build step pays once.
+struct TlsPair {
+  TempDir certs_dir;
+  kcache::testing::TlsCertificates certs;
+  std::unique_ptr<kcache::testing::BuildGridServer> tls;
+};
+
+TlsPair* g_tls = nullptr;  // null: BuildGrid or openssl not installed
+
+std::unique_ptr<Storage> grpcs_only() {
+  StorageOptions o;
+  o.local_enabled = false;
+  RemoteOptions r;
+  r.url = g_tls->tls->url();
+  r.tls_ca_file = g_tls->certs.ca_cert;
+  o.remote = r;
+  return std::make_unique<Storage>(o);
+}
+
+void BM_GrpcsVsGrpc(benchmark::State& state) {
+  if (!g_buildgrid || !g_tls) {
+    state.SkipWithError("BuildGrid or openssl not installed (tools/install_deps.sh)");
+    return;
+  }
+  const bool first = state.range(0) == 1;
+  Entry e = entry_of("grpcs-" + std::to_string(state.range(0)), 4 << 10);
+  grpc_only()->put(e);
+  grpcs_only()->put(e);
+  auto plain = grpc_only();
+  auto tls = grpcs_only();
+  std::vector<double> grpc_us, grpcs_us;
+  for (auto _ : state) {
+    if (first) {
+      plain = grpc_only();
+      tls = grpcs_only();
+    }
+    Clock::time_point t = Clock::now();
+    auto a = plain->get(e.key());
+    grpc_us.push_back(since_us(t));
+    t = Clock::now();
+    auto b = tls->get(e.key());
+    grpcs_us.push_back(since_us(t));
+    if (!a || !b) state.SkipWithError("miss");
+  }
+  report(state, "grpc", grpc_us);
+  report(state, "grpcs", grpcs_us);
+  state.counters["grpcs_over_grpc"] = percentile(grpcs_us, 0.5) / percentile(grpc_us, 0.5);
+}
+BENCHMARK(BM_GrpcsVsGrpc)
+    ->ArgName("first")
+    ->Arg(0)
+    ->Arg(1)
+    ->Iterations(100)
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace kcache::cache
 
@@ -407,6 +466,15 @@ int main(int argc, char** argv) {
   if (!kcache::testing::BuildGridServer::find_bgd().empty()) {
     buildgrid = std::make_unique<kcache::testing::BuildGridServer>();
     kcache::cache::g_buildgrid = buildgrid.get();
+  }
+  kcache::cache::TlsPair tls;
+  if (buildgrid && !kcache::testing::find_openssl().empty()) {
+    tls.certs = kcache::testing::make_tls_certificates(tls.certs_dir.path());
+    kcache::testing::BuildGridOptions o;
+    o.tls_server_cert = tls.certs.server_cert;
+    o.tls_server_key = tls.certs.server_key;
+    tls.tls = std::make_unique<kcache::testing::BuildGridServer>(o);
+    kcache::cache::g_tls = &tls;
   }
   benchmark::RunSpecifiedBenchmarks();
   return 0;

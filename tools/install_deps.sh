@@ -13,6 +13,7 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev                     # grpc:// remotes (cache/reapi/)
   protobuf-compiler protobuf-compiler-grpc          #   their .proto files are compiled at build time
   python3-venv                                      # BuildGrid, the REAPI server the tests start
+  openssl                                           # the grpcs:// tests make their certificates
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -100,6 +100,7 @@ class ReapiBackend : public RemoteBackend {
   explicit ReapiBackend(const RemoteOptions& options) : options_(options) {
     check_reapi_options(options);
     const bool tls = options.url.rfind("grpcs://", 0) == 0;
+    tls_ = tls;
     target_ = options.url.substr(tls ? 8 : 7);
     while (!target_.empty() && target_.back() == '/') target_.pop_back();
     std::shared_ptr<grpc::ChannelCredentials> credentials;
@@ -294,7 +295,48 @@ class ReapiBackend : public RemoteBackend {
         status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
       text += " (check remote_token_file / remote_headers_file)";
     }
+    // BuildGrid: "Invalid instance name: [x]"; Buildbarn: "Unknown instance name".
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+        status.error_message().find("nstance") != std::string::npos) {
+      text += " (remote_instance_name is \"" + options_.instance_name +
+              "\": set it to an instance the server serves)";
+    }
+    if (tls_ && status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      text += tls_hint(status.error_message());
+    }
     return text;
+  }
+
+  // gRPC reports a failed TLS handshake as UNAVAILABLE with OpenSSL's words;
+  // say what they mean for a grpcs:// remote and which setting to fix.
+  std::string tls_hint(const std::string& message) const {
+    auto has = [&](const char* part) { return message.find(part) != std::string::npos; };
+    if (has("certificate verify failed") || has("CERTIFICATE_VERIFY_FAILED")) {
+      return std::string(
+                 " (TLS: the server's certificate is not signed by a CA kcache trusts; "
+                 "set remote_tls_ca_file to the PEM file of the CA that signed it") +
+             (options_.tls_ca_file.empty() ? ")" : ", not " + options_.tls_ca_file + ")");
+    }
+    if (has("wrong version number") || has("WRONG_VERSION_NUMBER")) {
+      return " (TLS: the server does not speak TLS on this port; use grpc:// for a plain-text "
+             "server)";
+    }
+    if (has("Peer name") || has("peer name")) {
+      return " (TLS: the server's certificate does not name the host in the URL)";
+    }
+    // A mutual-TLS server may drop the client after a TLS 1.3 handshake the
+    // client already thinks complete: "Socket closed", or a reset.
+    if (has("andshake") || has("Socket closed") || has("ssl") || has("SSL") ||
+        has("reset by peer") || has("Broken pipe")) {
+      return options_.tls_client_cert_file.empty()
+                 ? " (TLS: the server closed the connection during or after the handshake; a "
+                   "server that requires mutual TLS does that to a client without a "
+                   "certificate: set remote_tls_client_cert_file and remote_tls_client_key_file)"
+                 : " (TLS: the server closed the connection during or after the handshake; "
+                   "check that it accepts the client certificate in " +
+                       options_.tls_client_cert_file + ")";
+    }
+    return "";
   }
 
   // Asks GetCapabilities once; returns the batch limit (0: none).
@@ -467,6 +509,7 @@ class ReapiBackend : public RemoteBackend {
   }
 
   RemoteOptions options_;
+  bool tls_ = false;
   std::string target_;
   std::vector<std::pair<std::string, std::string>> headers_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -10,6 +10,7 @@
 #include "tests/testing/http_servers.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/tls_certificates.h"
 
 namespace kcache::cli {
 namespace {
@@ -97,6 +98,42 @@ TEST_F(ReapiCommandTest, CheckFailsWhenTheServerIsDown) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("FAILED: the remote does not answer"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("UNAVAILABLE"), std::string::npos) << r.out;
+}
+
+// The TLS settings as a user passes them (flags), against a BuildGrid that
+// requires mutual TLS: `remote check` says OK with all three files, and
+// without the CA file says what is wrong and which setting fixes it.
+TEST_F(ReapiCommandTest, CheckOverMutualTlsSaysOkWithTheCertificatesAndNamesTheTlsProblemWithout) {
+  if (kcache::testing::find_openssl().empty()) {
+    GTEST_SKIP() << "the openssl program is not installed; tools/install_deps.sh installs it";
+  }
+  TempDir certs_dir;
+  const kcache::testing::TlsCertificates certs =
+      kcache::testing::make_tls_certificates(certs_dir.path());
+  kcache::testing::BuildGridOptions options;
+  options.tls_server_cert = certs.server_cert;
+  options.tls_server_key = certs.server_key;
+  options.tls_client_ca = certs.ca_cert;
+  BuildGridServer server(options);
+  const std::vector<std::string> client_certificate = {
+      "--remote-tls-client-cert-file", certs.client_cert, "--remote-tls-client-key-file",
+      certs.client_key};
+
+  std::vector<std::string> args = {
+      "remote", "check", "--remote", server.url(), "--remote-tls-ca-file", certs.ca_cert};
+  args.insert(args.end(), client_certificate.begin(), client_certificate.end());
+  CommandResult ok = kcache("m", args);
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("client certificate " + certs.client_cert), std::string::npos) << ok.out;
+  EXPECT_NE(ok.out.find("Verdict:   OK: the remote answers and takes writes"), std::string::npos)
+      << ok.out;
+
+  args = {"remote", "check", "--remote", server.url(), "--remote-timeout", "5s"};
+  args.insert(args.end(), client_certificate.begin(), client_certificate.end());
+  CommandResult untrusted = kcache("m", args);
+  EXPECT_EQ(untrusted.exit_code, 1) << untrusted.out << untrusted.err;
+  EXPECT_NE(untrusted.out.find("certificate verify failed"), std::string::npos) << untrusted.out;
+  EXPECT_NE(untrusted.out.find("set remote_tls_ca_file"), std::string::npos) << untrusted.out;
 }
 
 }  // namespace

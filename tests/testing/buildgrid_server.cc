@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -40,7 +42,40 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
+std::string base64url(const std::string& data) {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  uint32_t bits = 0;
+  int count = 0;
+  for (unsigned char c : data) {
+    bits = (bits << 8) | c;
+    count += 8;
+    while (count >= 6) {
+      count -= 6;
+      out += alphabet[(bits >> count) & 63];
+    }
+  }
+  if (count > 0) out += alphabet[(bits << (6 - count)) & 63];
+  return out;  // no padding, as JWTs are written
+}
+
 }  // namespace
+
+std::string make_jwt(const std::string& secret) {
+  const long long expires =
+      std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::system_clock::now().time_since_epoch() + std::chrono::hours(1))
+          .count();
+  const std::string signing_input =
+      base64url(R"({"alg":"HS256","typ":"JWT"})") + "." +
+      base64url(R"({"sub":"kcache-ci","exp":)" + std::to_string(expires) + "}");
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_size = 0;
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(signing_input.data()), signing_input.size(), mac,
+       &mac_size);
+  return signing_input + "." + base64url(std::string(reinterpret_cast<char*>(mac), mac_size));
+}
 
 std::string BuildGridServer::find_bgd() {
   std::string candidates[2];
@@ -54,23 +89,48 @@ std::string BuildGridServer::find_bgd() {
   return "";
 }
 
-BuildGridServer::BuildGridServer(bool allow_updates) {
+BuildGridServer::BuildGridServer(bool allow_updates)
+    : BuildGridServer(BuildGridOptions{allow_updates, "", "", "", "", ""}) {}
+
+BuildGridServer::BuildGridServer(const BuildGridOptions& options) {
   const std::string bgd = find_bgd();
   if (bgd.empty()) {
     throw std::runtime_error(
         "BuildGrid is not installed (no /opt/kcache-buildgrid/bin/bgd); run tools/install_deps.sh");
   }
   port_ = unused_port();
+  tls_ = !options.tls_server_cert.empty();
   const std::string d = dir_.path();
   {
     std::ofstream conf(d + "/bgd.yml");
     conf << "server:\n"
             "  - !channel\n"
             "    address: \"127.0.0.1:"
-         << port_
-         << "\"\n"
-            "    insecure-mode: true\n"
-            "storages:\n"
+         << port_ << "\"\n";
+    if (tls_) {
+      conf << "    insecure-mode: false\n"
+              "    credentials:\n"
+              "      tls-server-key: \""
+           << options.tls_server_key
+           << "\"\n"
+              "      tls-server-cert: \""
+           << options.tls_server_cert << "\"\n";
+      if (!options.tls_client_ca.empty()) {
+        conf << "      tls-client-certs: \"" << options.tls_client_ca << "\"\n";
+      }
+    } else {
+      conf << "    insecure-mode: true\n";
+    }
+    if (!options.jwt_hs256_secret.empty()) {
+      write_file(d + "/jwt-secret", options.jwt_hs256_secret);  // BuildGrid reads it from a file
+      conf << "authorization:\n"
+              "  method: jwt\n"
+              "  secret: \""
+           << d
+           << "/jwt-secret\"\n"
+              "  algorithm: hs256\n";
+    }
+    conf << "storages:\n"
             "  - !disk-storage &disk\n"
             "    path: "
          << d
@@ -80,10 +140,12 @@ BuildGridServer::BuildGridServer(bool allow_updates) {
             "    storage: *disk\n"
             "    max-cached-refs: 100000\n"
             "    allow-updates: "
-         << (allow_updates ? "true" : "false")
+         << (options.allow_updates ? "true" : "false")
          << "\n"
             "instances:\n"
-            "  - name: \"\"\n"
+            "  - name: \""
+         << options.instance_name
+         << "\"\n"
             "    services:\n"
             "      - !action-cache\n"
             "        cache: *ac\n"
@@ -129,7 +191,9 @@ void BuildGridServer::kill_now() {
   pid_ = -1;
 }
 
-std::string BuildGridServer::url() const { return "grpc://127.0.0.1:" + std::to_string(port_); }
+std::string BuildGridServer::url() const {
+  return (tls_ ? "grpcs://127.0.0.1:" : "grpc://127.0.0.1:") + std::to_string(port_);
+}
 
 std::string BuildGridServer::blob_path(const std::string& sha256_hex) const {
   return dir_.path() + "/store/cas/objects/" + sha256_hex.substr(0, 2) + "/" + sha256_hex.substr(2);
