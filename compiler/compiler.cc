@@ -386,7 +386,9 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     request.target = t.kind;
     request.arch = t.arch;
     r.key = cache::compute_key(request);
+    int lookups = 0;
     auto lookup = [&](const Hash128& key) {
+      ++lookups;
       if (std::optional<cache::Entry> e = storage_->get(key)) {
         // A key collision or a foreign writer must never hand out a wrong image.
         bool names_ok = e->lowered_names().size() == options.name_expressions.size();
@@ -413,6 +415,9 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           }
         }
       }
+      // The store counted each get as a hit or a miss; one target is one
+      // lookup, so the misses on the way to its answer are taken back.
+      if (lookups > 1) storage_->count("misses", 1 - lookups);
     }
     if (!r.hit) misses.push_back(result.targets.size());
     result.targets.push_back(std::move(r));

@@ -90,6 +90,9 @@ TEST_F(DirectModeTest, AComputedIncludeIsAHitWithZeroNvrtcRuns) {
   EXPECT_EQ(hit.hits(), 1);
   EXPECT_EQ(counter(*storage_, "manifest_hits"), 1);
   EXPECT_EQ(counter(*storage_, "uncached_compiles"), 0);
+  // One lookup per compile in the statistics, however many keys it tried.
+  EXPECT_EQ(counter(*storage_, "hits"), 1);
+  EXPECT_EQ(counter(*storage_, "misses"), 1);
 }
 
 TEST_F(DirectModeTest, EditingTheComputedHeaderIsAMissEqualToAFreshCompile) {
