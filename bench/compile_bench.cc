@@ -47,6 +47,10 @@ const std::vector<Kernel>& kernels() {
       {"scale_template",
        {"tests/compiler/kernels/scale_template.cu", "--name-expression", "scale<float>",
         "--name-expression", "scale<double>"}},
+      // The same header, included literally (a scanner-key hit) and through a
+      // computed include (a manifest hit: the manifest read and replayed).
+      {"saxpy_literal", {"tests/compiler/kernels/saxpy_literal.cu"}},
+      {"saxpy_computed", {"tests/compiler/kernels/saxpy_computed.cu", "-D", "VARIANT=double"}},
   };
   return k;
 }
@@ -58,6 +62,7 @@ CompileOptions options_for(const Kernel& k, std::vector<std::string> archs) {
   for (size_t i = 1; i + 1 < k.args.size(); i += 2) {
     if (k.args[i] == "-I") o.include_dirs.push_back(k.args[i + 1]);
     if (k.args[i] == "--name-expression") o.name_expressions.push_back(k.args[i + 1]);
+    if (k.args[i] == "-D") o.defines.push_back(k.args[i + 1]);
   }
   return o;
 }

@@ -449,22 +449,12 @@ std::unique_ptr<RemoteBackend> make_http_backend(const RemoteOptions& options) {
   return std::make_unique<HttpBackend>(options);
 }
 
-std::string encode_remote_object(const Entry& entry, std::string_view hmac_key) {
-  if (hmac_key.empty()) return entry.encoded();
-  ByteWriter w;
-  w.bytes(kSignedObjectMagic);
-  w.u16(kSignedObjectVersion);
-  w.u8(kAlgorithmHmacSha256);
-  w.u8(0);  // reserved
-  write_key_bytes(w, entry.key());
-  w.u64(entry.encoded().size());
-  w.bytes(entry.encoded());
-  w.bytes(hmac_sha256(hmac_key, w.data()));
-  return w.take();
-}
+namespace {
 
-Entry decode_remote_object(std::string object, const Hash128& key, std::string_view hmac_key) {
-  const std::string what = "remote object " + key.hex();
+// The bytes inside a remote object (an entry or a manifest), the signature
+// checked: see remote.h.
+std::string open_remote_object(std::string object, const Hash128& key, std::string_view hmac_key,
+                               const std::string& what) {
   std::string_view bytes(object);
   const bool is_signed = bytes.substr(0, kSignedObjectMagic.size()) == kSignedObjectMagic;
   if (!is_signed) {
@@ -472,11 +462,7 @@ Entry decode_remote_object(std::string object, const Hash128& key, std::string_v
       throw CorruptError(what + " is not signed, and an HMAC key is configured: rejected (it was " +
                          "written by a kcache without the key)");
     }
-    Entry entry = Entry::decode(std::move(object), what);
-    if (entry.key() != key) {
-      throw CorruptError(what + " holds the entry for " + entry.key().hex());
-    }
-    return entry;
+    return object;
   }
 
   ByteReader r(bytes, what);
@@ -509,9 +495,45 @@ Entry decode_remote_object(std::string object, const Hash128& key, std::string_v
   // In place: no second buffer for the entry.
   object.resize(entry_offset + entry_size);
   object.erase(0, entry_offset);
-  Entry entry = Entry::decode(std::move(object), what);
+  return object;
+}
+
+std::string sign_remote_object(const Hash128& key, std::string_view payload,
+                               std::string_view hmac_key) {
+  ByteWriter w;
+  w.bytes(kSignedObjectMagic);
+  w.u16(kSignedObjectVersion);
+  w.u8(kAlgorithmHmacSha256);
+  w.u8(0);  // reserved
+  write_key_bytes(w, key);
+  w.u64(payload.size());
+  w.bytes(payload);
+  w.bytes(hmac_sha256(hmac_key, w.data()));
+  return w.take();
+}
+
+}  // namespace
+
+std::string encode_remote_object(const Entry& entry, std::string_view hmac_key) {
+  if (hmac_key.empty()) return entry.encoded();
+  return sign_remote_object(entry.key(), entry.encoded(), hmac_key);
+}
+
+Entry decode_remote_object(std::string object, const Hash128& key, std::string_view hmac_key) {
+  const std::string what = "remote object " + key.hex();
+  Entry entry = Entry::decode(open_remote_object(std::move(object), key, hmac_key, what), what);
   if (entry.key() != key) throw CorruptError(what + " holds the entry for " + entry.key().hex());
   return entry;
+}
+
+std::string encode_remote_manifest(const Manifest& manifest, std::string_view hmac_key) {
+  std::string bytes = manifest.encode();
+  return hmac_key.empty() ? bytes : sign_remote_object(manifest.key(), bytes, hmac_key);
+}
+
+Manifest decode_remote_manifest(std::string object, const Hash128& key, std::string_view hmac_key) {
+  const std::string what = "remote manifest " + key.hex();
+  return Manifest::decode(open_remote_object(std::move(object), key, hmac_key, what), key, what);
 }
 
 bool is_reapi_url(std::string_view url) {
@@ -549,6 +571,20 @@ void Remote::put(const Entry& entry) {
                           entry.key().hex());
   }
   backend_->put(entry.key(), encode_remote_object(entry, hmac_key_));
+}
+
+std::optional<Manifest> Remote::get_manifest(const Hash128& key) {
+  std::optional<std::string> object = backend_->get(key);
+  if (!object) return std::nullopt;
+  return decode_remote_manifest(std::move(*object), key, hmac_key_);
+}
+
+void Remote::put_manifest(const Manifest& manifest) {
+  if (options_.read_only) {
+    throw InvalidArgument("the remote " + options_.url + " is read-only; not uploading manifest " +
+                          manifest.key().hex());
+  }
+  backend_->put(manifest.key(), encode_remote_manifest(manifest, hmac_key_));
 }
 
 }  // namespace kcache::cache

@@ -12,11 +12,13 @@
 // Remote object format (what is stored at an object's URL; integers
 // little-endian):
 //
-//   object   ::= entry | signed
+//   object   ::= entry | manifest | signed
 //   entry    ::= an encoded cache entry, byte for byte (cache/entry.h, "KCENTRY\0" ...)
+//   manifest ::= an encoded manifest, byte for byte (cache/manifest.h, "KCMANIF\0" ...),
+//                filed under its manifest key
 //   signed   ::= magic:"KCSIGNED"(8 bytes) format_version:u16 algorithm:u8(1=HMAC-SHA256)
 //                reserved:u8(=0) key:bytes(16, high half first, as in the entry)
-//                entry_size:u64 entry:bytes(entry_size) mac:bytes(32)
+//                entry_size:u64 (entry | manifest):bytes(entry_size) mac:bytes(32)
 //   mac      =  HMAC-SHA256(hmac key, every byte of `signed` before mac)
 //
 // What the MAC covers: the magic, version and algorithm (no downgrade to
@@ -39,6 +41,7 @@
 #include <string_view>
 
 #include "cache/entry.h"
+#include "cache/manifest.h"
 #include "common/hash.h"
 
 namespace kcache::cache {
@@ -148,6 +151,11 @@ std::string encode_remote_object(const Entry& entry, std::string_view hmac_key);
 // by a newer kcache.
 Entry decode_remote_object(std::string object, const Hash128& key, std::string_view hmac_key);
 
+// The same for manifests (the `manifest` alternative), filed under
+// manifest.key(); decoding also checks the manifest names `key`.
+std::string encode_remote_manifest(const Manifest& manifest, std::string_view hmac_key);
+Manifest decode_remote_manifest(std::string object, const Hash128& key, std::string_view hmac_key);
+
 // Entries over a backend. Thread-safe, like the backend.
 class Remote {
  public:
@@ -165,6 +173,9 @@ class Remote {
   // Uploads `entry` (signed if a key is configured). Throws IoError;
   // InvalidArgument if the remote is read-only.
   void put(const Entry& entry);
+  // The same for manifests, under their manifest key (cache/manifest.h).
+  std::optional<Manifest> get_manifest(const Hash128& key);
+  void put_manifest(const Manifest& manifest);
 
   bool signing() const { return !hmac_key_.empty(); }
   const RemoteOptions& options() const { return options_; }

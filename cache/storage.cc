@@ -121,6 +121,81 @@ void Storage::put(const Entry& entry) {
   count_locked("remote_stored", 1);
 }
 
+std::optional<Manifest> Storage::get_manifest(const Hash128& key) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (local_) {
+      try {
+        if (std::optional<std::string> bytes = read_manifest_file(local_->dir(), key)) {
+          return Manifest::decode(*bytes, key, "manifest " + manifest_path(local_->dir(), key));
+        }
+      } catch (const CorruptError&) {
+        // A miss; the next put_manifest replaces it.
+      } catch (const IncompatibleVersionError&) {
+        // Written by a newer kcache: not ours to use.
+      } catch (const Error& e) {
+        warn_once("get",
+                  std::string("reading the cache failed: ") + e.what() + "; treating it as a miss");
+      }
+    }
+  }
+  if (!remote_usable()) return std::nullopt;
+  std::optional<Manifest> manifest;
+  try {
+    manifest = remote_->get_manifest(key);
+  } catch (const CorruptError& e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    count_locked("remote_rejected", 1);
+    warn_once("remote-rejected", std::string(e.what()) + "; compiling instead");
+    return std::nullopt;
+  } catch (const IncompatibleVersionError&) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    count_locked("remote_misses", 1);
+    return std::nullopt;
+  } catch (const std::exception& e) {
+    remote_failed("reading from", e);
+    return std::nullopt;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!manifest) {
+    count_locked("remote_misses", 1);
+    return std::nullopt;
+  }
+  count_locked("remote_hits", 1);
+  if (local_ && !local_->read_only()) {
+    try {
+      write_manifest_file(local_->dir(), *manifest);
+    } catch (const Error& e) {
+      warn_once("put", std::string("storing in the cache failed: ") + e.what() +
+                           "; the result is used but not cached");
+    }
+  }
+  return manifest;
+}
+
+void Storage::put_manifest(const Manifest& manifest) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (local_ && !local_->read_only()) {
+      try {
+        write_manifest_file(local_->dir(), manifest);
+      } catch (const Error& e) {
+        warn_once("put", std::string("storing in the cache failed: ") + e.what() +
+                             "; the result is used but not cached");
+      }
+    }
+  }
+  if (!remote_usable() || remote_->options().read_only) return;
+  try {
+    remote_->put_manifest(manifest);
+  } catch (const std::exception& e) {
+    remote_failed("uploading to", e);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  count_locked("remote_stored", 1);
+}
+
 void Storage::count(const std::string& counter, int64_t delta) {
   std::lock_guard<std::mutex> lock(mutex_);
   count_locked(counter, delta);

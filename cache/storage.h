@@ -18,7 +18,8 @@
 // in use.
 //
 // Counters (in the local store, shown by `kcache -s`): remote_hits,
-// remote_misses, remote_errors, remote_rejected, remote_stored; a remote hit
+// remote_misses, remote_errors, remote_rejected, remote_stored (manifests
+// count in these too); a remote hit
 // also adds the entry's compile time to compile_ms_saved.
 //
 // Thread-safe: the precompiler compiles archs in parallel threads that share
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "cache/entry.h"
+#include "cache/manifest.h"
 #include "cache/remote.h"
 #include "cache/store.h"
 #include "common/hash.h"
@@ -63,6 +65,14 @@ class Storage {
   std::optional<Entry> get(const Hash128& key);
   // Best effort: failures are warned once and otherwise ignored.
   void put(const Entry& entry);
+  // Manifests (cache/manifest.h), under their manifest key, with the same
+  // failure policy: local files first, then the remote; a remote manifest is
+  // copied to the local store. A corrupt or newer manifest is a miss (the
+  // next put_manifest replaces it).
+  std::optional<Manifest> get_manifest(const Hash128& key);
+  // Replaces the manifest locally, then uploads it unless the remote is
+  // read-only. Best effort, like put().
+  void put_manifest(const Manifest& manifest);
   // Adds to a named counter of the local store ("nvrtc_invocations", ...).
   void count(const std::string& counter, int64_t delta);
 

@@ -11,6 +11,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "cache/manifest.h"
 #include "cache/sqlite.h"
 #include "common/arch.h"
 #include "common/error.h"
@@ -282,6 +283,8 @@ class SqliteStore : public Store {
       result.bytes_removed += static_cast<uint64_t>(row.size);
     }
     result.stray_files_removed = remove_stray_files(/*grace_seconds=*/kStrayGraceSeconds);
+    // Manifests only point at entries: without them they are useless.
+    remove_manifest_files(dir_, fs_);
     return result;
   }
 

@@ -74,6 +74,7 @@ constexpr CounterLabel kCounterLabels[] = {
     {"misses", "Misses", false},
     {"stored", "Stored", false},
     {"compile_ms_saved", "Compile time saved", true},
+    {"manifest_hits", "Hits through manifests", false},
     {"nvrtc_invocations", "NVRTC invocations", false},
     {"nvrtc_ms", "NVRTC compile time", true},
     {"nvrtc_failures", "NVRTC compile errors", false},

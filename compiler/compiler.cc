@@ -14,9 +14,11 @@
 #include <thread>
 
 #include "bundle/bundle.h"
+#include "cache/manifest.h"
 #include "common/arch.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "common/hash.h"
 #include "compiler/includes.h"
 #include "compiler/lean_image.h"
 #include "compiler/nvrtc.h"
@@ -83,8 +85,103 @@ std::string absolute_path(const std::string& path) {
 }
 
 // How many times one target may go back to NVRTC with headers it asked for.
-// Each round adds at least one header, so this bounds a runaway only.
-constexpr int kMaxIncludeRounds = 64;
+// Each round adds at least one header, so this bounds a runaway only; a
+// manifest set records one ask per round.
+constexpr int kMaxIncludeRounds = static_cast<int>(cache::kMaxManifestAsks);
+
+// What resolving an asked include needs to know: the same for a compile and
+// for a manifest replay, so both find the same files.
+struct AskContext {
+  const CompileOptions& options;
+  const IncludeGraph& includes;       // the scanner's
+  const std::set<std::string>& base;  // names handed before any ask (headers and stubs)
+};
+
+// Finds the header NVRTC asked for where NVRTC would have (quoted: the
+// includer's folder, then -I in order; angled: -I in order; the toolkit's
+// folders NVRTC searched itself), with the literal includes it makes that are
+// not handed yet. Nullopt if it is nowhere (`searched` then lists the folders
+// looked in); `includer_path` is where the includer was read, if known.
+// Throws what resolve_includes throws.
+std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, const AskedInclude& a,
+                                                       const std::vector<ResolvedHeader>& have,
+                                                       std::string* searched,
+                                                       std::optional<std::string>* includer_path) {
+  const CompileOptions& options = c.options;
+  includer_path->reset();
+  if (a.includer == options.logical_name()) *includer_path = options.source_path;
+  for (const std::vector<ResolvedHeader>* list : {&c.includes.headers, &have}) {
+    for (const ResolvedHeader& h : *list) {
+      if (h.name == a.includer) *includer_path = h.path;
+    }
+  }
+  std::vector<std::string> dirs;
+  if (!a.angled && *includer_path) dirs.push_back(folder_of(**includer_path));
+  dirs.insert(dirs.end(), options.include_dirs.begin(), options.include_dirs.end());
+  for (const std::string& d : dirs) {
+    std::string path = d.empty() ? a.name : d + "/" + a.name;
+    if (a.name.front() == '/') path = a.name;
+    std::optional<std::string> content;
+    if (!options.may_read || options.may_read(path)) content = read_file(path);
+    if (!content) {
+      *searched += (searched->empty() ? "" : ", ") + (d.empty() ? std::string(".") : d);
+      continue;
+    }
+    std::vector<ResolvedHeader> out{{a.name, path, *content}};
+    std::set<std::string> handed = c.base;
+    for (const ResolvedHeader& h : have) handed.insert(h.name);
+    handed.insert(a.name);
+    IncludeGraph more =
+        resolve_includes(path, *content, {options.include_dirs, {}, options.may_read});
+    for (ResolvedHeader& h : more.headers) {
+      if (handed.insert(h.name).second) out.push_back(std::move(h));
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+// The key of a result that needed asked headers: everything handed, with the
+// contents given (read from disk now, never taken from a manifest).
+Hash128 full_key(cache::CompileRequest request, const std::vector<ResolvedHeader>& asked) {
+  for (const ResolvedHeader& h : asked) request.headers.push_back({h.name, h.content});
+  std::sort(request.headers.begin(), request.headers.end(),
+            [](const cache::Header& a, const cache::Header& b) {
+              return a.include_name < b.include_name;
+            });
+  return cache::compute_key(request);
+}
+
+// Replays a manifest set against the disk: the headers it hands when every
+// ask resolves to the recorded names and contents, else nullopt.
+std::optional<std::vector<ResolvedHeader>> replay(const AskContext& c,
+                                                  const cache::ManifestSet& set) {
+  std::vector<ResolvedHeader> have;
+  try {
+    for (const cache::ManifestAsk& recorded : set) {
+      AskedInclude a;
+      a.name = recorded.spelling;
+      a.includer = recorded.includer;
+      a.angled = recorded.angled;
+      std::string searched;
+      std::optional<std::string> includer_path;
+      std::optional<std::vector<ResolvedHeader>> got =
+          resolve_ask(c, a, have, &searched, &includer_path);
+      if (!got || got->size() != recorded.headers.size()) return std::nullopt;
+      for (size_t i = 0; i < got->size(); ++i) {
+        const ResolvedHeader& h = (*got)[i];
+        if (h.name != recorded.headers[i].name ||
+            xxh3_64(h.content) != recorded.headers[i].content_hash) {
+          return std::nullopt;
+        }
+      }
+      for (ResolvedHeader& h : *got) have.push_back(std::move(h));
+    }
+  } catch (const Error&) {
+    return std::nullopt;  // unreadable, ambiguous: the compile will say so
+  }
+  return have;
+}
 
 // Compile targets and a free slot; released on every path.
 class SlotGuard {
@@ -247,6 +344,19 @@ std::vector<Hash128> Compiler::keys(const CompileOptions& options) const {
   return out;
 }
 
+void Compiler::add_to_manifest(const Hash128& key, cache::ManifestSet set) {
+  // Read, add, replace: the last writer wins, and a set lost to a concurrent
+  // writer is a lost hit, never a wrong one.
+  std::optional<cache::Manifest> m = storage_->get_manifest(key);
+  if (!m) m.emplace(key);
+  try {
+    m->add(std::move(set));
+  } catch (const InvalidArgument&) {
+    return;  // a name a manifest cannot hold (a control character): no direct-mode hit
+  }
+  storage_->put_manifest(*m);
+}
+
 CompileResult Compiler::compile(const CompileOptions& options) {
   CompileResult result;
   result.source_name = options.logical_name();
@@ -257,7 +367,18 @@ CompileResult Compiler::compile(const CompileOptions& options) {
   const IncludeGraph& includes = prepared.includes;
   cache::CompileRequest& request = prepared.request;
 
+  // Names handed to NVRTC before it asks for any: the scanner's headers and
+  // the stubs of the includes it could not find.
+  std::set<std::string> base_names;
+  for (const ResolvedHeader& h : includes.headers) base_names.insert(h.name);
+  for (const MissingInclude& m : includes.missing) {
+    if (!m.stub.empty()) base_names.insert(m.name);
+  }
+  const AskContext ask_context{options, includes, base_names};
+
   // Ask the store for every target first (cheap), then compile the misses.
+  // Per target: the scanner key; on a miss, its manifest's sets, newest
+  // first, each replayed against the disk (cache/manifest.h).
   std::vector<size_t> misses;
   for (const Target& t : targets) {
     TargetResult r;
@@ -265,12 +386,15 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     request.target = t.kind;
     request.arch = t.arch;
     r.key = cache::compute_key(request);
-    if (storage_) {
-      if (std::optional<cache::Entry> e = storage_->get(r.key)) {
+    int lookups = 0;
+    auto lookup = [&](const Hash128& key) {
+      ++lookups;
+      if (std::optional<cache::Entry> e = storage_->get(key)) {
         // A key collision or a foreign writer must never hand out a wrong image.
         bool names_ok = e->lowered_names().size() == options.name_expressions.size();
-        if (e->key() == r.key && e->kind() == t.kind && e->arch() == t.arch && names_ok) {
+        if (e->key() == key && e->kind() == t.kind && e->arch() == t.arch && names_ok) {
           r.hit = true;
+          r.key = key;
           r.compile_ms = e->compile_ms();
           r.lean = e->lean().lean();
           r.lean_bytes_removed = e->lean().bytes_removed;
@@ -278,6 +402,25 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           r.entry = std::move(e);
         }
       }
+    };
+    if (storage_) {
+      lookup(r.key);
+      if (!r.hit) {
+        if (std::optional<cache::Manifest> m = storage_->get_manifest(cache::manifest_key(r.key))) {
+          for (const cache::ManifestSet& set : m->sets()) {
+            std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set);
+            if (!have) continue;
+            lookup(full_key(request, *have));
+            if (r.hit) {
+              storage_->count("manifest_hits", 1);
+              break;
+            }
+          }
+        }
+      }
+      // The store counted each get as a hit or a miss; one target is one
+      // lookup, so the misses on the way to its answer are taken back.
+      if (lookups > 1) storage_->count("misses", 1 - lookups);
     }
     if (!r.hit) misses.push_back(result.targets.size());
     result.targets.push_back(std::move(r));
@@ -306,42 +449,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     }
     base.name_expressions = options.name_expressions;
 
-    // Finds the header NVRTC asked for where NVRTC would have (quoted: the
-    // includer's folder, then -I in order; angled: -I in order; the toolkit's
-    // folders NVRTC searched itself), with the literal includes it makes.
     auto resolve_asked = [&](const AskedInclude& a, const std::vector<ResolvedHeader>& have,
                              const CompileError& e) {
-      std::optional<std::string> includer_path;
-      if (a.includer == options.logical_name()) includer_path = options.source_path;
-      for (const std::vector<ResolvedHeader>* list : {&includes.headers, &have}) {
-        for (const ResolvedHeader& h : *list) {
-          if (h.name == a.includer) includer_path = h.path;
-        }
-      }
-      std::vector<std::string> dirs;
-      if (!a.angled && includer_path) dirs.push_back(folder_of(*includer_path));
-      dirs.insert(dirs.end(), options.include_dirs.begin(), options.include_dirs.end());
       std::string searched;
-      for (const std::string& d : dirs) {
-        std::string path = d.empty() ? a.name : d + "/" + a.name;
-        if (a.name.front() == '/') path = a.name;
-        std::optional<std::string> content;
-        if (!options.may_read || options.may_read(path)) content = read_file(path);
-        if (!content) {
-          searched += (searched.empty() ? "" : ", ") + (d.empty() ? std::string(".") : d);
-          continue;
-        }
-        std::vector<ResolvedHeader> out{{a.name, path, *content}};
-        std::set<std::string> handed;
-        for (const NvrtcHeader& h : base.headers) handed.insert(h.name);
-        for (const ResolvedHeader& h : have) handed.insert(h.name);
-        handed.insert(a.name);
-        IncludeGraph more =
-            resolve_includes(path, *content, {options.include_dirs, {}, options.may_read});
-        for (ResolvedHeader& h : more.headers) {
-          if (handed.insert(h.name).second) out.push_back(std::move(h));
-        }
-        return out;
+      std::optional<std::string> includer_path;
+      if (std::optional<std::vector<ResolvedHeader>> out =
+              resolve_ask(ask_context, a, have, &searched, &includer_path)) {
+        return std::move(*out);
       }
       for (const std::string& d : toolkit_.include_dirs) {
         searched += (searched.empty() ? "" : ", ") + d;
@@ -354,6 +468,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
 
     std::vector<std::optional<NvrtcOutput>> outputs(misses.size());
     std::vector<std::vector<ResolvedHeader>> asked(misses.size());  // headers NVRTC asked for
+    std::vector<cache::ManifestSet> asks(misses.size());            // the same, ask by ask
     std::vector<std::exception_ptr> errors(misses.size());
     std::vector<LeanImage> leans(misses.size());
     std::vector<std::thread> threads;
@@ -391,10 +506,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           } catch (const CompileError& e) {
             std::optional<AskedInclude> a = parse_cannot_open(e.log());
             if (!a || round == kMaxIncludeRounds) throw;
+            cache::ManifestAsk recorded{a->name, a->includer, a->angled, {}};
             for (ResolvedHeader& h : resolve_asked(*a, asked[slot], e)) {
               input.headers.push_back({h.name, h.content});
+              recorded.headers.push_back({h.name, xxh3_64(h.content)});
               asked[slot].push_back(std::move(h));
             }
+            asks[slot].push_back(std::move(recorded));
           }
         }
         if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
@@ -434,23 +552,18 @@ CompileResult Compiler::compile(const CompileOptions& options) {
 
     int64_t now = static_cast<int64_t>(std::time(nullptr));
     std::vector<bool> storable(misses.size(), true);
+    std::vector<std::optional<Hash128>> manifest_keys(misses.size());
     for (size_t s = 0; s < misses.size(); ++s) {
       TargetResult& r = result.targets[misses[s]];
       NvrtcOutput& out = *outputs[s];
       if (!asked[s].empty()) {
-        // Keyed by everything handed over. Found only by compiling, so a
-        // lookup that computes keys from the scanner alone cannot find it:
-        // not stored (direct-mode manifests would make it findable).
+        // Keyed by everything handed over; a lookup finds it through the
+        // manifest of its scanner key (r.key until here).
         cache::CompileRequest full = request;
         full.target = r.target.kind;
         full.arch = r.target.arch;
-        for (const ResolvedHeader& h : asked[s]) full.headers.push_back({h.name, h.content});
-        std::sort(full.headers.begin(), full.headers.end(),
-                  [](const cache::Header& a, const cache::Header& b) {
-                    return a.include_name < b.include_name;
-                  });
-        r.key = cache::compute_key(full);
-        storable[s] = false;
+        manifest_keys[s] = cache::manifest_key(cache::compute_key(full));
+        r.key = full_key(full, asked[s]);
       }
       // A compile NVRTC could not be sealed for may have read an unkeyed file.
       if (!out.sealed) storable[s] = false;
@@ -470,6 +583,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       for (size_t s = 0; s < misses.size(); ++s) {
         if (storable[s]) {
           storage_->put(*result.targets[misses[s]].entry);
+          if (manifest_keys[s]) add_to_manifest(*manifest_keys[s], std::move(asks[s]));
         } else {
           storage_->count("uncached_compiles", 1);
         }

@@ -12,9 +12,13 @@
 // include) is resolved the way NVRTC would (quoted: the includer's folder,
 // then -I in order; angled: -I in order) and the target compiled again; one
 // found nowhere is a CompileError naming it, its includer and the folders
-// searched. Such a target is keyed over everything handed and not stored: a
-// lookup, which knows only the scanner's headers, could not find it
-// (docs/KEYS.md). A result NVRTC could not be sealed for is not stored either.
+// searched. Such a target is keyed over everything handed (its full key) and
+// stored, and the includes asked are added as a set to the manifest of its
+// scanner key (cache/manifest.h). A lookup tries the scanner key, then replays
+// that manifest's sets against the disk: a set whose every ask resolves to the
+// same names and contents leads to its full key, computed from the files read
+// now (docs/KEYS.md says why that is exact; counter `manifest_hits`). A result
+// NVRTC could not be sealed for is not stored.
 //
 // Misses compile concurrently, one thread each, at most `max_parallel` at a
 // time. NVRTC serializes compiles within one process (nvrtc_worker.h), so one
@@ -35,6 +39,7 @@
 
 #include "cache/entry.h"
 #include "cache/key.h"
+#include "cache/manifest.h"
 #include "cache/storage.h"
 #include "common/hash.h"
 #include "compiler/includes.h"
@@ -137,8 +142,9 @@ class Compiler {
   CompileResult compile(const CompileOptions& options);
 
   // The key of each target (cubins in --arch order, then PTX), as compile()
-  // looks them up, without asking the store or loading NVRTC. (A target that
-  // needs headers only NVRTC asks for ends up under another key, unstored.)
+  // looks them up first, without asking the store or loading NVRTC. (A target
+  // that needs headers only NVRTC asks for ends up under its full key, found
+  // through the manifest of this one.)
   std::vector<Hash128> keys(const CompileOptions& options) const;
 
   const Toolkit& toolkit() const { return toolkit_; }
@@ -158,6 +164,7 @@ class Compiler {
 
   struct Prepared;
   Prepared prepare(const CompileOptions& options) const;
+  void add_to_manifest(const Hash128& key, cache::ManifestSet set);
 
   Toolkit toolkit_;
   std::string identity_;

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "cache/manifest.h"
 #include "cache/remote.h"
 #include "cache/storage.h"
 #include "common/error.h"
@@ -148,6 +149,25 @@ TEST_F(ReapiTest, SignedEntriesRoundTripAndUnsignedOnesAreRejectedByAKeyHolder) 
   ASSERT_TRUE(reader->get(a.key()));
   EXPECT_FALSE(reader->get(b.key()));
   expect_remote_counters(*reader, 1, 0, 0, 1, 0);
+}
+
+// Manifests (cache/manifest.h) travel through the same backend, under their
+// manifest key, signed like entries: no backend change.
+TEST_F(ReapiTest, ASignedManifestPutByOneMachineIsFoundByAnother) {
+  BuildGridServer server;
+  const std::string key_file = dir_ / "hmac";
+  write_all(key_file, kHmacKey);
+  RemoteOptions signed_remote = remote_at(server.url());
+  signed_remote.hmac_key_file = key_file;
+  Manifest m(manifest_key(key_of("kernel")));
+  m.add({{"v.cuh", "k.cu", false, {{"v.cuh", 7}}}});
+  machine("w", signed_remote)->put_manifest(m);
+  auto reader = machine("r", signed_remote);
+  std::optional<Manifest> got = reader->get_manifest(m.key());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->sets(), m.sets());
+  EXPECT_FALSE(reader->get_manifest(manifest_key(key_of("absent"))));
+  expect_remote_counters(*reader, 1, 1, 0, 0, 0);
 }
 
 // BuildGrid's batch limit is 4 MiB - 1 KiB (its capabilities say so, and it

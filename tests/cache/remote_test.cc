@@ -9,8 +9,10 @@
 #include <random>
 #include <thread>
 
+#include "cache/manifest.h"
 #include "cache/storage.h"
 #include "common/error.h"
+#include "common/file_system.h"
 #include "tests/testing/http_servers.h"
 #include "tests/testing/temp_dir.h"
 
@@ -422,6 +424,64 @@ TEST_F(RemoteTest, MissingHmacKeyFileTurnsTheRemoteOffRatherThanTrustingAnything
   EXPECT_EQ(counter(*reader, "remote_errors"), 1);
   ASSERT_EQ(warnings_.size(), 1u);
   EXPECT_NE(warnings_[0].find("no-such-key"), std::string::npos) << warnings_[0];
+}
+
+// --- manifests (cache/manifest.h) ----------------------------------------------
+
+Manifest manifest_of(const std::string& name) {
+  Manifest m(manifest_key(key_of(name)));
+  m.add({{"v.cuh", "k.cu", false, {{"v.cuh", xxh3_64(name)}}}});
+  return m;
+}
+
+TEST_F(RemoteTest, ManifestsAreSignedLikeEntries) {
+  Manifest m = manifest_of("kernel");
+  EXPECT_EQ(encode_remote_manifest(m, ""), m.encode());
+  std::string object = encode_remote_manifest(m, kHmacKey);
+  EXPECT_EQ(object.substr(0, 8), "KCSIGNED");
+  EXPECT_EQ(decode_remote_manifest(object, m.key(), kHmacKey).sets(), m.sets());
+  for (size_t i = 0; i < object.size(); ++i) {
+    std::string damaged = object;
+    damaged[i] = static_cast<char>(damaged[i] ^ 0x01);
+    EXPECT_THROW(decode_remote_manifest(damaged, m.key(), kHmacKey), Error) << "byte " << i;
+  }
+  EXPECT_THROW(decode_remote_manifest(m.encode(), m.key(), kHmacKey), CorruptError)
+      << "unsigned, with a key configured";
+  EXPECT_THROW(decode_remote_manifest(object, manifest_key(key_of("other")), kHmacKey),
+               CorruptError)
+      << "moved to another key";
+  // An entry where a manifest is expected (or the reverse) is rejected.
+  EXPECT_THROW(decode_remote_manifest(entry_of("kernel").encoded(), m.key(), ""), CorruptError);
+}
+
+TEST_F(RemoteTest, AManifestPutByOneMachineIsFoundByAnotherAndTamperedOnesAreMisses) {
+  NginxServer nginx;
+  RemoteOptions options = remote_at(nginx.url());
+  options.hmac_key_file = secret_file("hmac.key", kHmacKey);
+  Manifest good = manifest_of("good"), flipped = manifest_of("flipped");
+  {
+    auto writer = machine("writer", options);
+    writer->put_manifest(good);
+    writer->put_manifest(flipped);
+  }
+  std::string bytes = read_object(nginx, "", flipped.key());
+  bytes[bytes.size() - 40] ^= 1;
+  plant(nginx, "", flipped.key(), bytes);
+
+  auto reader = machine("reader", options);
+  std::optional<Manifest> got = reader->get_manifest(good.key());
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->sets(), good.sets());
+  EXPECT_FALSE(reader->get_manifest(flipped.key()));
+  EXPECT_FALSE(reader->get_manifest(manifest_of("absent").key()));
+  expect_remote_counters(*reader, 1, 1, 0, 1, 0);
+  // Copied into the local store.
+  EXPECT_TRUE(read_file(manifest_path(dir_ / "reader", good.key())));
+
+  RemoteOptions read_only = options;
+  read_only.read_only = true;
+  machine("pull-request", read_only)->put_manifest(manifest_of("pr"));
+  EXPECT_EQ(nginx.count_requests("PUT"), 2);  // the writer's two
 }
 
 // --- read-only mode and credentials ---------------------------------------------

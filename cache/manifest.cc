@@ -1,0 +1,249 @@
+#include "cache/manifest.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+
+#include "common/bytes.h"
+#include "common/error.h"
+#include "common/safe_path.h"
+
+namespace kcache::cache {
+namespace {
+
+constexpr size_t kChecksumSize = 8;
+constexpr const char* kManifestFolder = "manifests";
+
+// Big-endian halves, so the 16 bytes read like the key's hex form (as entries).
+void write_key(ByteWriter& w, const Hash128& key) {
+  for (uint64_t half : {key.high, key.low}) {
+    for (int shift = 56; shift >= 0; shift -= 8) w.u8(static_cast<uint8_t>(half >> shift));
+  }
+}
+
+Hash128 read_key(ByteReader& r) {
+  Hash128 key;
+  for (uint64_t* half : {&key.high, &key.low}) {
+    for (int i = 0; i < 8; ++i) *half = (*half << 8) | r.u8("key");
+  }
+  return key;
+}
+
+// Why a name may not be stored, or empty.
+std::string name_problem(std::string_view text, const char* field) {
+  if (text.empty()) return std::string(field) + " is empty";
+  if (text.size() > kMaxManifestNameBytes) {
+    return std::string(field) + " is " + std::to_string(text.size()) + " bytes, more than " +
+           std::to_string(kMaxManifestNameBytes);
+  }
+  if (find_control_character(text) != std::string_view::npos) {
+    return std::string(field) + " \"" + escape_for_message(text) + "\" holds a control character";
+  }
+  return "";
+}
+
+std::string name(ByteReader& r, const char* field) {
+  std::string_view text = r.str(field);
+  std::string problem = name_problem(text, field);
+  if (!problem.empty()) r.fail(problem);
+  return std::string(text);
+}
+
+// A count read from the input: at least 1, at most `max`, and no more than
+// the bytes left could hold (`min_bytes` each), so a tampered count fails fast.
+uint32_t count(ByteReader& r, const char* field, size_t max, size_t min_bytes) {
+  uint32_t n = r.u32(field);
+  if (n == 0) r.fail(std::string(field) + " is 0");
+  if (n > max) {
+    r.fail(std::string(field) + " " + std::to_string(n) + " is more than " + std::to_string(max));
+  }
+  if (n > r.remaining() / min_bytes) r.fail(std::string(field) + " past the end");
+  return n;
+}
+
+void check_set(const ManifestSet& set) {
+  auto bad = [](const std::string& why) {
+    throw InvalidArgument("a manifest set cannot be stored: " + why);
+  };
+  if (set.empty()) bad("it has no asks");
+  if (set.size() > kMaxManifestAsks) bad(std::to_string(set.size()) + " asks");
+  for (const ManifestAsk& a : set) {
+    for (const auto& [text, field] :
+         {std::pair<const std::string&, const char*>{a.spelling, "spelling"},
+          {a.includer, "includer"}}) {
+      std::string problem = name_problem(text, field);
+      if (!problem.empty()) bad(problem);
+    }
+    if (a.headers.empty() || a.headers.size() > kMaxManifestHeadersPerAsk) {
+      bad(std::to_string(a.headers.size()) + " headers for one ask");
+    }
+    for (const ManifestHeader& h : a.headers) {
+      std::string problem = name_problem(h.name, "header name");
+      if (!problem.empty()) bad(problem);
+    }
+  }
+}
+
+std::string errno_text(const std::string& what, const std::string& path) {
+  return errno_message(what, path, errno);
+}
+
+}  // namespace
+
+Hash128 manifest_key(const Hash128& scanner_key) {
+  ByteWriter w;
+  w.str("kcache-manifest");
+  write_key(w, scanner_key);
+  return xxh3_128(w.data());
+}
+
+std::string Manifest::encode() const {
+  ByteWriter w;
+  w.bytes(kManifestMagic);
+  w.u16(kManifestFormatVersion);
+  w.u16(0);  // reserved
+  write_key(w, key_);
+  w.u32(static_cast<uint32_t>(sets_.size()));
+  for (const ManifestSet& set : sets_) {
+    w.u32(static_cast<uint32_t>(set.size()));
+    for (const ManifestAsk& a : set) {
+      w.str(a.spelling);
+      w.str(a.includer);
+      w.u8(a.angled ? 1 : 0);
+      w.u32(static_cast<uint32_t>(a.headers.size()));
+      for (const ManifestHeader& h : a.headers) {
+        w.str(h.name);
+        w.u64(h.content_hash);
+      }
+    }
+  }
+  uint64_t checksum = xxh3_64(w.data());
+  w.u64(checksum);
+  return w.take();
+}
+
+Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
+                          const std::string& what) {
+  ByteReader r(bytes, what);
+  if (bytes.size() < kManifestMagic.size() + 2 + kChecksumSize) {
+    r.fail(bytes.empty() ? "empty" : "only " + std::to_string(bytes.size()) + " bytes");
+  }
+  if (r.bytes(kManifestMagic.size(), "magic") != kManifestMagic) r.fail("bad magic");
+  uint16_t version = r.u16("format version");
+  if (version == 0 || version > kManifestFormatVersion) {
+    throw IncompatibleVersionError(what + " has manifest format version " +
+                                   std::to_string(version) + ", newer than this kcache reads (" +
+                                   std::to_string(kManifestFormatVersion) + "); upgrade kcache");
+  }
+  // Checksum before interpreting the rest, so a damaged count cannot mislead us.
+  std::string_view covered = bytes.substr(0, bytes.size() - kChecksumSize);
+  ByteReader tail(bytes.substr(covered.size()), what);
+  if (tail.u64("checksum") != xxh3_64(covered)) r.fail("checksum mismatch");
+
+  ByteReader body(covered, what);
+  body.bytes(kManifestMagic.size() + 2, "magic and version");
+  if (body.u16("reserved") != 0) body.fail("reserved bytes set");
+  Manifest m(read_key(body));
+  if (m.key_ != expected_key) {
+    body.fail("holds the manifest for " + m.key_.hex() + ", not " + expected_key.hex());
+  }
+  // Smallest encodings: an ask is 2 strs + angled + count + one header (str + u64).
+  constexpr size_t kMinHeader = 4 + 1 + 8;
+  constexpr size_t kMinAsk = 4 + 1 + 4 + 1 + 1 + 4 + kMinHeader;
+  constexpr size_t kMinSet = 4 + kMinAsk;
+  uint32_t sets = count(body, "set count", kMaxManifestSets, kMinSet);
+  for (uint32_t s = 0; s < sets; ++s) {
+    ManifestSet set;
+    uint32_t asks = count(body, "ask count", kMaxManifestAsks, kMinAsk);
+    for (uint32_t i = 0; i < asks; ++i) {
+      ManifestAsk a;
+      a.spelling = name(body, "spelling");
+      a.includer = name(body, "includer");
+      uint8_t angled = body.u8("angled");
+      if (angled > 1) body.fail("angled is " + std::to_string(angled) + ", not 0 or 1");
+      a.angled = angled == 1;
+      uint32_t headers = count(body, "header count", kMaxManifestHeadersPerAsk, kMinHeader);
+      for (uint32_t h = 0; h < headers; ++h) {
+        ManifestHeader header;
+        header.name = name(body, "header name");
+        header.content_hash = body.u64("content hash");
+        a.headers.push_back(std::move(header));
+      }
+      set.push_back(std::move(a));
+    }
+    if (std::find(m.sets_.begin(), m.sets_.end(), set) != m.sets_.end()) {
+      body.fail("set " + std::to_string(s) + " repeats an earlier one");
+    }
+    m.sets_.push_back(std::move(set));
+  }
+  body.expect_end();
+  return m;
+}
+
+void Manifest::add(ManifestSet set) {
+  check_set(set);
+  sets_.erase(std::remove(sets_.begin(), sets_.end(), set), sets_.end());
+  sets_.insert(sets_.begin(), std::move(set));
+  if (sets_.size() > kMaxManifestSets) sets_.resize(kMaxManifestSets);
+}
+
+std::string manifest_path(const std::string& store_dir, const Hash128& key) {
+  std::string hex = key.hex();  // hex digits only, by type: no traversal
+  return store_dir + "/" + kManifestFolder + "/" + hex.substr(0, 2) + "/" + hex;
+}
+
+std::optional<std::string> read_manifest_file(const std::string& store_dir, const Hash128& key) {
+  return FileSystem::real().read_file(manifest_path(store_dir, key));
+}
+
+void write_manifest_file(const std::string& store_dir, const Manifest& manifest) {
+  const std::string path = manifest_path(store_dir, manifest.key());
+  const std::string folder = path.substr(0, path.rfind('/'));
+  FileSystem::real().create_directories(folder, 0700);
+  static std::atomic<uint64_t> serial{0};
+  const std::string temp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial.fetch_add(1));
+  const std::string bytes = manifest.encode();
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(errno_text("cannot create", temp));
+  size_t written = 0;
+  bool ok = true;
+  while (ok && written < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0)
+      ok = false;
+    else
+      written += static_cast<size_t>(n);
+  }
+  // fsync before the rename: after a power loss the name points at whole bytes.
+  if (ok && ::fsync(fd) != 0) ok = false;
+  int err = errno;
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok || ::rename(temp.c_str(), path.c_str()) != 0) {
+    if (ok) err = errno;
+    ::unlink(temp.c_str());
+    throw IoError(errno_message("cannot write", path, err));
+  }
+}
+
+uint64_t remove_manifest_files(const std::string& store_dir, FileSystem& fs) {
+  const std::string root = store_dir + "/" + kManifestFolder;
+  uint64_t removed = 0;
+  for (const std::string& shard : fs.list_directory(root)) {
+    const std::string folder = root + "/" + shard;
+    for (const std::string& file : fs.list_directory(folder)) {
+      if (fs.remove_file(folder + "/" + file)) ++removed;
+    }
+  }
+  return removed;
+}
+
+}  // namespace kcache::cache

@@ -1,0 +1,129 @@
+// Direct-mode manifests (ccache's): how a lookup finds a result that needed
+// headers NVRTC asked for (computed includes), without compiling.
+//
+// A target's scanner key (compiler/compiler.h) covers the source, options,
+// compiler identity, the scanner's headers, the target and the lean pass. When
+// NVRTC then asked for headers the scanner could not see, the result is keyed
+// over everything handed (the full key) and a manifest, filed under
+// manifest_key(scanner key), records the asks of that compile in order: each
+// include NVRTC asked for and the (header name, XXH3-64 of content) pairs that
+// resolving it handed over. A lookup replays a recorded set against the disk
+// (resolving each ask again, the same way) and, when every step yields the same
+// names and contents, computes the full key from the contents read now and
+// looks it up. The hashes below are never used to build a key: a damaged or
+// forged manifest can only cause a miss (docs/KEYS.md says why a match is
+// exact).
+//
+// On-disk format (integers little-endian; str = u32 length + bytes):
+//
+//   manifest ::= magic:"KCMANIF\0"(8 bytes) format_version:u16 reserved:u16(=0)
+//                key:bytes(16, high half first, big-endian) set_count:u32
+//                set{set_count} checksum
+//   set      ::= ask_count:u32 ask{ask_count}            (a compile's asks, in order)
+//   ask      ::= spelling:str includer:str angled:u8(0|1) header_count:u32
+//                header{header_count}
+//   header   ::= name:str content_hash:u64               (XXH3-64 of the content)
+//   checksum ::= u64, XXH3-64 of every byte before it
+//
+// Bounds: 1 <= set_count <= kMaxManifestSets (newest first);
+// 1 <= ask_count <= kMaxManifestAsks; 1 <= header_count <=
+// kMaxManifestHeadersPerAsk; every string 1 to kMaxManifestNameBytes bytes
+// without control characters (NUL, newline, ESC, ...). No two sets are equal.
+//
+// Manifests arrive from remotes: a wrong magic, size, checksum, bound or name
+// is a CorruptError naming the field, a newer version an
+// IncompatibleVersionError; callers treat both as a miss and replace the
+// manifest on the next write.
+//
+// Concurrency: writers read, add a set and replace the whole manifest (a file
+// renamed into place, or a remote object): the last writer wins. A lost set is
+// a lost hit, never a wrong one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/file_system.h"
+#include "common/hash.h"
+
+namespace kcache::cache {
+
+// Bump me whenever the bytes written for the same Manifest change, and add a
+// golden file (tests/cache/golden/): readers refuse newer versions.
+constexpr uint16_t kManifestFormatVersion = 1;
+constexpr std::string_view kManifestMagic{"KCMANIF\0", 8};
+
+// Sets kept per manifest, newest first: enough for a few -D variants of one
+// header layout; a lookup replays at most this many.
+constexpr size_t kMaxManifestSets = 16;
+// Asks per set: the compiler goes back to NVRTC at most this many times.
+constexpr size_t kMaxManifestAsks = 64;
+// Headers one ask may bring (the header and the literal includes it makes).
+constexpr size_t kMaxManifestHeadersPerAsk = 4096;
+// A spelling or name: a path, so PATH_MAX.
+constexpr size_t kMaxManifestNameBytes = 4096;
+
+struct ManifestHeader {
+  std::string name;           // the spelling NVRTC is handed it under
+  uint64_t content_hash = 0;  // XXH3-64 of its content
+  friend bool operator==(const ManifestHeader& a, const ManifestHeader& b) {
+    return a.name == b.name && a.content_hash == b.content_hash;
+  }
+};
+
+// One include NVRTC asked for, and what resolving it handed over.
+struct ManifestAsk {
+  std::string spelling;  // as written between the quotes or brackets
+  std::string includer;  // as NVRTC names it: the source's name or a header's spelling
+  bool angled = false;
+  std::vector<ManifestHeader> headers;  // the header first, then the ones it brought
+  friend bool operator==(const ManifestAsk& a, const ManifestAsk& b) {
+    return a.spelling == b.spelling && a.includer == b.includer && a.angled == b.angled &&
+           a.headers == b.headers;
+  }
+};
+
+using ManifestSet = std::vector<ManifestAsk>;  // one compile's asks, in order
+
+// manifest_key = XXH3-128("kcache-manifest" label + the target's scanner key):
+// never equal to an entry's key, so both can share one remote namespace.
+Hash128 manifest_key(const Hash128& scanner_key);
+
+class Manifest {
+ public:
+  explicit Manifest(const Hash128& key) : key_(key) {}
+
+  // Parses and verifies `encoded`, which must be filed under `expected_key`.
+  // Throws CorruptError naming `what` and the field, or IncompatibleVersionError.
+  static Manifest decode(std::string_view encoded, const Hash128& expected_key,
+                         const std::string& what = "manifest");
+  std::string encode() const;
+
+  // Adds `set` as the newest, dropping an equal older one and the oldest past
+  // kMaxManifestSets. Throws InvalidArgument for a set outside the bounds
+  // above (the caller then stores no manifest).
+  void add(ManifestSet set);
+
+  const Hash128& key() const { return key_; }
+  const std::vector<ManifestSet>& sets() const { return sets_; }  // newest first
+
+ private:
+  Hash128 key_;
+  std::vector<ManifestSet> sets_;
+};
+
+// The local store's manifests: <store dir>/manifests/<2 hex>/<32 hex>, one
+// file each (not in the SQLite index: a whole-file replace is all they need).
+// Errors: IoError naming the file; a missing file is nullopt.
+std::string manifest_path(const std::string& store_dir, const Hash128& key);
+std::optional<std::string> read_manifest_file(const std::string& store_dir, const Hash128& key);
+// Temp file in the same folder, fsync, rename: a reader sees the old manifest
+// or the whole new one, also after a crash.
+void write_manifest_file(const std::string& store_dir, const Manifest& manifest);
+// Removes every manifest file (kcache -C); returns how many.
+uint64_t remove_manifest_files(const std::string& store_dir, FileSystem& fs);
+
+}  // namespace kcache::cache

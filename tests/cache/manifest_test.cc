@@ -1,0 +1,209 @@
+#include "cache/manifest.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "common/bytes.h"
+#include "common/error.h"
+
+namespace kcache::cache {
+namespace {
+
+const Hash128 kKey = *Hash128::from_hex("00112233445566778899aabbccddeeff");
+
+ManifestSet set_of(const std::string& header, uint64_t hash) {
+  return {{"v7.cuh", "k.cu", false, {{"v7.cuh", hash}, {header, 42}}},
+          {"sys.h", "v7.cuh", true, {{"sys.h", 7}}}};
+}
+
+Manifest sample() {
+  Manifest m(kKey);
+  m.add(set_of("deep.cuh", 0x0123456789abcdefull));
+  m.add(set_of("other.cuh", 1));
+  return m;
+}
+
+std::string read_runfile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The grammar of manifest.h, written independently, so a test can craft
+// manifests with a valid checksum and any field it likes.
+struct RawAsk {
+  std::string spelling, includer;
+  uint8_t angled = 0;
+  std::vector<std::pair<std::string, uint64_t>> headers;
+};
+std::string craft(const std::vector<std::vector<RawAsk>>& sets, uint16_t version = 1,
+                  const Hash128& key = kKey) {
+  ByteWriter w;
+  w.bytes(kManifestMagic);
+  w.u16(version);
+  w.u16(0);
+  for (uint64_t half : {key.high, key.low}) {
+    for (int shift = 56; shift >= 0; shift -= 8) w.u8(static_cast<uint8_t>(half >> shift));
+  }
+  w.u32(static_cast<uint32_t>(sets.size()));
+  for (const auto& set : sets) {
+    w.u32(static_cast<uint32_t>(set.size()));
+    for (const RawAsk& a : set) {
+      w.str(a.spelling);
+      w.str(a.includer);
+      w.u8(a.angled);
+      w.u32(static_cast<uint32_t>(a.headers.size()));
+      for (const auto& [name, hash] : a.headers) {
+        w.str(name);
+        w.u64(hash);
+      }
+    }
+  }
+  uint64_t checksum = xxh3_64(w.data());
+  w.u64(checksum);
+  return w.take();
+}
+
+RawAsk ask(const std::string& name = "v.cuh") { return {name, "k.cu", 0, {{name, 1}}}; }
+
+std::string corrupt_message(const std::string& bytes) {
+  try {
+    Manifest::decode(bytes, kKey, "manifest M");
+  } catch (const CorruptError& e) {
+    return e.what();
+  }
+  return "decoded without error";
+}
+
+TEST(ManifestTest, RoundTripsEveryFieldNewestFirst) {
+  Manifest m = Manifest::decode(sample().encode(), kKey);
+  EXPECT_EQ(m.key(), kKey);
+  ASSERT_EQ(m.sets().size(), 2u);
+  EXPECT_EQ(m.sets()[0], set_of("other.cuh", 1));
+  EXPECT_EQ(m.sets()[1], set_of("deep.cuh", 0x0123456789abcdefull));
+  EXPECT_TRUE(m.sets()[0][1].angled);
+  EXPECT_EQ(m.encode(), sample().encode());
+}
+
+TEST(ManifestTest, ARepeatedSetMovesToTheFrontOnce) {
+  Manifest m = sample();
+  m.add(set_of("deep.cuh", 0x0123456789abcdefull));
+  ASSERT_EQ(m.sets().size(), 2u);
+  EXPECT_EQ(m.sets()[0], set_of("deep.cuh", 0x0123456789abcdefull));
+}
+
+TEST(ManifestTest, KeepsTheNewestSixteenSets) {
+  Manifest m(kKey);
+  for (uint64_t i = 0; i < 17; ++i) m.add(set_of("h.cuh", i));
+  ASSERT_EQ(m.sets().size(), kMaxManifestSets);
+  EXPECT_EQ(m.sets().front(), set_of("h.cuh", 16));
+  EXPECT_EQ(m.sets().back(), set_of("h.cuh", 1));
+  EXPECT_EQ(Manifest::decode(m.encode(), kKey).sets(), m.sets());
+}
+
+TEST(ManifestTest, ASetOutsideTheBoundsIsNotAdded) {
+  Manifest m(kKey);
+  EXPECT_THROW(m.add({}), InvalidArgument);
+  EXPECT_THROW(m.add({{"a\nb", "k.cu", false, {{"a", 1}}}}), InvalidArgument);
+  EXPECT_THROW(m.add({{"a", "k.cu", false, {}}}), InvalidArgument);
+  EXPECT_THROW(m.add(ManifestSet(kMaxManifestAsks + 1, {"a", "k.cu", false, {{"a", 1}}})),
+               InvalidArgument);
+  EXPECT_TRUE(m.sets().empty());
+}
+
+// Fails when the bytes written change. If intended, bump kManifestFormatVersion
+// and add golden/manifest_v<N>.bin (written to $TEST_UNDECLARED_OUTPUTS_DIR).
+TEST(ManifestTest, MatchesGoldenFileForThisFormatVersion) {
+  std::string name = "manifest_v" + std::to_string(kManifestFormatVersion) + ".bin";
+  std::string actual = sample().encode();
+  if (const char* out = std::getenv("TEST_UNDECLARED_OUTPUTS_DIR")) {
+    std::ofstream(std::string(out) + "/" + name, std::ios::binary) << actual;
+  }
+  std::string golden = read_runfile("tests/cache/golden/" + name);
+  ASSERT_FALSE(golden.empty()) << "missing tests/cache/golden/" << name;
+  EXPECT_EQ(actual, golden) << "the manifest format changed without a kManifestFormatVersion bump";
+  for (uint16_t v = 1; v <= kManifestFormatVersion; ++v) {
+    EXPECT_NO_THROW(Manifest::decode(
+        read_runfile("tests/cache/golden/manifest_v" + std::to_string(v) + ".bin"), kKey));
+  }
+}
+
+TEST(ManifestTest, TheCraftedGrammarMatchesTheWriter) {
+  Manifest m(kKey);
+  m.add({{"v.cuh", "k.cu", false, {{"v.cuh", 1}}}});
+  EXPECT_EQ(craft({{ask()}}), m.encode());
+}
+
+TEST(ManifestTest, EveryFlippedBitIsCorrupt) {
+  const std::string bytes = sample().encode();
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string damaged = bytes;
+      damaged[i] = static_cast<char>(damaged[i] ^ (1 << bit));
+      EXPECT_THROW(Manifest::decode(damaged, kKey), Error) << "byte " << i << " bit " << bit;
+    }
+  }
+}
+
+TEST(ManifestTest, EveryTruncationIsCorrupt) {
+  const std::string bytes = sample().encode();
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THROW(Manifest::decode(bytes.substr(0, n), kKey), CorruptError) << n << " bytes";
+  }
+  EXPECT_THROW(Manifest::decode(bytes + "x", kKey), CorruptError);
+}
+
+TEST(ManifestTest, NewerFormatIsIncompatible) {
+  EXPECT_THROW(Manifest::decode(craft({{ask()}}, kManifestFormatVersion + 1), kKey),
+               IncompatibleVersionError);
+}
+
+TEST(ManifestTest, AManifestFiledUnderAnotherKeyIsCorrupt) {
+  const Hash128 other = *Hash128::from_hex("ffeeddccbbaa99887766554433221100");
+  std::string msg = corrupt_message(craft({{ask()}}, 1, other));
+  EXPECT_NE(msg.find("manifest M is corrupt"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("holds the manifest for ffeedd"), std::string::npos) << msg;
+}
+
+// The checksum is no signature: what each field holds is checked too, and the
+// message names the field.
+TEST(ManifestTest, EachBoundNamesItsField) {
+  auto has = [](const std::string& msg, const std::string& part) {
+    return msg.find(part) != std::string::npos;
+  };
+  EXPECT_TRUE(has(corrupt_message(craft({})), "set count is 0"));
+  std::vector<std::vector<RawAsk>> many(kMaxManifestSets + 1);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = {ask("h" + std::to_string(i))};
+  EXPECT_TRUE(has(corrupt_message(craft(many)), "set count 17 is more than 16"));
+  EXPECT_TRUE(has(corrupt_message(craft({{}, {ask(std::string(40, 'a'))}})), "ask count is 0"));
+  EXPECT_TRUE(has(corrupt_message(craft({std::vector<RawAsk>(kMaxManifestAsks + 1, ask())})),
+                  "ask count 65 is more than 64"));
+  RawAsk no_headers = ask();
+  no_headers.headers.clear();
+  EXPECT_TRUE(has(corrupt_message(craft({{no_headers, ask()}})), "header count is 0"));
+  RawAsk angled = ask();
+  angled.angled = 2;
+  EXPECT_TRUE(has(corrupt_message(craft({{angled}})), "angled is 2"));
+  EXPECT_TRUE(has(corrupt_message(craft({{ask("")}})), "spelling is empty"));
+  EXPECT_TRUE(has(corrupt_message(craft({{ask(std::string(kMaxManifestNameBytes + 1, 'a'))}})),
+                  "spelling is 4097 bytes"));
+  RawAsk nul = ask();
+  nul.includer = std::string("k\0.cu", 5);
+  EXPECT_TRUE(has(corrupt_message(craft({{nul}})), "includer \"k\\x00.cu\" holds a control"));
+  RawAsk esc = ask();
+  esc.headers[0].first = "\x1b[2J";
+  EXPECT_TRUE(has(corrupt_message(craft({{esc}})), "header name"));
+  EXPECT_TRUE(has(corrupt_message(craft({{ask()}, {ask()}})), "set 1 repeats an earlier one"));
+}
+
+TEST(ManifestTest, ManifestKeysAreNotTheScannerKey) {
+  EXPECT_NE(manifest_key(kKey), kKey);
+  EXPECT_EQ(manifest_key(kKey), manifest_key(kKey));
+}
+
+}  // namespace
+}  // namespace kcache::cache
