@@ -319,11 +319,17 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       if (!a.angled && includer_path) dirs.push_back(folder_of(*includer_path));
       dirs.insert(dirs.end(), options.include_dirs.begin(), options.include_dirs.end());
       std::string searched;
+      std::string refused;  // the first existing file may_read refused
       for (const std::string& d : dirs) {
         std::string path = d.empty() ? a.name : d + "/" + a.name;
         if (a.name.front() == '/') path = a.name;
         std::optional<std::string> content;
-        if (!options.may_read || options.may_read(path)) content = read_file(path);
+        if (!options.may_read || options.may_read(path)) {
+          content = read_file(path);
+        } else if (refused.empty()) {
+          std::optional<FileInfo> info = FileSystem::real().stat(path);
+          if (info && !info->is_directory) refused = path;
+        }
         if (!content) {
           searched += (searched.empty() ? "" : ", ") + (d.empty() ? std::string(".") : d);
           continue;
@@ -346,6 +352,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       std::string message = "\"" + a.name + "\" (included from " +
                             (includer_path ? *includer_path : a.includer) + ":" +
                             std::to_string(a.line) + ") was not found in: " + searched;
+      // may_read is Bazel's worker honouring the action's declared inputs
+      // (cli/declared_inputs.h): say which declaration is missing.
+      if (!refused.empty()) {
+        message += "; \"" + a.name + "\" exists at " + refused +
+                   " but is not among this action's inputs: add it to the cuda_kernel's hdrs "
+                   "(or deps)";
+      }
       throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
     };
 
