@@ -70,8 +70,8 @@ std::string refusal_notes(const DeclaredInputs& inputs, const std::string& outpu
   for (const std::string& path : inputs.refused()) {
     if (output.find(path) != std::string::npos) continue;
     notes += "kcache: note: " + path +
-             " exists but is not among this action's inputs: add it to the cuda_kernel's hdrs "
-             "(or deps)\n";
+             " exists but is not among this action's inputs, so this compile did not see it: if "
+             "the kernel includes it, add it to the cuda_kernel's hdrs (or deps)\n";
   }
   return notes;
 }
