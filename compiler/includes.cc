@@ -54,9 +54,9 @@ class Scanner {
       skip_line_comment();
     } else if (c == '/' && at(i_ + 1) == '*') {
       skip_block_comment();
-    } else if (c == '#' && line_start_) {
+    } else if ((c == '#' || (c == '%' && at(i_ + 1) == ':')) && line_start_) {
       line_start_ = false;
-      ++i_;
+      i_ += c == '#' ? 1 : 2;  // `%:` is the digraph of `#`
       directive();
     } else {
       line_start_ = false;
@@ -74,23 +74,31 @@ class Scanner {
     }
   }
 
+  // The comment loops run on local copies of i_ and line_: the compiler
+  // need not keep the members up to date on every byte.
   void skip_line_comment() {
-    while (i_ < t_.size() && t_[i_] != '\n') {
-      if (t_[i_] == '\\' && at(i_ + 1) == '\n') {
-        ++line_;
-        ++i_;
+    size_t i = i_;
+    int line = line_;
+    while (i < t_.size() && t_[i] != '\n') {
+      if (t_[i] == '\\' && at(i + 1) == '\n') {
+        ++line;
+        ++i;
       }
-      ++i_;
+      ++i;
     }
+    i_ = i;
+    line_ = line;
   }
 
   void skip_block_comment() {
-    i_ += 2;
-    while (i_ < t_.size() && !(t_[i_] == '*' && at(i_ + 1) == '/')) {
-      if (t_[i_] == '\n') ++line_;
-      ++i_;
+    size_t i = i_ + 2;
+    int line = line_;
+    while (i < t_.size() && !(t_[i] == '*' && at(i + 1) == '/')) {
+      if (t_[i] == '\n') ++line;
+      ++i;
     }
-    i_ = std::min(t_.size(), i_ + 2);
+    i_ = std::min(t_.size(), i + 2);
+    line_ = line;
   }
 
   void skip_blanks() {
@@ -151,7 +159,7 @@ class Scanner {
       skip_raw_string();
     } else if (at(i_) == '"' || at(i_) == '\'') {
       // u8"...", L'x': an encoding prefix, then an ordinary literal.
-    } else if (id == "__has_include" || id == "__has_include_next") {
+    } else if ((id == "__has_include" || id == "__has_include_next") && dead_ == 0) {
       int line = line_;
       skip_blanks();
       if (at(i_) != '(') return;
@@ -174,13 +182,62 @@ class Scanner {
     i_ = end;
   }
 
+  // Conditionals are tracked only to skip groups under a literal `#if 0` or
+  // `#elif 0` (see the grammar at dead_ below); everything else stays live.
   void directive() {
     skip_blanks();
     int line = line_;
+    std::string_view name = directive_name();
+    if (name == "if" || name == "ifdef" || name == "ifndef") {
+      if (dead_ > 0) {
+        ++dead_;  // nested in a dead group: only its #endif matters
+      } else if (name == "if" && literal_zero()) {
+        dead_ = 1;
+      }
+    } else if (name == "elif" || name == "elifdef" || name == "elifndef") {
+      // At depth 1 the dead group's chain goes on; live, this ends a live
+      // group of the innermost conditional, whatever it was.
+      if (dead_ <= 1) dead_ = name == "elif" && literal_zero() ? 1 : 0;
+    } else if (name == "else") {
+      if (dead_ == 1) dead_ = 0;  // may be taken: kept, conservatively
+    } else if (name == "endif") {
+      if (dead_ > 0) --dead_;
+    } else if ((name == "include" || name == "include_next") && dead_ == 0) {
+      skip_blanks();
+      header_name(line, /*probe=*/false);
+    }
+  }
+
+  // The directive's name, backslash-newlines inside it removed: `#end`,
+  // backslash, newline, `if` is an #endif, and missing one would stretch a
+  // dead group. A view into the text, or into spliced_ where it was split.
+  std::string_view directive_name() {
     std::string_view name = read_identifier();
-    if (name != "include" && name != "include_next") return;
+    if (name.empty() || at(i_) != '\\' || at(i_ + 1) != '\n') return name;
+    spliced_.assign(name);
+    for (;;) {
+      if (is_id(at(i_))) {
+        spliced_ += t_[i_++];
+      } else if (at(i_) == '\\' && at(i_ + 1) == '\n') {
+        i_ += 2;
+        ++line_;
+      } else {
+        return spliced_;
+      }
+    }
+  }
+
+  // The controlling expression is exactly the pp-number `0`, then the line
+  // ends (blanks and comments allowed). `00`, `0x0`, `0u`, `(0)`, `0 && X`
+  // and macros are not recognised: they stay live (over-keying, never wrong).
+  bool literal_zero() {
     skip_blanks();
-    header_name(line, /*probe=*/false);
+    if (at(i_) != '0' || is_id(at(i_ + 1)) || at(i_ + 1) == '.' || at(i_ + 1) == '\'') {
+      return false;
+    }
+    ++i_;
+    skip_blanks();
+    return i_ >= t_.size() || t_[i_] == '\n' || (t_[i_] == '/' && at(i_ + 1) == '/');
   }
 
   // "x.h" or <x.h> at i_ (no escapes in header names, no line breaks).
@@ -204,6 +261,22 @@ class Scanner {
   size_t i_ = 0;
   int line_ = 1;
   bool line_start_ = true;
+  // How deep the scan is inside a dead group; 0: live. A group is dead when
+  // it is controlled by `#if 0` or `#elif 0` (literal_zero) and its enclosing
+  // group is live, or when it lies inside a dead group:
+  //   live:  #if 0 -> 1;  #elif 0 -> 1;  other conditionals: untracked
+  //   n > 0: #if/#ifdef/#ifndef -> n+1;  #endif -> n-1;
+  //          at 1: #else, #elif/#elifdef/#elifndef (not `#elif 0`) -> 0
+  // No preprocessor compiles a dead group, whatever is defined, so NVRTC
+  // never opens an include or evaluates a __has_include inside one: not
+  // handing them is exact. A group whose life needs macro evaluation is
+  // live (docs/KEYS.md says why no more is narrowed). Should this lexer ever
+  // misjudge where a dead group ends, an include NVRTC does compile was not
+  // handed: sealed NVRTC asks for it and it is resolved on demand (a miss,
+  // never a wrong hit), while a __has_include there would be false, as in a
+  // compile without a store. A counter, not a stack: bounded for any nesting.
+  size_t dead_ = 0;
+  std::string spliced_;  // a directive name split by backslash-newlines
   std::vector<IncludeDirective> out_;
 };
 

@@ -6,8 +6,8 @@
 // include folders. A header found in a user folder is read, scanned for its
 // own includes (recursively) and handed to NVRTC in memory. One found only in
 // the toolkit is left to NVRTC (it is keyed by the toolkit version). One found
-// nowhere is not an error by itself (it may sit in an `#if 0` block): it gets a
-// stub header whose #error names it and every folder searched, so NVRTC fails
+// nowhere is not an error by itself (it may sit in an `#ifdef` branch not
+// taken): it gets a stub header whose #error names it and every folder searched, so NVRTC fails
 // with that message if, and only if, the include is live, and never looks for
 // it on disk by itself.
 //
@@ -19,7 +19,9 @@
 // no checkout location, so keys do not depend on where the sources live.
 //
 // Conditional compilation is not evaluated: every #include and __has_include
-// in a user file is followed. Computed includes (`#include MACRO`) are not
+// in a user file is followed, except inside a group under a literal `#if 0` or
+// `#elif 0`, which no preprocessor compiles whatever is defined (exact; why
+// `#ifdef` branches stay followed: docs/KEYS.md). Computed includes (`#include MACRO`) are not
 // seen here: NVRTC is sealed (nvrtc.h), so it fails naming them and the
 // compiler resolves them on demand (compiler.h, docs/KEYS.md).
 #pragma once
@@ -74,7 +76,10 @@ struct IncludeDirective {
 };
 
 // Every #include / #include_next / __has_include with a literal name in
-// `text`, skipping comments and string literals. Conditionals are not evaluated.
+// `text`, skipping comments, string literals and groups under `#if 0` /
+// `#elif 0` (the literal token 0 alone: `00`, `0x0`, `(0)` or a macro are
+// followed). Other conditionals are not evaluated. Linear in the text's size,
+// any nesting depth; any input is safe (fuzz/include_scanner_fuzzer.cc).
 std::vector<IncludeDirective> scan_includes(std::string_view text);
 
 // Resolves the includes of `source` (read from `source_path`) recursively.

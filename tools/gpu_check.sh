@@ -31,7 +31,7 @@ TOOLS=(tests/runtime/runtime_probe tests/runtime/store_loader_probe tests/runtim
   tests/runtime/occupancy_report tests/runtime/jit/jit_compile_once)
 EXAMPLES=(examples/saxpy/saxpy examples/cub_reduce/cub_reduce)
 BENCHES=(bench/runtime_bench bench/runtime_jit_bench bench/runtime_first_launch
-  bench/runtime_first_launch_jit)
+  bench/runtime_first_launch_jit bench/runtime_first_launch_cub)
 
 build() {
   local repo dest bin
@@ -60,13 +60,15 @@ build() {
   cp tests/runtime/kernels/saxpy.cu "$dest/root/tests/runtime/kernels/"
   cp tests/runtime/link_deps_test.sh tests/runtime/occupancy_vs_cuda_core.py \
     bench/runtime_first_launch.py bench/runtime_cubin_load.py tests/runtime/kernels/saxpy.cu \
-    "$dest/py/"
+    bench/runtime_first_launch_cub.py bench/kernels/first_launch_cub.cu "$dest/py/"
   # The CUB fixture's cubin as nvcc makes it, to compare the driver's load
   # time with the cubin NVRTC makes of the same source (bench/runtime_cubin_load.py).
   local nvcc=${CUDA_PATH:-/usr/local/cuda}/bin/nvcc
   if [ -x "$nvcc" ]; then
     "$nvcc" -std=c++17 -cubin -arch=sm_90 -o "$dest/py/cub_block.nvcc.sm_90.cubin" \
       tests/runtime/kernels/cub_block.cu || exit 1
+    "$nvcc" -std=c++17 -cubin -arch=sm_90 -o "$dest/py/first_launch_cub.nvcc.sm_90.cubin" \
+      bench/kernels/first_launch_cub.cu || exit 1
   fi
   # The CUB fixture through kcache twice: lean images (the default) and
   # NVRTC's own (--no-lean), cubin and PTX, for the load-time comparison.
@@ -78,6 +80,16 @@ build() {
       --std c++17 --no-store "${flag[@]}" -o "$dest/py/cub_block.$variant.kcb" || exit 1
     "$bin/cli/kcache" bundle "$dest/py/cub_block.$variant.kcb" \
       --extract "$dest/py/cub_block.$variant" >/dev/null || exit 1
+  done
+  # The first-launch CUB kernel (bench/runtime_first_launch_cub.py), lean and
+  # --no-lean, and NVRTC's own cubin of it for cuda.core to load.
+  for variant in lean nvrtc; do
+    flag=()
+    [ "$variant" = nvrtc ] && flag=(--no-lean)
+    "$bin/cli/kcache" compile bench/kernels/first_launch_cub.cu --arch sm_90 --ptx none \
+      --std c++17 --no-store "${flag[@]}" -o "$dest/py/first_launch_cub.$variant.kcb" || exit 1
+    "$bin/cli/kcache" bundle "$dest/py/first_launch_cub.$variant.kcb" \
+      --extract "$dest/py/first_launch_cub.$variant" >/dev/null || exit 1
   done
   # Shared libraries the GPU machine may lack, under their sonames.
   local lib soname
@@ -176,8 +188,17 @@ run() {
     "$here/py/cub_block.nvrtc/sm_90.cubin" "$here/py/cub_block.lean/sm_90.cubin" \
     tests/runtime/cub_block_images/sm_90.cubin "$here/py/cub_block.nvcc.sm_90.cubin" \
     "$here/py/cub_block.nvrtc/compute_90.ptx" "$here/py/cub_block.lean/compute_90.ptx"
+  # The same for issue 10's BlockRadixSort<int,128,4> kernel alone.
+  step cubin_load_sort env CUDA_CACHE_DISABLE=1 python3 "$here/py/runtime_cubin_load.py" \
+    block_sort "$here/py/first_launch_cub.nvrtc/sm_90.cubin" \
+    "$here/py/first_launch_cub.lean/sm_90.cubin" "$here/py/first_launch_cub.nvcc.sm_90.cubin"
   step first_launch python3 "$here/py/runtime_first_launch.py" "$here/bin/runtime_first_launch" \
     "$here/py/saxpy.cu" "$here/bin/runtime_first_launch_jit"
+
+  step first_launch_cub python3 "$here/py/runtime_first_launch_cub.py" \
+    "$here/bin/runtime_first_launch_cub" "$here/py/first_launch_cub.lean.kcb" \
+    "$here/py/first_launch_cub.nvrtc.kcb" "$here/py/first_launch_cub.nvrtc/sm_90.cubin" \
+    "$here/py/first_launch_cub.cu" "${CUDA_PATH:-/usr/local/cuda}/include/cccl"
 
   echo "$passed passed, $failed failed" | tee -a "$summary"
   # At most a few files come back from a device run: the summary, the logs
@@ -189,7 +210,7 @@ run() {
     cat "$logs/${t##*/}.log"
   done >"$out/tests.log"
   cp "$logs/runtime_bench.log" "$logs/runtime_jit_bench.log" "$logs/occupancy_vs_cuda_core.log" \
-    "$logs/cubin_load.log" "$logs/first_launch.log" "$out/"
+    "$logs/cubin_load.log" "$logs/cubin_load_sort.log" "$logs/first_launch.log" "$logs/first_launch_cub.log" "$out/"
   tar -czf "$out/gpu_logs.tar.gz" -C "$(dirname "$logs")" logs
   [ "$failed" -eq 0 ]
 }

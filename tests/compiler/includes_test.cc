@@ -77,10 +77,105 @@ TEST(ScanIncludesTest, LeavesComputedIncludesAlone) {
   EXPECT_TRUE(scan_includes("#define H \"x.h\"\n#include H\n").empty());
 }
 
-TEST(ScanIncludesTest, FollowsIncludesInInactiveBlocks) {
-  // Conditionals are not evaluated: following too much is safe (see includes.h).
-  EXPECT_EQ(names(scan_includes("#if 0\n#include \"off.h\"\n#endif\n")),
-            std::vector<std::string>{"off.h"});
+// -- dead groups: `#if 0` and `#elif 0` -------------------------------------
+
+TEST(ScanIncludesTest, SkipsIncludesAndProbesUnderIfZero) {
+  auto ds = scan_includes(
+      "#include \"before.h\"\n#if 0\n#include \"debug.h\"\n#if __has_include(<opt.h>)\n#endif\n"
+      "#endif\n#include \"after.h\"\n");
+  EXPECT_EQ(names(ds), (std::vector<std::string>{"before.h", "after.h"}));
+  EXPECT_EQ(ds[1].line, 7);
+}
+
+TEST(ScanIncludesTest, ElseOfIfZeroIsLive) {
+  EXPECT_EQ(names(scan_includes("#if 0\n#include \"off.h\"\n#else\n#include \"on.h\"\n#endif\n")),
+            std::vector<std::string>{"on.h"});
+  // Whichever #elif may be taken: only the literal 0 is dead.
+  EXPECT_EQ(names(scan_includes("#if 0\n#include \"a.h\"\n#elif defined(X)\n#include \"b.h\"\n"
+                                "#elif 0\n#include \"c.h\"\n#else\n#include \"d.h\"\n#endif\n")),
+            (std::vector<std::string>{"b.h", "d.h"}));
+  EXPECT_EQ(names(scan_includes("#if 0\n#elif __has_include(\"p.h\")\n#include \"p.h\"\n#endif\n")),
+            (std::vector<std::string>{"p.h", "p.h"}));
+}
+
+// A conditional opened inside a dead group ends there: its #endif, #else and
+// #elif do not end or revive the dead group.
+TEST(ScanIncludesTest, NestedConditionalsInsideIfZeroStayDead) {
+  auto ds = scan_includes(
+      "#if 0\n"
+      "#ifdef A\n#include \"a.h\"\n#else\n#include \"b.h\"\n#endif\n"
+      "#if 1\n#elif 2\n#include \"c.h\"\n#endif\n"
+      "#ifndef B\n#if 0\n#endif\n#include \"d.h\"\n#endif\n"
+      "#include \"e.h\"\n"
+      "#else\n#include \"live.h\"\n#ifdef C\n#include \"live2.h\"\n#endif\n#endif\n"
+      "#include \"after.h\"\n");
+  EXPECT_EQ(names(ds), (std::vector<std::string>{"live.h", "live2.h", "after.h"}));
+}
+
+TEST(ScanIncludesTest, ElifZeroIsDead) {
+  EXPECT_EQ(names(scan_includes("#ifdef A\n#include \"a.h\"\n#elif 0\n#include \"off.h\"\n"
+                                "#else\n#include \"b.h\"\n#endif\n#include \"c.h\"\n")),
+            (std::vector<std::string>{"a.h", "b.h", "c.h"}));
+  EXPECT_EQ(names(scan_includes("#if X\n#elif 0\n#include \"off.h\"\n#elif Y\n#include \"y.h\"\n"
+                                "#endif\n")),
+            std::vector<std::string>{"y.h"});
+}
+
+TEST(ScanIncludesTest, IfZeroInsideALiveIfdefBranch) {
+  EXPECT_EQ(names(scan_includes("#ifdef DEBUG\n#include \"a.h\"\n#if 0\n#include \"off.h\"\n"
+                                "#endif\n#include \"b.h\"\n#else\n#include \"c.h\"\n#endif\n"
+                                "#include \"d.h\"\n")),
+            (std::vector<std::string>{"a.h", "b.h", "c.h", "d.h"}));
+}
+
+TEST(ScanIncludesTest, SpacesCommentsAndLineContinuationsAroundIfZero) {
+  for (const char* dead : {"#if 0\n", "# if 0\n", "  #  if   0  \n", "#if 0 // debug\n",
+                           "#if 0 /* debug */\n", "#if/**/0\n", "#if \\\n 0\n", "#i\\\nf 0\n",
+                           "#if 0\r\n", "%:if 0\n", "#if 0 /* two\nlines */\n"}) {
+    std::string text = std::string(dead) + "#include \"off.h\"\n#endif\n#include \"on.h\"\n";
+    EXPECT_EQ(names(scan_includes(text)), std::vector<std::string>{"on.h"}) << dead;
+  }
+  // The closing directives, spelled in every way, still close.
+  EXPECT_EQ(names(scan_includes("#if 0\n#include \"a.h\"\n# end\\\nif\n#include \"b.h\"\n")),
+            std::vector<std::string>{"b.h"});
+  EXPECT_EQ(names(scan_includes("#if 0\n#include \"a.h\"\n%:  else\n#include \"b.h\"\n#endif\n")),
+            std::vector<std::string>{"b.h"});
+  // An #endif hidden in a comment or a string does not close.
+  EXPECT_EQ(names(scan_includes("#if 0\n/*\n#endif\n*/\n#include \"a.h\"\nconst char* s = \""
+                                "#endif\";\n#include \"b.h\"\n#endif\n#include \"c.h\"\n")),
+            std::vector<std::string>{"c.h"});
+}
+
+// Only the pp-number `0` alone is known dead without evaluating macros; the
+// rest is followed (over-keying, never a wrong hit).
+TEST(ScanIncludesTest, OnlyTheLiteralZeroIsDead) {
+  for (const char* live :
+       {"#if 00\n", "#if 0x0\n", "#if 0u\n", "#if 0L\n", "#if 0.\n", "#if (0)\n", "#if 0 && X\n",
+        "#if 0 /* c */ || 1\n", "#if 0 /* two\nlines */ + 1\n", "#if \\\n0\\\n1\n", "#if ZERO\n",
+        "#if 1\n", "#if !1\n", "#if false\n", "#ifdef NEVER_DEFINED\n", "#ifndef _WIN32\n",
+        "#if 0'0\n", "#if\n", "#ifdef 0\n"}) {
+    std::string text = std::string(live) + "#include \"on.h\"\n#endif\n";
+    EXPECT_EQ(names(scan_includes(text)), std::vector<std::string>{"on.h"}) << live;
+  }
+  // `#if 1 ... #else` is not special either: the #else is followed.
+  EXPECT_EQ(names(scan_includes("#if 1\n#include \"a.h\"\n#else\n#include \"b.h\"\n#endif\n")),
+            (std::vector<std::string>{"a.h", "b.h"}));
+}
+
+TEST(ScanIncludesTest, UnbalancedConditionalsAreSafe) {
+  // A stray #endif or #else while live changes nothing; an unterminated
+  // #if 0 is dead to the end (NVRTC rejects the file anyway).
+  EXPECT_EQ(names(scan_includes("#endif\n#else\n#include \"a.h\"\n#if 0\n#include \"b.h\"\n")),
+            std::vector<std::string>{"a.h"});
+}
+
+TEST(ScanIncludesTest, DeepNestingInsideIfZeroIsBounded) {
+  std::string text = "#if 0\n";
+  for (int i = 0; i < 200000; ++i) text += "#ifdef X\n";
+  text += "#include \"deep.h\"\n";
+  for (int i = 0; i < 200000; ++i) text += "#endif\n";
+  text += "#include \"still_dead.h\"\n#endif\n#include \"live.h\"\n";
+  EXPECT_EQ(names(scan_includes(text)), std::vector<std::string>{"live.h"});
 }
 
 // -- resolving --------------------------------------------------------------
@@ -224,7 +319,7 @@ TEST(ResolveIncludesTest, DashIOfAToolkitFolderStaysTheToolkits) {
 
 TEST(ResolveIncludesTest, MissingIncludeGetsAStubNamingEveryFolderSearched) {
   std::string d = test_dir();
-  write(d, "src/k.cu", "// one\n#if 0\n#include \"gone.h\"\n#endif\n");
+  write(d, "src/k.cu", "// one\n#ifdef NEVER\n#include \"gone.h\"\n#endif\n");
   ScopedCwd cwd(d);
   IncludeGraph g =
       resolve_includes("src/k.cu", *read_file("src/k.cu"), {{"inc"}, {"tk/include"}, {}});
@@ -236,6 +331,24 @@ TEST(ResolveIncludesTest, MissingIncludeGetsAStubNamingEveryFolderSearched) {
   EXPECT_EQ(m.stub,
             "#error kcache: \"gone.h\" (included from src/k.cu:3) was not found in: src, inc, "
             "tk/include\n");
+}
+
+// Not handed, not stubbed, not a conflict: NVRTC never opens them.
+TEST(ResolveIncludesTest, IncludesUnderIfZeroAreNotResolved) {
+  std::string d = test_dir();
+  write(d, "k.cu",
+        "#include \"a/x.h\"\n#if 0\n#include \"debug.h\"\n#include \"gone.h\"\n#include "
+        "\"util.h\"\n#endif\n");
+  write(d, "a/x.h", "#include \"util.h\"\n#if 0\n#include \"trace.h\"\n#endif\n");
+  write(d, "a/util.h", "// a's\n");
+  write(d, "util.h", "// another util.h: would be a conflict if it were live\n");
+  write(d, "debug.h", "// debug\n");
+  write(d, "a/trace.h", "// trace\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"a/x.h", "util.h"}));
+  EXPECT_EQ(header(g, "util.h")->path, "a/util.h");
+  EXPECT_TRUE(g.missing.empty());
 }
 
 TEST(ResolveIncludesTest, ProbedMissingHeaderGetsNoStub) {

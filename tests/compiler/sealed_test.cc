@@ -143,6 +143,39 @@ TEST_F(SealedTest, IncludesInIfZeroAndInCommentsAreHarmless) {
   EXPECT_EQ(ptx(exact(options())), ptx(r));
 }
 
+// Issue 9's less over-keying: a header included only under `#if 0` (or in a
+// comment) is not handed, so editing or deleting it keeps the key, and the
+// hit is still what a compile without a store gives. The #else is live.
+TEST_F(SealedTest, EditingAHeaderIncludedOnlyUnderIfZeroKeepsTheKey) {
+  write(dir_, "k.cu",
+        "#if 0\n#include \"debug.cuh\"\n#else\n#include \"live.cuh\"\n#endif\n"
+        "// #include \"commented.cuh\"\n" +
+            std::string(kKernel));
+  write(dir_, "live.cuh", "#define V 1\n");
+  write(dir_, "debug.cuh", "#define V 99\n");
+  write(dir_, "commented.cuh", "#define V 98\n");
+  CompileOptions o = options();
+  CompileResult before = exact(o);
+  auto expect_hit_equal_to_fresh = [&](const char* what) {
+    CompileResult want = fresh_->compile(o);
+    CompileResult hit = cached_->compile(o);
+    EXPECT_EQ(hit.hits(), 1) << what;
+    EXPECT_EQ(hit.targets[0].key, before.targets[0].key) << what;
+    EXPECT_EQ(want.targets[0].key, before.targets[0].key) << what;
+    EXPECT_EQ(hit.bundle, want.bundle) << what;
+    EXPECT_EQ(hit.bundle, before.bundle) << what;
+  };
+  write(dir_, "debug.cuh", "#define V 100\n#error debugging only\n");
+  write(dir_, "commented.cuh", "#error never compiled\n");
+  expect_hit_equal_to_fresh("dead headers edited");
+  ASSERT_EQ(std::remove((dir_ + "/debug.cuh").c_str()), 0);
+  expect_hit_equal_to_fresh("a dead header deleted");
+  write(dir_, "live.cuh", "#define V 2\n");
+  CompileResult after = exact(o);
+  EXPECT_NE(after.targets[0].key, before.targets[0].key) << "the #else of #if 0 is live";
+  EXPECT_NE(ptx(after), ptx(before));
+}
+
 TEST_F(SealedTest, SameNameInTwoIncludeFoldersAndNextToTheIncluder) {
   write(dir_, "k.cu", std::string("#include \"x.cuh\"\n") + kKernel);
   write(dir_, "x.cuh", "#define V 1\n");

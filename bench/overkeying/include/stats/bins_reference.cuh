@@ -1,0 +1,2 @@
+#pragma once
+#error a reference implementation, not for kernels

@@ -1,0 +1,2 @@
+#pragma once
+#error replaced by stats/bins.cuh

@@ -1,0 +1,2 @@
+#pragma once
+#define HISTOGRAM_TRACE_ON 1
