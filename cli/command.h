@@ -39,6 +39,10 @@ struct GlobalOptions {
   std::string pch_dir;
   // Set inside a persistent worker: its long-lived NVRTC worker processes.
   compiler::NvrtcPool* pool = nullptr;
+  // Set inside a persistent worker for a request that lists its inputs: the
+  // user files `kcache compile` may read (compiler::MayRead,
+  // cli/declared_inputs.h). Empty: all.
+  std::function<bool(const std::string& path)> may_read;
 };
 
 struct Dispatch {
@@ -59,8 +63,8 @@ void add_bundle_command(CLI::App& app, Dispatch& dispatch);
 std::vector<std::string> expand_params_files(int argc, char** argv);
 std::vector<std::string> expand_params_files(const std::vector<std::string>& args);
 
-// Runs one kcache command line (args[0] the program), with `preset`'s pch_dir
-// and pool; returns its exit code.
+// Runs one kcache command line (args[0] the program), with `preset`'s pch_dir,
+// pool and may_read; returns its exit code.
 using RunArgs =
     std::function<int(const std::vector<std::string>& args, const GlobalOptions& preset)>;
 

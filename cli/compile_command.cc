@@ -81,6 +81,7 @@ int run_compile(const GlobalOptions& global, const CompileCommand& c) {
   }
   check_outputs(c.flags);
   compiler::CompileOptions options = to_options(c.flags);
+  options.may_read = global.may_read;
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());

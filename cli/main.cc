@@ -40,6 +40,7 @@ int run(const std::vector<std::string>& args, const GlobalOptions& preset) {
   Dispatch dispatch;
   dispatch.global.pch_dir = preset.pch_dir;
   dispatch.global.pool = preset.pool;
+  dispatch.global.may_read = preset.may_read;
   app.add_option("--dir", dispatch.global.dir,
                  "Store folder (default: $KCACHE_DIR, else $XDG_CACHE_HOME/kcache, else "
                  "~/.cache/kcache)");

@@ -105,6 +105,26 @@ void expect(Reader& r, int wire_type, int want, int number) {
   }
 }
 
+WorkInput decode_input(std::string_view message) {
+  Reader r(message, "worker request input");
+  WorkInput out;
+  for_each_field(r, [&](int number, int wire_type) {
+    switch (number) {
+      case 1:
+        expect(r, wire_type, kLen, number);
+        out.path = std::string(r.bytes(r.varint()));
+        return true;
+      case 2:
+        expect(r, wire_type, kLen, number);
+        out.digest = std::string(r.bytes(r.varint()));
+        return true;
+      default:
+        return false;
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 WorkRequest decode_work_request(std::string_view message) {
@@ -115,6 +135,13 @@ WorkRequest decode_work_request(std::string_view message) {
       case 1:
         expect(r, wire_type, kLen, number);
         out.arguments.emplace_back(r.bytes(r.varint()));
+        return true;
+      case 2:
+        expect(r, wire_type, kLen, number);
+        if (out.inputs.size() == kMaxInputs) {
+          r.fail("more than " + std::to_string(kMaxInputs) + " inputs");
+        }
+        out.inputs.push_back(decode_input(r.bytes(r.varint())));
         return true;
       case 3:
         expect(r, wire_type, kVarint, number);
@@ -162,6 +189,12 @@ WorkResponse decode_work_response(std::string_view message) {
 std::string encode_work_request(const WorkRequest& request) {
   std::string body;
   for (const std::string& a : request.arguments) put_string(body, 1, a);
+  for (const WorkInput& in : request.inputs) {
+    std::string input;
+    put_string(input, 1, in.path);
+    put_string(input, 2, in.digest);
+    put_string(body, 2, input);
+  }
   put_int32(body, 3, request.request_id);
   put_bool(body, 4, request.cancel);
   std::string out;

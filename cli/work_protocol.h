@@ -17,12 +17,15 @@
 //                | fixed32                             wire_type 5
 //   varint      := byte{1..10}, 7 bits each, low first, high bit = more
 //   WorkRequest:  1 arguments   (string, repeated)
-//                 2 inputs      (message, repeated; skipped)
+//                 2 inputs      (Input, repeated; at most kMaxInputs)
 //                 3 request_id  (int32)
 //                 4 cancel      (bool)
 //                 5 verbosity   (int32; skipped)
 //                 6 sandbox_dir (string; skipped)
 //                 anything else: skipped by wire type (groups 3/4 rejected)
+//   Input:        1 path        (string: execroot-relative, as Bazel's exec path)
+//                 2 digest      (bytes; Bazel 4 sends the hex digest's characters)
+//                 anything else: skipped by wire type
 //   WorkResponse: 1 exit_code (int32), 2 output (string), 3 request_id (int32),
 //                 4 was_cancelled (bool)
 // A field with the wrong wire type for its number, a truncated value, a
@@ -38,9 +41,22 @@ namespace kcache::cli {
 
 // Requests carry a kernel's flags, not its source: 16 MiB is generous.
 constexpr uint64_t kMaxMessageBytes = 16u << 20;
+// An action's inputs: its source, headers and tools. The bound keeps a 16 MiB
+// message of empty inputs from taking 32 times that in memory.
+constexpr size_t kMaxInputs = 1u << 18;
+
+// One file the action declared (WorkRequest.inputs).
+struct WorkInput {
+  std::string path;    // execroot-relative, e.g. "kernels/util.cuh"
+  std::string digest;  // as Bazel sent it; kcache does not use it
+  bool operator==(const WorkInput& o) const { return path == o.path && digest == o.digest; }
+};
 
 struct WorkRequest {
   std::vector<std::string> arguments;
+  // Empty from a Bazel that sends none, and from tests driving the worker by
+  // hand: then the request may read any file (see cli/declared_inputs.h).
+  std::vector<WorkInput> inputs;
   int32_t request_id = 0;
   bool cancel = false;
 };

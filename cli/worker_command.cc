@@ -5,6 +5,11 @@
 // What the worker adds is the long-lived process: NVRTC is loaded once, and
 // compiles here reuse NVRTC's precompiled headers (compiler/pch.h) under a
 // scratch folder of this process, removed when it exits.
+//
+// Unlike a one-shot `kcache compile`, a request that lists its inputs (Bazel
+// always sends them) may read only those: the worker runs unsandboxed in the
+// execroot, and a header missing from the cuda_kernel's hdrs must fail here
+// as it fails in a sandbox (cli/declared_inputs.h).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -21,6 +26,7 @@
 
 #include "cli/command.h"
 #include "cli/compile_flags.h"
+#include "cli/declared_inputs.h"
 #include "cli/work_protocol.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -54,6 +60,20 @@ std::string run_captured(const std::function<int()>& run_one, int& exit_code, in
   }
   ::close(mem);
   return out;
+}
+
+// A note for each undeclared file the request was refused that its output
+// does not already name (compiler.cc names those a computed include asked
+// for; an undeclared literal include fails with the scanner's "not found").
+std::string refusal_notes(const DeclaredInputs& inputs, const std::string& output) {
+  std::string notes;
+  for (const std::string& path : inputs.refused()) {
+    if (output.find(path) != std::string::npos) continue;
+    notes += "kcache: note: " + path +
+             " exists but is not among this action's inputs, so this compile did not see it: if "
+             "the kernel includes it, add it to the cuda_kernel's hdrs (or deps)\n";
+  }
+  return notes;
 }
 
 }  // namespace
@@ -95,6 +115,8 @@ int run_persistent_worker(const std::vector<std::string>& startup, const RunArgs
       pool.emplace(child, scratch.path());
       preset.pool = &*pool;
     }
+    // Bazel starts workers in the execroot; request inputs are relative to it.
+    std::string execroot = std::filesystem::current_path().string();
     std::string message;
     while (read_frame(0, message)) {
       WorkRequest request = decode_work_request(message);
@@ -106,6 +128,14 @@ int run_persistent_worker(const std::vector<std::string>& startup, const RunArgs
       response.request_id = request.request_id;
       std::vector<std::string> args = startup;
       args.insert(args.end(), request.arguments.begin(), request.arguments.end());
+      std::optional<DeclaredInputs> declared;
+      GlobalOptions options = preset;
+      if (!request.inputs.empty()) {
+        std::vector<std::string> paths;
+        for (const WorkInput& in : request.inputs) paths.push_back(in.path);
+        declared.emplace(paths, execroot);
+        options.may_read = declared->may_read();
+      }
       response.output = run_captured(
           [&] {
             std::vector<std::string> expanded;
@@ -115,9 +145,12 @@ int run_persistent_worker(const std::vector<std::string>& startup, const RunArgs
               std::fprintf(stderr, "kcache: %s\n", e.what());
               return static_cast<int>(kExitUsage);
             }
-            return run(expanded, preset);
+            return run(expanded, options);
           },
           response.exit_code, log_fd);
+      if (declared && response.exit_code != kExitOk) {
+        response.output += refusal_notes(*declared, response.output);
+      }
       write_all_to(protocol_out, encode_work_response(response));
     }
   } catch (const Error& e) {

@@ -101,12 +101,14 @@ struct AskContext {
 // includer's folder, then -I in order; angled: -I in order; the toolkit's
 // folders NVRTC searched itself), with the literal includes it makes that are
 // not handed yet. Nullopt if it is nowhere (`searched` then lists the folders
-// looked in); `includer_path` is where the includer was read, if known.
+// looked in, `refused` the first existing file may_read refused, if any);
+// `includer_path` is where the includer was read, if known.
 // Throws what resolve_includes throws.
 std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, const AskedInclude& a,
                                                        const std::vector<ResolvedHeader>& have,
                                                        std::string* searched,
-                                                       std::optional<std::string>* includer_path) {
+                                                       std::optional<std::string>* includer_path,
+                                                       std::string* refused) {
   const CompileOptions& options = c.options;
   includer_path->reset();
   if (a.includer == options.logical_name()) *includer_path = options.source_path;
@@ -122,7 +124,12 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
     std::string path = d.empty() ? a.name : d + "/" + a.name;
     if (a.name.front() == '/') path = a.name;
     std::optional<std::string> content;
-    if (!options.may_read || options.may_read(path)) content = read_file(path);
+    if (!options.may_read || options.may_read(path)) {
+      content = read_file(path);
+    } else if (refused->empty()) {
+      std::optional<FileInfo> info = FileSystem::real().stat(path);
+      if (info && !info->is_directory) *refused = path;
+    }
     if (!content) {
       *searched += (searched->empty() ? "" : ", ") + (d.empty() ? std::string(".") : d);
       continue;
@@ -163,10 +170,10 @@ std::optional<std::vector<ResolvedHeader>> replay(const AskContext& c,
       a.name = recorded.spelling;
       a.includer = recorded.includer;
       a.angled = recorded.angled;
-      std::string searched;
+      std::string searched, refused;
       std::optional<std::string> includer_path;
       std::optional<std::vector<ResolvedHeader>> got =
-          resolve_ask(c, a, have, &searched, &includer_path);
+          resolve_ask(c, a, have, &searched, &includer_path, &refused);
       if (!got || got->size() != recorded.headers.size()) return std::nullopt;
       for (size_t i = 0; i < got->size(); ++i) {
         const ResolvedHeader& h = (*got)[i];
@@ -452,9 +459,10 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     auto resolve_asked = [&](const AskedInclude& a, const std::vector<ResolvedHeader>& have,
                              const CompileError& e) {
       std::string searched;
+      std::string refused;  // the first existing file may_read refused
       std::optional<std::string> includer_path;
       if (std::optional<std::vector<ResolvedHeader>> out =
-              resolve_ask(ask_context, a, have, &searched, &includer_path)) {
+              resolve_ask(ask_context, a, have, &searched, &includer_path, &refused)) {
         return std::move(*out);
       }
       for (const std::string& d : toolkit_.include_dirs) {
@@ -463,6 +471,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       std::string message = "\"" + a.name + "\" (included from " +
                             (includer_path ? *includer_path : a.includer) + ":" +
                             std::to_string(a.line) + ") was not found in: " + searched;
+      // may_read is Bazel's worker honouring the action's declared inputs
+      // (cli/declared_inputs.h): say which declaration is missing.
+      if (!refused.empty()) {
+        message += "; \"" + a.name + "\" exists at " + refused +
+                   " but is not among this action's inputs: add it to the cuda_kernel's hdrs "
+                   "(or deps)";
+      }
       throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
     };
 

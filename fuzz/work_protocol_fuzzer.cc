@@ -58,6 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     while (static_cast<uint8_t>(frame[body]) & 0x80) ++body;
     kcache::cli::WorkRequest again = kcache::cli::decode_work_request(frame.substr(body + 1));
     check(again.arguments == r.arguments, "arguments round-trip");
+    check(again.inputs == r.inputs, "inputs round-trip");
+    check(r.inputs.size() <= kcache::cli::kMaxInputs, "inputs within the limit");
     check(again.request_id == r.request_id && again.cancel == r.cancel, "fields round-trip");
   } catch (const kcache::CorruptError&) {
     // What bad input must give.

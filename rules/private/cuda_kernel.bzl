@@ -197,7 +197,9 @@ and load it with the kcache runtime. Output groups: `bundles`,
         ),
         "hdrs": attr.label_list(
             allow_files = [".cuh", ".h", ".hpp", ".hh", ".inl", ".inc"],
-            doc = "Device headers these sources include; also exported to cuda_kernel targets that depend on this one.",
+            doc = "Device headers these sources include; also exported to cuda_kernel targets that depend on this one. " +
+                  "The compile reads only these, the sources and the headers of deps (sandboxed or in the " +
+                  "persistent worker): a header included but not declared is a build error.",
         ),
         "deps": attr.label_list(
             providers = [[CcInfo], [CudaKernelInfo]],

@@ -2,7 +2,9 @@
 // WorkRequests on stdin, WorkResponses on stdout. A request does exactly what
 // the same `kcache compile` does (byte-identical bundles, with the worker's
 // precompiled headers in play), a bad source fails only its request, hits go
-// through the store, and stdin EOF ends the worker and its scratch folder.
+// through the store, a request that lists its inputs reads only those (as a
+// sandboxed action would), and stdin EOF ends the worker and its scratch
+// folder.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -37,10 +39,12 @@ bool contains(const std::string& text, const std::string& part) {
 const std::string kKernels = "tests/compiler/kernels/";
 
 // A `kcache compile --persistent_worker` child, with $TMPDIR set to `tmp`
-// and $KCACHE_DIR to `store` (as Bazel's --action_env does).
+// and $KCACHE_DIR to `store` (as Bazel's --action_env does), started in
+// `cwd` (Bazel starts it in the execroot) or in the test's own folder.
 class Worker {
  public:
-  explicit Worker(const std::string& tmp, const std::string& store = "") {
+  explicit Worker(const std::string& tmp, const std::string& store = "",
+                  const std::string& cwd = "") {
     int in[2], out[2];
     EXPECT_EQ(::pipe2(in, O_CLOEXEC), 0);
     EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
@@ -48,6 +52,7 @@ class Worker {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, in[0], 0);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
     std::string binary = kcache::testing::kcache_binary();
     std::vector<std::string> args = {binary, "compile", "--persistent_worker"};
     std::vector<char*> argv;
@@ -81,10 +86,14 @@ class Worker {
     ::close(from_);
   }
 
-  WorkResponse call(const std::vector<std::string>& arguments, int id) {
+  // `inputs`: the action's declared inputs, as Bazel sends them (none: the
+  // request may read anything).
+  WorkResponse call(const std::vector<std::string>& arguments, int id,
+                    const std::vector<std::string>& inputs = {}) {
     WorkRequest request;
     request.arguments = arguments;
     request.request_id = id;
+    for (const std::string& path : inputs) request.inputs.push_back({path, "0123abcd"});
     write_all_to(to_, encode_work_request(request));
     std::string message;
     EXPECT_TRUE(read_frame(from_, message)) << "the worker closed its stdout";
@@ -219,6 +228,111 @@ TEST_F(WorkerTest, StdinEofEndsTheWorkerAndRemovesItsScratchFolder) {
   int status = worker.close_and_wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   EXPECT_TRUE(std::filesystem::is_empty(tmp_));
+}
+
+// An execroot as Bazel's worker sees it: a kernel whose header is chosen by
+// a macro (a computed include, which kcache resolves when NVRTC asks for it)
+// and one with a literal include, each next to its header.
+void write_execroot(const std::string& root) {
+  write(root, "kernels/computed.cu",
+        "#define STR2(x) #x\n#define STR(x) STR2(x)\n#include STR(VARIANT.cuh)\n"
+        "extern \"C\" __global__ void k(int* p) { *p = V; }\n");
+  write(root, "kernels/v9.cuh", "#define V 9\n");
+  write(root, "kernels/literal.cu",
+        "#include \"lit.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = L; }\n");
+  write(root, "kernels/lit.cuh", "#define L 3\n");
+}
+
+const std::string kHint =
+    "but is not among this action's inputs: add it to the cuda_kernel's hdrs (or deps)";
+
+TEST_F(WorkerTest, AComputedIncludeOfAnUndeclaredHeaderFailsSayingWhatToDeclare) {
+  std::string root = dir_ + "/execroot";
+  write_execroot(root);
+  Worker worker(tmp_, "", root);
+  std::vector<std::string> args = {
+      "--no-store", "kernels/computed.cu", "--arch", "sm_90", "-I", ".",
+      "-D",         "VARIANT=v9",          "-o",     "k.kcb"};
+  WorkResponse undeclared = worker.call(args, 1, {"kernels/computed.cu"});
+  EXPECT_EQ(undeclared.exit_code, 3) << undeclared.output;
+  EXPECT_TRUE(contains(undeclared.output,
+                       "\"v9.cuh\" (included from kernels/computed.cu:3) was not found in: "
+                       "kernels, ."))
+      << undeclared.output;
+  EXPECT_TRUE(contains(undeclared.output, "\"v9.cuh\" exists at kernels/v9.cuh " + kHint))
+      << undeclared.output;
+  EXPECT_FALSE(std::filesystem::exists(root + "/k.kcb"));
+
+  WorkResponse declared = worker.call(args, 2, {"kernels/computed.cu", "kernels/v9.cuh"});
+  EXPECT_EQ(declared.exit_code, 0) << declared.output;
+  EXPECT_TRUE(std::filesystem::exists(root + "/k.kcb"));
+  // Spelled as an -I folder makes it, "./kernels/v9.cuh", and absolute: the same file.
+  std::string absolute = std::filesystem::canonical(root).string();  // as getcwd() says it
+  WorkResponse spelled =
+      worker.call(args, 3, {"./kernels//computed.cu", absolute + "/kernels/v9.cuh"});
+  EXPECT_EQ(spelled.exit_code, 0) << spelled.output;
+  EXPECT_EQ(worker.close_and_wait(), 0);
+}
+
+TEST_F(WorkerTest, ALiteralIncludeOfAnUndeclaredHeaderFailsWithANote) {
+  std::string root = dir_ + "/execroot";
+  write_execroot(root);
+  Worker worker(tmp_, "", root);
+  std::vector<std::string> args = {
+      "--no-store", "kernels/literal.cu", "--arch", "sm_90", "-I", ".", "-o", "k.kcb"};
+  WorkResponse undeclared = worker.call(args, 1, {"kernels/literal.cu"});
+  EXPECT_EQ(undeclared.exit_code, 3) << undeclared.output;
+  EXPECT_TRUE(contains(undeclared.output, "\"lit.cuh\" (included from kernels/literal.cu:1)"))
+      << undeclared.output;
+  EXPECT_TRUE(contains(undeclared.output,
+                       "kcache: note: kernels/lit.cuh exists but is not among this action's "
+                       "inputs, so this compile did not see it: if the kernel includes it, add it "
+                       "to the cuda_kernel's hdrs (or deps)"))
+      << undeclared.output;
+  WorkResponse declared = worker.call(args, 2, {"kernels/literal.cu", "kernels/lit.cuh"});
+  EXPECT_EQ(declared.exit_code, 0) << declared.output;
+  EXPECT_EQ(worker.close_and_wait(), 0);
+}
+
+TEST_F(WorkerTest, ARequestWithAllItsInputsGivesTheBundleOfTheCli) {
+  std::string root = dir_ + "/execroot";
+  write_execroot(root);
+  Worker worker(tmp_, "", root);
+  struct Kernel {
+    std::vector<std::string> args;
+    std::vector<std::string> inputs;
+  };
+  std::vector<Kernel> kernels = {
+      {{"kernels/computed.cu", "-D", "VARIANT=v9"}, {"kernels/computed.cu", "kernels/v9.cuh"}},
+      {{"kernels/literal.cu"}, {"kernels/literal.cu", "kernels/lit.cuh"}},
+  };
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    std::vector<std::string> args = kernels[i].args;
+    args.insert(args.end(), {"--no-store", "--arch", "sm_90", "-I", "."});
+    std::string n = std::to_string(i);
+    std::string cli = "cd '" + root + "' && '" + kcache::testing::kcache_binary() + "' compile";
+    for (const std::string& a : args) cli += " '" + a + "'";
+    cli += " -o cli" + n + ".kcb";
+    args.insert(args.end(), {"-o", "worker" + n + ".kcb"});
+    WorkResponse r = worker.call(args, static_cast<int>(i) + 1, kernels[i].inputs);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    kcache::testing::CommandResult c = kcache::testing::run_command({"/bin/sh", "-c", cli});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    EXPECT_EQ(*read_file(root + "/worker" + n + ".kcb"), *read_file(root + "/cli" + n + ".kcb"));
+  }
+  EXPECT_EQ(worker.close_and_wait(), 0);
+}
+
+TEST_F(WorkerTest, ARequestWithoutInputsReadsAnyFileAsTheCliDoes) {
+  // Old Bazel versions, and tests driving the worker by hand, send none.
+  std::string root = dir_ + "/execroot";
+  write_execroot(root);
+  Worker worker(tmp_, "", root);
+  WorkResponse r = worker.call(
+      {"--no-store", "kernels/computed.cu", "--arch", "sm_90", "-D", "VARIANT=v9", "-o", "k.kcb"},
+      1);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(worker.close_and_wait(), 0);
 }
 
 std::vector<pid_t> children_of(pid_t pid) {

@@ -107,6 +107,60 @@ assert c.get("nvrtc_invocations") == 3, c   # sm_80, sm_90, compute_90, once
 assert c.get("hits") == 3, c                 # all three again after the clean
 PY
 
+# Only declared inputs are readable, under the persistent worker as in a
+# sandbox: a header chosen by a macro (a computed include, which kcache
+# resolves when NVRTC asks for it) that is not in hdrs fails the build with a
+# clear message, whichever strategy runs the action; declared, it builds.
+cat > kernels/computed.cu <<'CU'
+#define STR2(x) #x
+#define STR(x) STR2(x)
+#include STR(VARIANT.cuh)
+extern "C" __global__ void variant(int* p) { *p = kVariant; }
+CU
+cat > kernels/v9.cuh <<'CUH'
+#pragma once
+constexpr int kVariant = 9;
+CUH
+cat >> kernels/BUILD.bazel <<'BUILD'
+
+cuda_kernel(
+    name = "undeclared_kernel",
+    srcs = ["computed.cu"],
+    archs = ["sm_90"],
+    defines = ["VARIANT=v9"],
+    ptx = "none",
+)
+
+# The same twice: each strategy runs its own action.
+[cuda_kernel(
+    name = "declared_kernel_" + strategy,
+    srcs = ["computed.cu"],
+    hdrs = ["v9.cuh"],
+    archs = ["sm_90"],
+    defines = ["VARIANT=v9"],
+    ptx = "none",
+) for strategy in ["worker", "sandboxed"]]
+BUILD
+not_found='"v9.cuh" (included from kernels/computed.cu:3) was not found in: kernels, .'
+hint='"v9.cuh" exists at kernels/v9.cuh but is not among this action'"'"'s inputs: add it to the cuda_kernel'"'"'s hdrs (or deps)'
+if bazel --output_user_root="$work/bazel-root" build --strategy=KcacheCompile=worker \
+  //kernels:undeclared_kernel 2>"$work/err"; then
+  echo "FAIL: an undeclared computed include built in the worker" >&2
+  exit 1
+fi
+grep -qF "$not_found" "$work/err" || { cat "$work/err" >&2; exit 1; }
+grep -qF "$hint" "$work/err" || { cat "$work/err" >&2; exit 1; }
+if bazel --output_user_root="$work/bazel-root" build --strategy=KcacheCompile=sandboxed \
+  //kernels:undeclared_kernel 2>"$work/err"; then
+  echo "FAIL: an undeclared computed include built sandboxed" >&2
+  exit 1
+fi
+grep -qF "$not_found" "$work/err" || { cat "$work/err" >&2; exit 1; }
+for strategy in worker sandboxed; do
+  bazel --output_user_root="$work/bazel-root" build --strategy=KcacheCompile=$strategy \
+    --disk_cache= --output_groups=bundles //kernels:declared_kernel_$strategy
+done
+
 # An unknown arch fails at analysis and lists the valid ones.
 sed -i 's/"sm_80", "sm_90"/"sm_91"/' kernels/BUILD.bazel
 if bazel --output_user_root="$work/bazel-root" build //kernels:scale_kernel 2>"$work/err"; then
