@@ -246,4 +246,36 @@ uint64_t remove_manifest_files(const std::string& store_dir, FileSystem& fs) {
   return removed;
 }
 
+void touch_manifest_file(const std::string& store_dir, const Hash128& key) {
+  ::utimensat(AT_FDCWD, manifest_path(store_dir, key).c_str(), nullptr, 0);
+}
+
+std::vector<ManifestFile> list_manifest_files(const std::string& store_dir, FileSystem& fs) {
+  const std::string root = store_dir + "/" + kManifestFolder;
+  std::vector<ManifestFile> files;
+  for (const std::string& shard : fs.list_directory(root)) {
+    const std::string folder = root + "/" + shard;
+    std::optional<FileInfo> folder_info = fs.stat(folder);
+    if (!folder_info || !folder_info->is_directory) {
+      if (folder_info) files.push_back({folder, std::nullopt, *folder_info});  // a stray file
+      continue;
+    }
+    for (const std::string& name : fs.list_directory(folder)) {
+      ManifestFile file;
+      file.path = folder + "/" + name;
+      std::optional<FileInfo> info = fs.stat(file.path);
+      if (!info || info->is_directory) continue;  // gone meanwhile, or not ours
+      file.info = *info;
+      // Only the exact name manifest_path() gives: from_hex alone would take
+      // upper case, and a file in another shard is never read.
+      std::optional<Hash128> key = Hash128::from_hex(name);
+      if (key && key->hex() == name && name.compare(0, 2, shard) == 0 && shard.size() == 2) {
+        file.key = key;
+      }
+      files.push_back(std::move(file));
+    }
+  }
+  return files;
+}
+
 }  // namespace kcache::cache

@@ -126,4 +126,22 @@ void write_manifest_file(const std::string& store_dir, const Manifest& manifest)
 // Removes every manifest file (kcache -C); returns how many.
 uint64_t remove_manifest_files(const std::string& store_dir, FileSystem& fs);
 
+// Sets the manifest file's mtime to now: a lookup used it, so eviction by age
+// and by the size cap (Store) goes by last use, not last write. Best effort:
+// a failure (read-only store, file replaced meanwhile) is ignored.
+void touch_manifest_file(const std::string& store_dir, const Hash128& key);
+
+// A file under <store dir>/manifests/, for the store's housekeeping.
+struct ManifestFile {
+  std::string path;
+  // The key its name says: "<32 lowercase hex>" in the folder of its first
+  // two digits. nullopt for anything else: a writer's temp file
+  // ("<32 hex>.tmp.<pid>.<n>"), a misplaced or foreign file.
+  std::optional<Hash128> key;
+  FileInfo info;
+};
+// Every plain file in the manifests' shard folders. Throws IoError for a
+// folder that cannot be listed.
+std::vector<ManifestFile> list_manifest_files(const std::string& store_dir, FileSystem& fs);
+
 }  // namespace kcache::cache

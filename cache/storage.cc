@@ -127,7 +127,11 @@ std::optional<Manifest> Storage::get_manifest(const Hash128& key) {
     if (local_) {
       try {
         if (std::optional<std::string> bytes = read_manifest_file(local_->dir(), key)) {
-          return Manifest::decode(*bytes, key, "manifest " + manifest_path(local_->dir(), key));
+          Manifest manifest =
+              Manifest::decode(*bytes, key, "manifest " + manifest_path(local_->dir(), key));
+          // Used now: eviction by age and by the cap go by last use (store.h).
+          if (!local_->read_only()) touch_manifest_file(local_->dir(), key);
+          return manifest;
         }
       } catch (const CorruptError&) {
         // A miss; the next put_manifest replaces it.

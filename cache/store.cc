@@ -284,7 +284,7 @@ class SqliteStore : public Store {
     }
     result.stray_files_removed = remove_stray_files(/*grace_seconds=*/kStrayGraceSeconds);
     // Manifests only point at entries: without them they are useless.
-    remove_manifest_files(dir_, fs_);
+    result.manifests_removed = remove_manifest_files(dir_, fs_);
     return result;
   }
 
@@ -292,13 +292,24 @@ class SqliteStore : public Store {
     require_writable("clean it up");
     CleanupResult result = evict_to(max_size(), 1.0);
     result.stray_files_removed = remove_stray_files(kStrayGraceSeconds);
+    // Manifest leftovers: temp files of killed writers (a rename is atomic, so
+    // a file under a key's name is whole: one that does not parse is damaged).
+    const int64_t cutoff_ns = (clock_() - kStrayGraceSeconds) * 1000000000;
+    for (const ManifestFile& file : list_manifest_files(dir_, fs_)) {
+      bool stray = file.key ? !manifest_problem(file).empty() : file.info.mtime_ns <= cutoff_ns;
+      if (stray && remove_manifest_quietly(file)) result.stray_files_removed += 1;
+    }
     return result;
   }
 
   CleanupResult evict_older_than(std::chrono::seconds age) override {
     require_writable("evict entries");
     const int64_t cutoff = clock_() - age.count();
-    return evict_where([cutoff](const Row& row, int64_t) { return row.last_used < cutoff; });
+    CleanupResult result =
+        evict_where([cutoff](const Row& row, int64_t) { return row.last_used < cutoff; });
+    // Temp files are left to cleanup(), which knows when one is abandoned.
+    result.manifests_removed = remove_manifests_used_before(cutoff, /*everything=*/false);
+    return result;
   }
 
   VerifyResult verify() override {
@@ -340,6 +351,14 @@ class SqliteStore : public Store {
           "UPDATE totals SET total_size = (SELECT COALESCE(SUM(size), 0) FROM entries), "
           "entries = (SELECT COUNT(*) FROM entries)");
       txn.commit();
+    }
+    for (const ManifestFile& file : list_manifest_files(dir_, fs_)) {
+      if (!file.key) continue;  // temp files and strays: cleanup()'s
+      result.manifests_checked += 1;
+      std::string problem = manifest_problem(file);
+      if (problem.empty()) continue;
+      result.problems.push_back("manifest " + file.key->hex() + ": " + problem + " (removed)");
+      remove_manifest_quietly(file);
     }
     sqlite::Statement check(*db_, "PRAGMA quick_check");
     while (check.step()) {
@@ -631,7 +650,56 @@ class SqliteStore : public Store {
       if (!total.step() || static_cast<uint64_t>(total.column_int(0)) <= cap) return {};
     }
     const auto target = static_cast<int64_t>(static_cast<double>(cap) * fraction);
-    return evict_where([target](const Row&, int64_t total) { return total > target; });
+    CleanupResult result =
+        evict_where([target](const Row&, int64_t total) { return total > target; });
+    if (result.entries_removed > 0) {
+      // Manifests go with the entries: those last used before every entry
+      // kept are older than anything the cap kept (store.h says why).
+      std::optional<int64_t> oldest_kept;
+      sqlite::Statement s(*db_, "SELECT MIN(last_used) FROM entries");
+      if (s.step() && !s.column_is_null(0)) oldest_kept = s.column_int(0);
+      result.manifests_removed =
+          remove_manifests_used_before(oldest_kept.value_or(0), /*everything=*/!oldest_kept);
+    }
+    return result;
+  }
+
+  // -- manifests (files beside the index: cache/manifest.h) ------------------
+
+  // Removes the manifests (not temp files) whose mtime is before `cutoff_s`,
+  // or all of them; returns how many.
+  uint64_t remove_manifests_used_before(int64_t cutoff_s, bool everything) {
+    const int64_t cutoff_ns = cutoff_s * 1000000000;
+    uint64_t removed = 0;
+    for (const ManifestFile& file : list_manifest_files(dir_, fs_)) {
+      if (!file.key || (!everything && file.info.mtime_ns >= cutoff_ns)) continue;
+      if (remove_manifest_quietly(file)) removed += 1;
+    }
+    return removed;
+  }
+
+  // Why the manifest cannot be used, or "" when it parses (a newer kcache's
+  // manifest too: not ours to judge). Errors other than a damaged file (an
+  // unreadable folder) are thrown: housekeeping should not hide them.
+  std::string manifest_problem(const ManifestFile& file) {
+    try {
+      std::optional<std::string> bytes = fs_.read_file(file.path);
+      if (bytes) Manifest::decode(*bytes, *file.key, "manifest " + file.path);
+      return "";  // or gone meanwhile
+    } catch (const IncompatibleVersionError&) {
+      return "";
+    } catch (const CorruptError& e) {
+      return e.what();
+    }
+  }
+
+  bool remove_manifest_quietly(const ManifestFile& file) {
+    try {
+      return fs_.remove_file(file.path);
+    } catch (const Error& e) {
+      warn_(e.what());
+      return false;
+    }
   }
 
   // Deletes, in one transaction, the rows `victim` picks, then their files.

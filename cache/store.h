@@ -57,11 +57,17 @@ struct CleanupResult {
   uint64_t entries_removed = 0;
   uint64_t bytes_removed = 0;
   uint64_t stray_files_removed = 0;  // files with no index row (a killed writer's leftovers)
+  // Direct-mode manifests (cache/manifest.h) removed by age or with the
+  // entries the size cap evicted. Temp and corrupt manifest files count as strays.
+  uint64_t manifests_removed = 0;
 };
 
 struct VerifyResult {
   uint64_t entries_checked = 0;
-  std::vector<std::string> problems;  // one line per corrupt or missing entry, each removed
+  uint64_t manifests_checked = 0;
+  // One line per corrupt or missing entry and per manifest file that does not
+  // parse or holds another key's manifest; each is removed.
+  std::vector<std::string> problems;
 };
 
 struct StoreOptions {
@@ -105,6 +111,21 @@ class Store {
   virtual StoreStats stats() = 0;
   virtual void zero_stats() = 0;
   virtual void set_max_size(uint64_t bytes) = 0;
+  // Manifests (cache/manifest.h) are files beside the index, not rows in it:
+  // their bytes are not in the size cap's total (stats().bytes). They are
+  // small in practice (a set is the asks of one compile, a few hundred bytes;
+  // at most kMaxManifestSets sets, one manifest per kernel and target that
+  // needed NVRTC's asks) but the format's bounds do not make them small, so
+  // housekeeping removes them with the entries they lead to:
+  //  - clear(): every manifest file;
+  //  - whenever the cap evicts entries (put, set_max_size, cleanup): the
+  //    manifests last used (mtime) before the least recently used entry kept,
+  //    all of them when no entry is left;
+  //  - cleanup(): also temp files older than the stray grace period (a writer
+  //    killed mid-write) and manifests that do not parse or hold another key;
+  //  - evict_older_than(age): manifests whose mtime is older than `age`
+  //    (a lookup that reads one sets its mtime: cache/manifest.h);
+  //  - verify(): checks each parses and carries its file name's key.
   virtual CleanupResult clear() = 0;
   virtual CleanupResult cleanup() = 0;  // enforce the size cap, remove stray files
   virtual CleanupResult evict_older_than(std::chrono::seconds age) = 0;

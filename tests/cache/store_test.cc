@@ -1,5 +1,6 @@
 #include "cache/store.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -8,6 +9,8 @@
 #include <ctime>
 #include <memory>
 
+#include "cache/manifest.h"
+#include "cache/storage.h"
 #include "common/error.h"
 #include "tests/testing/temp_dir.h"
 
@@ -43,6 +46,21 @@ void sql(const std::string& db_path, const std::string& statement) {
   sqlite3_free(err);
   sqlite3_close(db);
 }
+
+// A manifest for `name`'s key, with one set, written as compiles write it.
+Hash128 put_manifest(const std::string& store_dir, const std::string& name) {
+  Manifest m(manifest_key(key_of(name)));
+  m.add({ManifestAsk{"a.cuh", "k.cu", false, {ManifestHeader{"a.cuh", 7}}}});
+  write_manifest_file(store_dir, m);
+  return m.key();
+}
+
+void set_mtime(const std::string& path, int64_t unix_s) {
+  const struct timespec times[2] = {{unix_s, 0}, {unix_s, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, 0), 0) << path;
+}
+
+bool exists(const std::string& path) { return FileSystem::real().stat(path).has_value(); }
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -344,6 +362,91 @@ TEST_F(StoreTest, VerifyReportsAndRemovesCorruptEntries) {
   EXPECT_NE(r.problems[0].find(key_of("bad").hex()), std::string::npos) << r.problems[0];
   EXPECT_TRUE(store->verify().problems.empty());
   EXPECT_TRUE(store->get(key_of("good")));
+}
+
+TEST_F(StoreTest, EvictOlderThanRemovesOldManifestsAndKeepsYoungOnes) {
+  auto store = open_store();
+  const std::string old_path = manifest_path(store_dir(), put_manifest(store_dir(), "old"));
+  const std::string young_path = manifest_path(store_dir(), put_manifest(store_dir(), "young"));
+  set_mtime(old_path, now_ - 3 * 86400);
+  CleanupResult r = store->evict_older_than(std::chrono::hours(48));
+  EXPECT_EQ(r.manifests_removed, 1u);
+  EXPECT_FALSE(exists(old_path));
+  EXPECT_TRUE(exists(young_path));
+}
+
+TEST_F(StoreTest, ReadingAManifestRefreshesItsAgeForEviction) {
+  auto store = open_store();
+  const Hash128 key = put_manifest(store_dir(), "used");
+  const std::string path = manifest_path(store_dir(), key);
+  set_mtime(path, now_ - 3 * 86400);
+  StorageOptions options;
+  options.local_dir = store_dir();
+  Storage storage(options);  // a lookup reads it: direct mode's hit path
+  ASSERT_TRUE(storage.get_manifest(key));
+  EXPECT_EQ(store->evict_older_than(std::chrono::hours(48)).manifests_removed, 0u);
+  EXPECT_TRUE(exists(path));
+}
+
+TEST_F(StoreTest, CleanupRemovesStaleManifestTempFilesButNotFreshOnes) {
+  auto store = open_store();
+  const Hash128 key = put_manifest(store_dir(), "k");
+  const std::string stale = manifest_path(store_dir(), key) + ".tmp.999.0";
+  const std::string fresh = manifest_path(store_dir(), key) + ".tmp.999.1";
+  kcache::testing::write_file(stale, "partial");
+  kcache::testing::write_file(fresh, "partial");
+  set_mtime(stale, now_ - 2 * 3600);  // a writer killed two hours ago
+  EXPECT_EQ(store->cleanup().stray_files_removed, 1u);
+  EXPECT_FALSE(exists(stale));
+  EXPECT_TRUE(exists(fresh));  // may be a write in progress
+  EXPECT_TRUE(exists(manifest_path(store_dir(), key)));
+}
+
+TEST_F(StoreTest, CorruptManifestIsReportedByVerifyAndRemovedByCleanup) {
+  auto store = open_store();
+  const std::string good = manifest_path(store_dir(), put_manifest(store_dir(), "good"));
+  const Hash128 bad_key = put_manifest(store_dir(), "bad");
+  const std::string bad = manifest_path(store_dir(), bad_key);
+  kcache::testing::write_file(bad, "garbage");
+  // A whole manifest under another key's name is as useless.
+  const Hash128 moved_key = manifest_key(key_of("moved"));
+  const std::string moved = manifest_path(store_dir(), moved_key);
+  FileSystem::real().create_directories(moved.substr(0, moved.rfind('/')), 0700);
+  ASSERT_EQ(::rename(good.c_str(), moved.c_str()), 0);
+  put_manifest(store_dir(), "good");
+
+  VerifyResult v = store->verify();
+  EXPECT_EQ(v.manifests_checked, 3u);
+  ASSERT_EQ(v.problems.size(), 2u);
+  std::string all = v.problems[0] + "\n" + v.problems[1];
+  EXPECT_NE(all.find("manifest " + bad_key.hex()), std::string::npos) << all;
+  EXPECT_NE(all.find("manifest " + moved_key.hex()), std::string::npos) << all;
+  EXPECT_FALSE(exists(bad));  // verify repairs, as for entries
+  EXPECT_FALSE(exists(moved));
+  EXPECT_TRUE(exists(good));
+  EXPECT_TRUE(store->verify().problems.empty());
+
+  kcache::testing::write_file(bad, "garbage again");
+  EXPECT_EQ(store->cleanup().stray_files_removed, 1u);
+  EXPECT_FALSE(exists(bad));
+  EXPECT_TRUE(exists(good));
+}
+
+TEST_F(StoreTest, SizeCapEvictionRemovesManifestsOlderThanEveryEntryKept) {
+  auto store = open_store();
+  const std::string stale = manifest_path(store_dir(), put_manifest(store_dir(), "stale"));
+  const std::string used = manifest_path(store_dir(), put_manifest(store_dir(), "used"));
+  store->put(cubin("a", std::string(1000, 'a')));
+  set_mtime(stale, now_ - 86400);  // last used before any entry
+  now_ += 10;
+  store->put(cubin("b", std::string(1000, 'b')));
+  set_mtime(used, now_);
+  store->set_max_size(store->stats().bytes - 1);  // evicts "a"
+  EXPECT_FALSE(store->info(key_of("a")));
+  EXPECT_FALSE(exists(stale));
+  EXPECT_TRUE(exists(used));
+  EXPECT_EQ(store->clear().manifests_removed, 1u);
+  EXPECT_FALSE(exists(used));
 }
 
 TEST_F(StoreTest, ListShowsEveryEntryMostRecentlyUsedFirst) {
