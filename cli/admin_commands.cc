@@ -212,10 +212,16 @@ int verify_store(const GlobalOptions& global) {
   auto store = open_store(global);
   cache::VerifyResult r = store->verify();
   if (json_output(global)) {
-    std::cout << json{{"checked", r.entries_checked}, {"problems", r.problems}}.dump(2) << "\n";
+    std::cout << json{{"checked", r.entries_checked},
+                      {"manifests_checked", r.manifests_checked},
+                      {"problems", r.problems}}
+                     .dump(2)
+              << "\n";
   } else {
     for (const std::string& p : r.problems) std::printf("%s\n", p.c_str());
-    std::printf("Checked %llu entries: %s\n", static_cast<unsigned long long>(r.entries_checked),
+    std::printf("Checked %llu entries and %llu manifests: %s\n",
+                static_cast<unsigned long long>(r.entries_checked),
+                static_cast<unsigned long long>(r.manifests_checked),
                 r.problems.empty()
                     ? "all intact"
                     : (std::to_string(r.problems.size()) + " problems found and repaired").c_str());
@@ -264,15 +270,18 @@ int run_admin_flags(const GlobalOptions& global, const AdminFlags& flags) {
   }
   if (flags.clear) {
     cache::CleanupResult r = open_store(global)->clear();
-    std::printf("Cleared %llu entries (%s)\n", static_cast<unsigned long long>(r.entries_removed),
-                format_size(r.bytes_removed).c_str());
+    std::printf("Cleared %llu entries (%s) and %llu manifests\n",
+                static_cast<unsigned long long>(r.entries_removed),
+                format_size(r.bytes_removed).c_str(),
+                static_cast<unsigned long long>(r.manifests_removed));
   }
   if (!flags.evict_older_than.empty()) {
     std::chrono::seconds age = parse_age(flags.evict_older_than);
     cache::CleanupResult r = open_store(global)->evict_older_than(age);
-    std::printf("Evicted %llu entries (%s) not used for %s\n",
-                static_cast<unsigned long long>(r.entries_removed),
-                format_size(r.bytes_removed).c_str(), flags.evict_older_than.c_str());
+    std::printf(
+        "Evicted %llu entries (%s) and %llu manifests not used for %s\n",
+        static_cast<unsigned long long>(r.entries_removed), format_size(r.bytes_removed).c_str(),
+        static_cast<unsigned long long>(r.manifests_removed), flags.evict_older_than.c_str());
   }
   if (!flags.max_size.empty()) {
     uint64_t bytes = parse_size(flags.max_size);
@@ -281,9 +290,10 @@ int run_admin_flags(const GlobalOptions& global, const AdminFlags& flags) {
   }
   if (flags.cleanup) {
     cache::CleanupResult r = open_store(global)->cleanup();
-    std::printf("Cleaned up: removed %llu entries (%s) and %llu stray files\n",
+    std::printf("Cleaned up: removed %llu entries (%s), %llu manifests and %llu stray files\n",
                 static_cast<unsigned long long>(r.entries_removed),
                 format_size(r.bytes_removed).c_str(),
+                static_cast<unsigned long long>(r.manifests_removed),
                 static_cast<unsigned long long>(r.stray_files_removed));
   }
   if (flags.show_stats) return show_stats(global);

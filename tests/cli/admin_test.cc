@@ -1,9 +1,12 @@
 // The `kcache` admin flags and verbs, run as a user runs them.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
+#include "cache/manifest.h"
 #include "cache/store.h"
 #include "common/lean_record.h"
 #include "tests/testing/run_command.h"
@@ -108,7 +111,8 @@ TEST_F(AdminTest, VerifyRemovesCorruptEntriesAndExitsOne) {
   populate(2);
   CommandResult clean = kcache({"verify"});
   EXPECT_EQ(clean.exit_code, 0) << clean.err;
-  EXPECT_NE(clean.out.find("Checked 2 entries: all intact"), std::string::npos) << clean.out;
+  EXPECT_NE(clean.out.find("Checked 2 entries and 0 manifests: all intact"), std::string::npos)
+      << clean.out;
 
   std::string hex = entry(0).key().hex();
   std::string shard = store_dir() + "/blobs/" + hex.substr(0, 2);
@@ -118,6 +122,28 @@ TEST_F(AdminTest, VerifyRemovesCorruptEntriesAndExitsOne) {
   EXPECT_EQ(dirty.exit_code, 1);
   EXPECT_NE(dirty.out.find(hex), std::string::npos) << dirty.out;
   EXPECT_EQ(kcache({"verify"}).exit_code, 0) << "the corrupt entry should be gone";
+}
+
+TEST_F(AdminTest, VerifyReportsACorruptManifestAndEvictOlderThanRemovesOldOnes) {
+  populate(1);
+  cache::Manifest manifest(cache::manifest_key(xxh3_128("kernel")));
+  manifest.add({cache::ManifestAsk{"a.cuh", "k.cu", false, {cache::ManifestHeader{"a.cuh", 7}}}});
+  cache::write_manifest_file(store_dir(), manifest);
+  const std::string path = cache::manifest_path(store_dir(), manifest.key());
+  kcache::testing::write_file(path, "garbage");
+  CommandResult dirty = kcache({"verify"});
+  EXPECT_EQ(dirty.exit_code, 1);
+  EXPECT_NE(dirty.out.find("manifest " + manifest.key().hex()), std::string::npos) << dirty.out;
+  EXPECT_FALSE(FileSystem::real().stat(path)) << "verify removes it, as a corrupt entry";
+
+  cache::write_manifest_file(store_dir(), manifest);
+  CommandResult young = kcache({"--evict-older-than", "1d"});
+  EXPECT_NE(young.out.find("and 0 manifests not used for 1d"), std::string::npos) << young.out;
+  const struct timespec old[2] = {{1, 0}, {1, 0}};  // 1970
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), old, 0), 0);
+  CommandResult evicted = kcache({"--evict-older-than", "1d"});
+  EXPECT_NE(evicted.out.find("and 1 manifests not used for 1d"), std::string::npos) << evicted.out;
+  EXPECT_FALSE(FileSystem::real().stat(path));
 }
 
 TEST_F(AdminTest, ExportImportMovesEntriesBetweenStores) {
