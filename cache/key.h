@@ -42,6 +42,12 @@ struct CompileRequest {
   // empty: NVRTC's bytes exactly. Hashed only when not empty, so a key for
   // NVRTC's own bytes is the one kcache always computed (no schema bump).
   std::string image_pass;
+  // The includes NVRTC asked for, in order, each "spelling\n includer\n
+  // angled" (compiler/compiler.cc), for a result that needed them; hashed
+  // only when not empty. With them in the key, an entry found through a
+  // manifest was made by a compile that asked exactly what the replay
+  // resolved, so even a forged manifest cannot lead to another's result.
+  std::vector<std::string> asked_includes;
 };
 
 // The serialization the key hashes; exposed for tests and `kcache show`.

@@ -48,23 +48,15 @@ void Storage::open_local() {
 
 Storage::~Storage() = default;
 
-std::optional<Entry> Storage::get(const Hash128& key) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (local_) {
-      try {
-        if (std::optional<Entry> entry = local_->get(key)) return entry;
-      } catch (const Error& e) {
-        warn_once("get",
-                  std::string("reading the cache failed: ") + e.what() + "; treating it as a miss");
-      }
-    }
-  }
+// What the remote answers for one object, under the contract in storage.h:
+// a rejected object is a miss (and the remote stays in use), one written by a
+// newer kcache is a miss, a failure stops asking the remote.
+template <typename T>
+std::optional<T> Storage::fetch_remote(const std::function<std::optional<T>()>& fetch) {
   if (!remote_usable()) return std::nullopt;
-
-  std::optional<Entry> entry;
+  std::optional<T> object;
   try {
-    entry = remote_->get(key);
+    object = fetch();
   } catch (const CorruptError& e) {
     std::lock_guard<std::mutex> lock(mutex_);
     count_locked("remote_rejected", 1);
@@ -79,46 +71,59 @@ std::optional<Entry> Storage::get(const Hash128& key) {
     remote_failed("reading from", e);
     return std::nullopt;
   }
-
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!entry) {
-    count_locked("remote_misses", 1);
-    return std::nullopt;
-  }
-  count_locked("remote_hits", 1);
-  count_locked("compile_ms_saved", entry->compile_ms());
-  if (local_ && !local_->read_only()) {
-    try {
-      local_->put(*entry);
-    } catch (const Error& e) {
-      warn_once("put", std::string("storing in the cache failed: ") + e.what() +
-                           "; the result is used but not cached");
-    }
-  }
-  return entry;
+  count_locked(object ? "remote_hits" : "remote_misses", 1);
+  return object;
 }
 
-void Storage::put(const Entry& entry) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (local_ && !local_->read_only()) {
-      try {
-        local_->put(entry);
-      } catch (const Error& e) {
-        warn_once("put", std::string("storing in the cache failed: ") + e.what() +
-                             "; the result is used but not cached");
-      }
-    }
+void Storage::store_locally(const std::function<void(Store&)>& write) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!local_ || local_->read_only()) return;
+  try {
+    write(*local_);
+  } catch (const Error& e) {
+    warn_once("put", std::string("storing in the cache failed: ") + e.what() +
+                         "; the result is used but not cached");
   }
+}
+
+void Storage::upload(const std::function<void(Remote&)>& send) {
   if (!remote_usable() || remote_->options().read_only) return;
   try {
-    remote_->put(entry);
+    send(*remote_);
   } catch (const std::exception& e) {
     remote_failed("uploading to", e);
     return;
   }
   std::lock_guard<std::mutex> lock(mutex_);
   count_locked("remote_stored", 1);
+}
+
+std::optional<Entry> Storage::get(const Hash128& key) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (local_) {
+      try {
+        if (std::optional<Entry> entry = local_->get(key)) return entry;
+      } catch (const Error& e) {
+        warn_once("get",
+                  std::string("reading the cache failed: ") + e.what() + "; treating it as a miss");
+      }
+    }
+  }
+  std::optional<Entry> entry = fetch_remote<Entry>([&] { return remote_->get(key); });
+  if (!entry) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    count_locked("compile_ms_saved", entry->compile_ms());
+  }
+  store_locally([&](Store& local) { local.put(*entry); });
+  return entry;
+}
+
+void Storage::put(const Entry& entry) {
+  store_locally([&](Store& local) { local.put(entry); });
+  upload([&](Remote& remote) { remote.put(entry); });
 }
 
 std::optional<Manifest> Storage::get_manifest(const Hash128& key) {
@@ -143,61 +148,15 @@ std::optional<Manifest> Storage::get_manifest(const Hash128& key) {
       }
     }
   }
-  if (!remote_usable()) return std::nullopt;
-  std::optional<Manifest> manifest;
-  try {
-    manifest = remote_->get_manifest(key);
-  } catch (const CorruptError& e) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    count_locked("remote_rejected", 1);
-    warn_once("remote-rejected", std::string(e.what()) + "; compiling instead");
-    return std::nullopt;
-  } catch (const IncompatibleVersionError&) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    count_locked("remote_misses", 1);
-    return std::nullopt;
-  } catch (const std::exception& e) {
-    remote_failed("reading from", e);
-    return std::nullopt;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!manifest) {
-    count_locked("remote_misses", 1);
-    return std::nullopt;
-  }
-  count_locked("remote_hits", 1);
-  if (local_ && !local_->read_only()) {
-    try {
-      write_manifest_file(local_->dir(), *manifest);
-    } catch (const Error& e) {
-      warn_once("put", std::string("storing in the cache failed: ") + e.what() +
-                           "; the result is used but not cached");
-    }
-  }
+  std::optional<Manifest> manifest =
+      fetch_remote<Manifest>([&] { return remote_->get_manifest(key); });
+  if (manifest) store_locally([&](Store& local) { write_manifest_file(local.dir(), *manifest); });
   return manifest;
 }
 
 void Storage::put_manifest(const Manifest& manifest) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (local_ && !local_->read_only()) {
-      try {
-        write_manifest_file(local_->dir(), manifest);
-      } catch (const Error& e) {
-        warn_once("put", std::string("storing in the cache failed: ") + e.what() +
-                             "; the result is used but not cached");
-      }
-    }
-  }
-  if (!remote_usable() || remote_->options().read_only) return;
-  try {
-    remote_->put_manifest(manifest);
-  } catch (const std::exception& e) {
-    remote_failed("uploading to", e);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  count_locked("remote_stored", 1);
+  store_locally([&](Store& local) { write_manifest_file(local.dir(), manifest); });
+  upload([&](Remote& remote) { remote.put_manifest(manifest); });
 }
 
 void Storage::count(const std::string& counter, int64_t delta) {

@@ -89,6 +89,12 @@ class Storage {
   void warn_once(const std::string& kind, const std::string& message);
   void count_locked(const std::string& counter, int64_t delta);
   void remote_failed(const std::string& what, const std::exception& e);
+  // The shared paths of entries and manifests: a remote lookup with its
+  // failure policy and counters, a best-effort local write, an upload.
+  template <typename T>
+  std::optional<T> fetch_remote(const std::function<std::optional<T>()>& fetch);
+  void store_locally(const std::function<void(Store&)>& write);
+  void upload(const std::function<void(Remote&)>& send);
 
   StorageOptions options_;
   std::mutex mutex_;  // guards local_ (a Store is used by one thread at a time), warned_

@@ -150,8 +150,16 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
 
 // The key of a result that needed asked headers: everything handed, with the
 // contents given (read from disk now, never taken from a manifest).
-Hash128 full_key(cache::CompileRequest request, const std::vector<ResolvedHeader>& asked) {
+// The asks themselves are keyed too (cache/key.h), so the entry a replay
+// finds was made by a compile whose NVRTC asked for exactly these names from
+// exactly these includers.
+Hash128 full_key(cache::CompileRequest request, const std::vector<ResolvedHeader>& asked,
+                 const cache::ManifestSet& asks) {
   for (const ResolvedHeader& h : asked) request.headers.push_back({h.name, h.content});
+  for (const cache::ManifestAsk& a : asks) {
+    request.asked_includes.push_back(a.spelling + "\n" + a.includer + "\n" +
+                                     (a.angled ? "angled" : "quoted"));
+  }
   std::sort(request.headers.begin(), request.headers.end(),
             [](const cache::Header& a, const cache::Header& b) {
               return a.include_name < b.include_name;
@@ -417,7 +425,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           for (const cache::ManifestSet& set : m->sets()) {
             std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set);
             if (!have) continue;
-            lookup(full_key(request, *have));
+            lookup(full_key(request, *have, set));
             if (r.hit) {
               storage_->count("manifest_hits", 1);
               break;
@@ -578,7 +586,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         full.target = r.target.kind;
         full.arch = r.target.arch;
         manifest_keys[s] = cache::manifest_key(cache::compute_key(full));
-        r.key = full_key(full, asked[s]);
+        r.key = full_key(full, asked[s], asks[s]);
       }
       // A compile NVRTC could not be sealed for may have read an unkeyed file.
       if (!out.sealed) storable[s] = false;

@@ -51,6 +51,9 @@ TEST(KeyTest, ChangingAnySingleFieldChangesTheKey) {
       {"name expression", [](CompileRequest& r) { r.name_expressions[0] = "scale<double>"; }},
       {"name expression added", [](CompileRequest& r) { r.name_expressions.push_back("f"); }},
       {"image pass", [](CompileRequest& r) { r.image_pass = "lean-v1"; }},
+      {"asked include", [](CompileRequest& r) { r.asked_includes = {"v7.cuh\nk.cu\nquoted"}; }},
+      {"asked include's includer",
+       [](CompileRequest& r) { r.asked_includes = {"v7.cuh\nutil.cuh\nquoted"}; }},
   };
   std::set<std::string> keys = {compute_key(sample_request()).hex()};
   for (const auto& [what, edit] : edits) {
@@ -82,6 +85,15 @@ TEST(KeyTest, NoImagePassKeepsTheKeyOfNvrtcBytes) {
   EXPECT_EQ(serialize_for_key(r).find("image-pass"), std::string::npos);
   r.image_pass = "lean-v1";
   EXPECT_NE(serialize_for_key(r).find("image-pass"), std::string::npos);
+}
+
+TEST(KeyTest, NoAskedIncludesKeepsTheScannerKey) {
+  // Only a result that needed asked headers keys its asks: every other key
+  // (and every key stored before manifests) is unchanged.
+  CompileRequest r = sample_request();
+  EXPECT_EQ(serialize_for_key(r).find("asked-includes"), std::string::npos);
+  r.asked_includes = {"v7.cuh\nk.cu\nquoted"};
+  EXPECT_NE(serialize_for_key(r).find("asked-includes"), std::string::npos);
 }
 
 }  // namespace

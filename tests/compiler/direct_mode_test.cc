@@ -172,6 +172,29 @@ TEST_F(DirectModeTest, AForgedManifestCanOnlyCauseAMiss) {
   EXPECT_NE(second.bundle, first.bundle);
 }
 
+TEST_F(DirectModeTest, AForgedIncluderCannotLeadToAnotherCompilesResult) {
+  // k.cu asks for v7.cuh, found next to it. A forged set claims the ask came
+  // from b/h.cuh, whose folder holds a v7.cuh with the old content: the
+  // replay resolves there, hands the old bytes, and without the asks in the
+  // key would land on the first compile's entry while the disk says V 9.
+  write(dir_, "b/h.cuh", "// a handed header in another folder\n");
+  write(dir_, "b/v7.cuh", "#define V 7\n");
+  write(dir_, "v7.cuh", "#define V 7\n");
+  CompileOptions o = computed();  // writes the plain k.cu, replaced here
+  write(dir_, "k.cu",
+        std::string(kStringize) + "#include \"b/h.cuh\"\n#include STR(VARIANT.cuh)\n" + kKernel);
+  CompileResult first;
+  EXPECT_EQ(nvrtc_runs(*cached_, *storage_, o, &first), 1);
+  write(dir_, "v7.cuh", "#define V 9\n");
+  cache::Manifest forged(manifest_key_of(o));
+  forged.add({{"v7.cuh", "b/h.cuh", false, {{"v7.cuh", xxh3_64("#define V 7\n")}}}});
+  cache::write_manifest_file(dir_ + "/store", forged);
+  CompileResult second;
+  EXPECT_EQ(nvrtc_runs(*cached_, *storage_, o, &second), 1) << "must compile, not hit";
+  EXPECT_NE(second.bundle, first.bundle);
+  EXPECT_EQ(counter(*storage_, "manifest_hits"), 0);
+}
+
 TEST_F(DirectModeTest, SeventeenSetsKeepTheNewestSixteen) {
   CompileOptions o = computed();
   for (int v = 0; v < 17; ++v) {
