@@ -129,6 +129,10 @@ std::string Manifest::encode() const {
 Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
                           const std::string& what) {
   ByteReader r(bytes, what);
+  if (bytes.size() > kMaxManifestBytes) {
+    r.fail(std::to_string(bytes.size()) + " bytes, more than a manifest may hold (" +
+           std::to_string(kMaxManifestBytes) + ")");
+  }
   if (bytes.size() < kManifestMagic.size() + 2 + kChecksumSize) {
     r.fail(bytes.empty() ? "empty" : "only " + std::to_string(bytes.size()) + " bytes");
   }
@@ -186,9 +190,16 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
 
 void Manifest::add(ManifestSet set) {
   check_set(set);
+  Manifest alone(key_);
+  alone.sets_.push_back(set);
+  if (alone.encode().size() > kMaxManifestBytes) {
+    throw InvalidArgument("a manifest set of more than " + std::to_string(kMaxManifestBytes) +
+                          " bytes cannot be stored");
+  }
   sets_.erase(std::remove(sets_.begin(), sets_.end(), set), sets_.end());
   sets_.insert(sets_.begin(), std::move(set));
   if (sets_.size() > kMaxManifestSets) sets_.resize(kMaxManifestSets);
+  while (sets_.size() > 1 && encode().size() > kMaxManifestBytes) sets_.pop_back();
 }
 
 std::string manifest_path(const std::string& store_dir, const Hash128& key) {
@@ -197,7 +208,15 @@ std::string manifest_path(const std::string& store_dir, const Hash128& key) {
 }
 
 std::optional<std::string> read_manifest_file(const std::string& store_dir, const Hash128& key) {
-  return FileSystem::real().read_file(manifest_path(store_dir, key));
+  const std::string path = manifest_path(store_dir, key);
+  std::optional<FileInfo> info = FileSystem::real().stat(path);
+  if (!info) return std::nullopt;
+  if (info->size > kMaxManifestBytes) {  // not read: a crafted file costs no memory
+    throw CorruptError("manifest " + path + " is " + std::to_string(info->size) +
+                       " bytes, more than a manifest may hold (" +
+                       std::to_string(kMaxManifestBytes) + ")");
+  }
+  return FileSystem::real().read_file(path);
 }
 
 void write_manifest_file(const std::string& store_dir, const Manifest& manifest) {

@@ -27,7 +27,8 @@
 //
 // Bounds: 1 <= set_count <= kMaxManifestSets (newest first);
 // 1 <= ask_count <= kMaxManifestAsks; 1 <= header_count <=
-// kMaxManifestHeadersPerAsk; every string 1 to kMaxManifestNameBytes bytes
+// kMaxManifestHeadersPerAsk; the whole manifest at most kMaxManifestBytes;
+// every string 1 to kMaxManifestNameBytes bytes
 // without control characters (NUL, newline, ESC, ...). No two sets are equal.
 //
 // Manifests arrive from remotes: a wrong magic, size, checksum, bound or name
@@ -65,6 +66,10 @@ constexpr size_t kMaxManifestAsks = 64;
 constexpr size_t kMaxManifestHeadersPerAsk = 4096;
 // A spelling or name: a path, so PATH_MAX.
 constexpr size_t kMaxManifestNameBytes = 4096;
+// A whole manifest. The counts above alone would allow ~16 GiB; this keeps a
+// crafted file from costing more memory than a lookup is worth (add() drops
+// the oldest sets to stay under it; a real one is a few KiB).
+constexpr size_t kMaxManifestBytes = 4 << 20;
 
 struct ManifestHeader {
   std::string name;           // the spelling NVRTC is handed it under

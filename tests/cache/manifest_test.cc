@@ -115,6 +115,38 @@ TEST(ManifestTest, ASetOutsideTheBoundsIsNotAdded) {
   EXPECT_TRUE(m.sets().empty());
 }
 
+// One ask bringing `headers` headers with 4,000-byte names: ~4 KB each.
+ManifestSet big_set(size_t headers, uint64_t tag) {
+  ManifestAsk a{"v.cuh", "k.cu", false, {}};
+  for (size_t i = 0; i < headers; ++i) {
+    a.headers.push_back({std::to_string(i) + std::string(4000, 'h'), tag});
+  }
+  return {a};
+}
+
+TEST(ManifestTest, StaysUnderItsByteBoundByDroppingTheOldestSets) {
+  Manifest m(kKey);
+  for (uint64_t i = 0; i < 5; ++i) m.add(big_set(256, i));  // ~1 MB each
+  EXPECT_LE(m.encode().size(), kMaxManifestBytes);
+  ASSERT_EQ(m.sets().size(), 4u);
+  EXPECT_EQ(m.sets().front(), big_set(256, 4));
+  EXPECT_EQ(Manifest::decode(m.encode(), kKey).sets(), m.sets());
+}
+
+TEST(ManifestTest, ASetLargerThanAWholeManifestIsRefused) {
+  Manifest m(kKey);
+  m.add(set_of("h.cuh", 1));
+  EXPECT_THROW(m.add(big_set(1100, 2)), InvalidArgument);
+  EXPECT_EQ(m.sets().size(), 1u);  // what it held is kept
+}
+
+TEST(ManifestTest, BytesOverTheBoundAreCorruptBeforeAnyParsing) {
+  std::string bytes = sample().encode();
+  bytes.resize(kMaxManifestBytes + 1);
+  EXPECT_NE(corrupt_message(bytes).find("more than a manifest may hold"), std::string::npos)
+      << corrupt_message(bytes);
+}
+
 // Fails when the bytes written change. If intended, bump kManifestFormatVersion
 // and add golden/manifest_v<N>.bin (written to $TEST_UNDECLARED_OUTPUTS_DIR).
 TEST(ManifestTest, MatchesGoldenFileForThisFormatVersion) {
