@@ -36,6 +36,7 @@
 #include "common/hash.h"
 #include "common/lean_record.h"
 #include "common/safe_path.h"
+#include "fuzz/lean_record_mutation.h"
 
 // libFuzzer's own mutation, for the custom mutator; absent (weak) when the
 // target is linked with the replay main instead.
@@ -260,20 +261,6 @@ std::string serialize_loose(const LooseBundle& l) {
   return with_checksums_fixed(w.take());
 }
 
-// Lean record values at and past each bound (common/lean_record.h).
-const uint8_t kLeanFlags[] = {0x00, 0x01, 0x03, 0x05, 0x08, 0x02, 0x04, 0x07, 0x09, 0x10, 0xff};
-const int64_t kLeanBytes[] = {0,
-                              1,
-                              -1,
-                              154272,
-                              int64_t{1} << 30,
-                              (int64_t{1} << 30) + 1,
-                              -(int64_t{1} << 30),
-                              -(int64_t{1} << 30) - 1,
-                              INT64_MIN,
-                              INT64_MAX};
-const uint32_t kLeanVariables[] = {0, 1, 1001, UINT32_MAX};
-
 // What a hostile bundle puts in a string field, and what a valid one does.
 const std::string kValues[] = {"../../pwned",
                                "/etc/passwd",
@@ -327,21 +314,8 @@ void mutate_fields(LooseBundle& l, std::minstd_rand& rng) {
     case 6:
       if (!l.images.empty()) {
         LooseImage& image = l.images[rng() % l.images.size()];
-        switch (rng() % 4) {
-          case 0:
-            image.lean_flags = kLeanFlags[rng() % std::size(kLeanFlags)];
-            break;
-          case 1:
-            image.lean_bytes = static_cast<uint64_t>(kLeanBytes[rng() % std::size(kLeanBytes)]);
-            break;
-          case 2:
-            image.lean_variables = kLeanVariables[rng() % std::size(kLeanVariables)];
-            break;
-          default:
-            image.lean_flags = static_cast<uint8_t>(rng());
-            image.lean_bytes = (uint64_t{rng()} << 32) ^ rng();
-            image.lean_variables = static_cast<uint32_t>(rng());
-        }
+        kcache::fuzz::mutate_lean_record(image.lean_flags, image.lean_bytes, image.lean_variables,
+                                         rng);
       }
       return;
     case 5:

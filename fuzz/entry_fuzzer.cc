@@ -29,6 +29,7 @@
 #include "common/hash.h"
 #include "common/lean_record.h"
 #include "common/safe_path.h"
+#include "fuzz/lean_record_mutation.h"
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size)
     __attribute__((weak));
@@ -152,20 +153,6 @@ const std::string kValues[] = {"../../pwned",
                                "a\nb",
                                "\x7f"};
 
-// Lean record values at and past each bound (common/lean_record.h).
-const uint8_t kLeanFlags[] = {0x00, 0x01, 0x03, 0x05, 0x08, 0x02, 0x04, 0x07, 0x09, 0x10, 0xff};
-const int64_t kLeanBytes[] = {0,
-                              1,
-                              -1,
-                              154272,
-                              int64_t{1} << 30,
-                              (int64_t{1} << 30) + 1,
-                              -(int64_t{1} << 30),
-                              -(int64_t{1} << 30) - 1,
-                              INT64_MIN,
-                              INT64_MAX};
-const uint32_t kLeanVariables[] = {0, 1, 1001, UINT32_MAX};
-
 // `entry` with its lean record replaced by raw fields (which Entry itself
 // refuses to write when they are not one of the forms) and the checksum
 // recomputed.
@@ -208,21 +195,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
         l.kind = static_cast<uint8_t>(1 + rng() % 2);
         break;
       case 3:
-        switch (rng() % 4) {
-          case 0:
-            l.lean_flags = kLeanFlags[rng() % std::size(kLeanFlags)];
-            break;
-          case 1:
-            l.lean_bytes = static_cast<uint64_t>(kLeanBytes[rng() % std::size(kLeanBytes)]);
-            break;
-          case 2:
-            l.lean_variables = kLeanVariables[rng() % std::size(kLeanVariables)];
-            break;
-          default:
-            l.lean_flags = static_cast<uint8_t>(rng());
-            l.lean_bytes = (uint64_t{rng()} << 32) ^ rng();
-            l.lean_variables = static_cast<uint32_t>(rng());
-        }
+        kcache::fuzz::mutate_lean_record(l.lean_flags, l.lean_bytes, l.lean_variables, rng);
         break;
       default:
         if (l.names.empty()) l.names.push_back({"f", "_Z1fv"});
