@@ -32,6 +32,7 @@ constexpr const char* kKeys[] = {
     "remote_tls_client_cert_file",
     "remote_tls_client_key_file",
     "remote_headers_file",
+    "sloppiness",
 };
 
 bool is_path_key(const std::string& key) {
@@ -250,6 +251,16 @@ StorageConfig resolve_storage_config(const std::map<std::string, std::string>& f
   if (auto v = take("remote_tls_client_cert_file")) remote.tls_client_cert_file = v->text;
   if (auto v = take("remote_tls_client_key_file")) remote.tls_client_key_file = v->text;
   if (auto v = take("remote_headers_file")) remote.headers_file = v->text;
+  if (auto v = take("sloppiness")) {
+    // ccache's grammar: a list separated by commas or blanks.
+    std::string list = v->text;
+    std::replace(list.begin(), list.end(), ',', ' ');
+    std::istringstream words(list);
+    for (std::string word; words >> word;) {
+      if (lower(word) != "time_macros") bad_value("sloppiness", *v, "time_macros (or nothing)");
+      config.options.sloppy_time_macros = true;
+    }
+  }
   if (url && lower(url->text) != "off" && lower(url->text) != "none") {
     try {
       remote.url = normalize_remote_url(url->text);

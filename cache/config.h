@@ -26,6 +26,9 @@
 //   remote_tls_client_cert_file --remote-tls-client-cert-file F  KCACHE_REMOTE_TLS_CLIENT_CERT_FILE
 //   remote_tls_client_key_file  --remote-tls-client-key-file F   KCACHE_REMOTE_TLS_CLIENT_KEY_FILE
 //   remote_headers_file     --remote-headers-file F     KCACHE_REMOTE_HEADERS_FILE
+//   sloppiness              --sloppiness time_macros    KCACHE_SLOPPINESS
+//     (ccache's: `time_macros` stores and looks up compiles that use __TIME__
+//     or __TIMESTAMP__ and leaves __DATE__ unkeyed; compiler/time_macros.h)
 //
 //   (*) only in $KCACHE_CONFIG: a file inside the store cannot move the store.
 //

@@ -50,6 +50,8 @@ std::string serialize_for_key(const CompileRequest& request) {
   list(w, "name-expressions", request.name_expressions);
   if (!request.image_pass.empty()) field(w, "image-pass", request.image_pass);
   if (!request.asked_includes.empty()) list(w, "asked-includes", request.asked_includes);
+  if (!request.probes.empty()) list(w, "probes", request.probes);
+  if (!request.date.empty()) field(w, "date", request.date);
   return w.take();
 }
 

@@ -12,7 +12,9 @@ namespace kcache::cache {
 
 // Bump me when the serialization below changes or when something new must be
 // keyed: every existing key then misses instead of returning a stale image.
-constexpr int kKeySchemaVersion = 1;
+// 2 (issue 18): what the sealed NVRTC read from the toolkit's folders and
+// found absent is keyed (`probes`); an older key cannot tell.
+constexpr int kKeySchemaVersion = 2;
 
 enum class TargetKind {
   ptx,    // PTX for a virtual arch, "compute_90"
@@ -48,6 +50,15 @@ struct CompileRequest {
   // manifest was made by a compile that asked exactly what the replay
   // resolved, so even a forged manifest cannot lead to another's result.
   std::vector<std::string> asked_includes;
+  // What the sealed NVRTC named besides the handed headers (compiler/seal.h),
+  // sorted: "present <path> <XXH3-128 hex>" for a toolkit header it read,
+  // "absent <path>" for a path it found nothing at (a toolkit path as
+  // "toolkit:<under the include root>", so moving the toolkit keeps keys).
+  // Hashed only when not empty.
+  std::vector<std::string> probes;
+  // What __DATE__ expands to ("Nov 23 2026"), for a compile whose handed
+  // input uses it (compiler/time_macros.h); hashed only when not empty.
+  std::string date;
 };
 
 // The serialization the key hashes; exposed for tests and `kcache show`.

@@ -65,12 +65,27 @@ uint32_t count(ByteReader& r, const char* field, size_t max, size_t min_bytes) {
   return n;
 }
 
+// Like count(), where 0 is allowed.
+uint32_t count_or_none(ByteReader& r, const char* field, size_t max, size_t min_bytes) {
+  uint32_t n = r.u32(field);
+  if (n > max) {
+    r.fail(std::string(field) + " " + std::to_string(n) + " is more than " + std::to_string(max));
+  }
+  if (n > r.remaining() / min_bytes) r.fail(std::string(field) + " past the end");
+  return n;
+}
+
 void check_set(const ManifestSet& set) {
   auto bad = [](const std::string& why) {
     throw InvalidArgument("a manifest set cannot be stored: " + why);
   };
-  if (set.empty()) bad("it has no asks");
+  if (set.empty() && set.probes.empty()) bad("it has no asks and no probes");
   if (set.size() > kMaxManifestAsks) bad(std::to_string(set.size()) + " asks");
+  if (set.probes.size() > kMaxManifestProbes) bad(std::to_string(set.probes.size()) + " probes");
+  for (const ManifestProbe& p : set.probes) {
+    std::string problem = name_problem(p.path, "probe path");
+    if (!problem.empty()) bad(problem);
+  }
   for (const ManifestAsk& a : set) {
     for (const auto& [text, field] :
          {std::pair<const std::string&, const char*>{a.spelling, "spelling"},
@@ -120,6 +135,14 @@ std::string Manifest::encode() const {
         w.u64(h.content_hash);
       }
     }
+    w.u32(static_cast<uint32_t>(set.probes.size()));
+    for (const ManifestProbe& p : set.probes) {
+      w.u8(p.present ? 1 : 0);
+      w.str(p.path);
+      if (!p.present) continue;
+      write_key(w, p.content);
+      for (uint64_t v : {p.dev, p.ino, p.size, p.mtime_ns, p.ctime_ns}) w.u64(v);
+    }
   }
   uint64_t checksum = xxh3_64(w.data());
   w.u64(checksum);
@@ -158,11 +181,13 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
   // Smallest encodings: an ask is 2 strs + angled + count + one header (str + u64).
   constexpr size_t kMinHeader = 4 + 1 + 8;
   constexpr size_t kMinAsk = 4 + 1 + 4 + 1 + 1 + 4 + kMinHeader;
-  constexpr size_t kMinSet = 4 + kMinAsk;
+  constexpr size_t kMinProbe = 1 + 4 + 1;
+  constexpr size_t kMinSet = 4 + 4;
   uint32_t sets = count(body, "set count", kMaxManifestSets, kMinSet);
   for (uint32_t s = 0; s < sets; ++s) {
     ManifestSet set;
-    uint32_t asks = count(body, "ask count", kMaxManifestAsks, kMinAsk);
+    uint32_t asks = version == 1 ? count(body, "ask count", kMaxManifestAsks, kMinAsk)
+                                 : count_or_none(body, "ask count", kMaxManifestAsks, kMinAsk);
     for (uint32_t i = 0; i < asks; ++i) {
       ManifestAsk a;
       a.spelling = name(body, "spelling");
@@ -178,6 +203,24 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
         a.headers.push_back(std::move(header));
       }
       set.push_back(std::move(a));
+    }
+    if (version >= 2) {
+      uint32_t probes = count_or_none(body, "probe count", kMaxManifestProbes, kMinProbe);
+      if (probes == 0 && asks == 0) body.fail("set " + std::to_string(s) + " is empty");
+      for (uint32_t i = 0; i < probes; ++i) {
+        ManifestProbe p;
+        uint8_t state = body.u8("probe state");
+        if (state > 1) body.fail("probe state is " + std::to_string(state) + ", not 0 or 1");
+        p.present = state == 1;
+        p.path = name(body, "probe path");
+        if (p.present) {
+          p.content = read_key(body);
+          for (uint64_t* v : {&p.dev, &p.ino, &p.size, &p.mtime_ns, &p.ctime_ns}) {
+            *v = body.u64("probe stat");
+          }
+        }
+        set.probes.push_back(std::move(p));
+      }
     }
     if (std::find(m.sets_.begin(), m.sets_.end(), set) != m.sets_.end()) {
       body.fail("set " + std::to_string(s) + " repeats an earlier one");

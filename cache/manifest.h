@@ -20,13 +20,19 @@
 //                key:bytes(16, high half first, big-endian) set_count:u32
 //                set{set_count} checksum
 //   set      ::= ask_count:u32 ask{ask_count}            (a compile's asks, in order)
+//                probe_count:u32 probe{probe_count}      (format 2 only)
 //   ask      ::= spelling:str includer:str angled:u8(0|1) header_count:u32
 //                header{header_count}
 //   header   ::= name:str content_hash:u64               (XXH3-64 of the content)
+//   probe    ::= state:u8 path:str                        (state 0: absent)
+//              | state:u8(=1) path:str content:bytes(16) dev:u64 ino:u64 size:u64
+//                mtime_ns:u64 ctime_ns:u64               (present: XXH3-128 of it,
+//                                                          and its stat when recorded)
 //   checksum ::= u64, XXH3-64 of every byte before it
 //
 // Bounds: 1 <= set_count <= kMaxManifestSets (newest first);
-// 1 <= ask_count <= kMaxManifestAsks; 1 <= header_count <=
+// 0 <= ask_count <= kMaxManifestAsks, 0 <= probe_count <= kMaxManifestProbes,
+// not both 0; 1 <= header_count <=
 // kMaxManifestHeadersPerAsk; the whole manifest at most kMaxManifestBytes;
 // every string 1 to kMaxManifestNameBytes bytes
 // without control characters (NUL, newline, ESC, ...). No two sets are equal.
@@ -54,7 +60,9 @@ namespace kcache::cache {
 
 // Bump me whenever the bytes written for the same Manifest change, and add a
 // golden file (tests/cache/golden/): readers refuse newer versions.
-constexpr uint16_t kManifestFormatVersion = 1;
+// Format 2 (issue 18) added each set's probes; format 1 files still read
+// (sets without probes).
+constexpr uint16_t kManifestFormatVersion = 2;
 constexpr std::string_view kManifestMagic{"KCMANIF\0", 8};
 
 // Sets kept per manifest, newest first: enough for a few -D variants of one
@@ -64,6 +72,9 @@ constexpr size_t kMaxManifestSets = 16;
 constexpr size_t kMaxManifestAsks = 64;
 // Headers one ask may bring (the header and the literal includes it makes).
 constexpr size_t kMaxManifestHeadersPerAsk = 4096;
+// Paths NVRTC named per set (toolkit headers read, paths found absent): a
+// CUB kernel names about a thousand.
+constexpr size_t kMaxManifestProbes = 16384;
 // A spelling or name: a path, so PATH_MAX.
 constexpr size_t kMaxManifestNameBytes = 4096;
 // A whole manifest. The counts above alone would allow ~16 GiB; this keeps a
@@ -91,7 +102,36 @@ struct ManifestAsk {
   }
 };
 
-using ManifestSet = std::vector<ManifestAsk>;  // one compile's asks, in order
+// A path the compile's sealed NVRTC named that is not a handed header
+// (compiler/seal.h): a toolkit header it read, keyed by content, or a path it
+// found absent, keyed by that. `path` is "toolkit:<path under the toolkit's
+// include root>" or an absolute path. A lookup checks each against the disk:
+// a present one whose stat is still the recorded one (same device, inode,
+// size, mtime and ctime, which no write leaves unchanged) is taken as
+// unchanged, any other is read and hashed again.
+struct ManifestProbe {
+  std::string path;
+  bool present = false;
+  Hash128 content;  // present only: XXH3-128 of the bytes
+  uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
+  friend bool operator==(const ManifestProbe& a, const ManifestProbe& b) {
+    return a.path == b.path && a.present == b.present && a.content == b.content &&
+           a.dev == b.dev && a.ino == b.ino && a.size == b.size && a.mtime_ns == b.mtime_ns &&
+           a.ctime_ns == b.ctime_ns;
+  }
+};
+
+// One compile's asks, in order (the vector), and the probes of its final
+// round of NVRTC.
+struct ManifestSet : std::vector<ManifestAsk> {
+  using std::vector<ManifestAsk>::vector;
+  std::vector<ManifestProbe> probes;
+  friend bool operator==(const ManifestSet& a, const ManifestSet& b) {
+    return static_cast<const std::vector<ManifestAsk>&>(a) ==
+               static_cast<const std::vector<ManifestAsk>&>(b) &&
+           a.probes == b.probes;
+  }
+};
 
 // manifest_key = XXH3-128("kcache-manifest" label + the target's scanner key):
 // never equal to an entry's key, so both can share one remote namespace.

@@ -52,6 +52,9 @@ struct StorageOptions {
   // Where the one warning per kind of trouble goes; default: stderr.
   std::function<void(const std::string&)> warn;
   FileSystem* fs = nullptr;  // default: FileSystem::real()
+  // `sloppiness = time_macros` (cache/config.h): the precompiler caches
+  // compiles that use time macros as any other (compiler/time_macros.h).
+  bool sloppy_time_macros = false;
 };
 
 class Storage {
@@ -83,6 +86,7 @@ class Storage {
   Remote* remote();
   // False once the remote has failed in this process (and it is no longer asked).
   bool remote_usable() const;
+  bool sloppy_time_macros() const { return options_.sloppy_time_macros; }
 
  private:
   void open_local();

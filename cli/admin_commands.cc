@@ -78,6 +78,8 @@ constexpr CounterLabel kCounterLabels[] = {
     {"nvrtc_invocations", "NVRTC invocations", false},
     {"nvrtc_ms", "NVRTC compile time", true},
     {"nvrtc_failures", "NVRTC compile errors", false},
+    {"uncached_compiles", "Compiled, not cached", false},
+    {"uncached_time_macros", "Uncached: time macros", false},
     {"remote_hits", "Remote hits", false},
     {"remote_misses", "Remote misses", false},
     {"remote_errors", "Remote errors", false},

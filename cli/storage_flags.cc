@@ -41,6 +41,9 @@ constexpr FlagSpec kValueFlags[] = {
     {"--remote-headers-file", "remote_headers_file",
      "grpc:// remotes: file of `name: value` lines sent with every call (e.g. "
      "x-buildbuddy-api-key)"},
+    {"--sloppiness", "sloppiness",
+     "time_macros: cache compiles that use __TIME__/__TIMESTAMP__ and do not key __DATE__, as "
+     "ccache's sloppiness=time_macros (env KCACHE_SLOPPINESS)"},
 };
 
 }  // namespace

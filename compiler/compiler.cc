@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <cstdio>
 #include <ctime>
+#include <mutex>
 #include <exception>
 #include <functional>
 #include <set>
@@ -25,6 +27,9 @@
 #include "compiler/nvrtc_pool.h"
 #include "compiler/nvrtc_worker.h"
 #include "compiler/pch.h"
+#include "compiler/probes.h"
+#include "compiler/seal.h"
+#include "compiler/time_macros.h"
 
 namespace kcache::compiler {
 namespace {
@@ -95,7 +100,63 @@ struct AskContext {
   const CompileOptions& options;
   const IncludeGraph& includes;       // the scanner's
   const std::set<std::string>& base;  // names handed before any ask (headers and stubs)
+  const ProbeContext& probes;         // where the toolkit is, for recorded probes
+  const std::vector<std::string>& toolkit_dirs;
+  bool check_time_macros;  // not sloppy: a replay that hands __TIME__ is no hit
 };
+
+// ccache's rule for the time macros (time_macros.h), over handed headers.
+bool any_uses_time_macros(const std::vector<ResolvedHeader>& headers) {
+  return std::any_of(headers.begin(), headers.end(),
+                     [](const ResolvedHeader& h) { return uses_time_macros(h.content); });
+}
+bool any_uses_date_macro(const std::vector<ResolvedHeader>& headers) {
+  return std::any_of(headers.begin(), headers.end(),
+                     [](const ResolvedHeader& h) { return uses_date_macro(h.content); });
+}
+
+// How the scanner reads a file compiled with these options: NVRTC 13
+// replaces trigraphs with -std=c++03, c++11 and c++14 only (measured).
+ScanOptions scan_options(const CompileOptions& options) {
+  ScanOptions s;
+  s.trigraphs = options.std == "c++03" || options.std == "c++11" || options.std == "c++14";
+  return s;
+}
+
+// Where the file NVRTC names `includer` in a complaint was read, if known:
+// the source or a handed header of that name, or one whose `#line`
+// directives give that name (NVRTC names a file so after a #line, while it
+// still searches the real file's folder). Several files in one folder are
+// fine, only the folder matters; files in different folders are an error
+// (InvalidArgument): the complaint does not say which one asked.
+std::optional<std::string> find_includer(const AskContext& c, const std::string& includer,
+                                         const std::vector<ResolvedHeader>& have) {
+  std::vector<std::string> exact, by_line;
+  auto consider = [&](const std::string& name, const std::vector<std::string>& line_names,
+                      const std::string& path) {
+    if (name == includer) {
+      exact.push_back(path);
+    } else if (std::find(line_names.begin(), line_names.end(), includer) != line_names.end()) {
+      by_line.push_back(path);
+    }
+  };
+  consider(c.options.logical_name(), c.includes.root_line_names, c.options.source_path);
+  for (const std::vector<ResolvedHeader>* list : {&c.includes.headers, &have}) {
+    for (const ResolvedHeader& h : *list) consider(h.name, h.line_names, h.path);
+  }
+  exact.insert(exact.end(), by_line.begin(), by_line.end());
+  for (const std::string& path : exact) {
+    if (folder_of(path) != folder_of(exact.front())) {
+      throw InvalidArgument(
+          "NVRTC names the includer of an include it asks for \"" + includer + "\", and both " +
+          exact.front() + " and " + path +
+          " are named so (one by a #line directive); they lie in different folders, so kcache "
+          "cannot tell where a quoted include is searched. Give the #line another name.");
+    }
+  }
+  if (exact.empty()) return std::nullopt;
+  return exact.front();
+}
 
 // Finds the header NVRTC asked for where NVRTC would have (quoted: the
 // includer's folder, then -I in order; angled: -I in order; the toolkit's
@@ -110,17 +171,13 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
                                                        std::optional<std::string>* includer_path,
                                                        std::string* refused) {
   const CompileOptions& options = c.options;
-  includer_path->reset();
-  if (a.includer == options.logical_name()) *includer_path = options.source_path;
-  for (const std::vector<ResolvedHeader>* list : {&c.includes.headers, &have}) {
-    for (const ResolvedHeader& h : *list) {
-      if (h.name == a.includer) *includer_path = h.path;
-    }
-  }
+  *includer_path = find_includer(c, a.includer, have);
   std::vector<std::string> dirs;
   if (!a.angled && *includer_path) dirs.push_back(folder_of(**includer_path));
+  const size_t first_dash_i = dirs.size();
   dirs.insert(dirs.end(), options.include_dirs.begin(), options.include_dirs.end());
-  for (const std::string& d : dirs) {
+  for (size_t k = 0; k < dirs.size(); ++k) {
+    const std::string& d = dirs[k];
     std::string path = d.empty() ? a.name : d + "/" + a.name;
     if (a.name.front() == '/') path = a.name;
     std::optional<std::string> content;
@@ -134,12 +191,18 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
       *searched += (searched->empty() ? "" : ", ") + (d.empty() ? std::string(".") : d);
       continue;
     }
-    std::vector<ResolvedHeader> out{{a.name, path, *content}};
     std::set<std::string> handed = c.base;
     for (const ResolvedHeader& h : have) handed.insert(h.name);
     handed.insert(a.name);
-    IncludeGraph more =
-        resolve_includes(path, *content, {options.include_dirs, {}, options.may_read});
+    // Where its #include_next goes on (includes.h): after its -I folder.
+    int next_from = a.name.front() == '/' ? -1
+                    : k < first_dash_i    ? 0
+                                          : static_cast<int>(k - first_dash_i) + 1;
+    IncludeGraph more = resolve_includes(
+        path, *content,
+        {options.include_dirs, c.toolkit_dirs, options.may_read, next_from, scan_options(options)});
+    std::vector<ResolvedHeader> out{
+        {a.name, path, more.root_content ? *more.root_content : *content, more.root_line_names}};
     for (ResolvedHeader& h : more.headers) {
       if (handed.insert(h.name).second) out.push_back(std::move(h));
     }
@@ -153,9 +216,13 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
 // The asks themselves are keyed too (cache/key.h), so the entry a replay
 // finds was made by a compile whose NVRTC asked for exactly these names from
 // exactly these includers.
+// `today`: __DATE__'s value, keyed where an asked header uses it (empty:
+// sloppy about time macros).
 Hash128 full_key(cache::CompileRequest request, const std::vector<ResolvedHeader>& asked,
-                 const cache::ManifestSet& asks) {
+                 const cache::ManifestSet& asks, const std::string& today) {
+  request.probes = probe_key_lines(asks.probes);
   for (const ResolvedHeader& h : asked) request.headers.push_back({h.name, h.content});
+  if (!today.empty() && request.date.empty() && any_uses_date_macro(asked)) request.date = today;
   for (const cache::ManifestAsk& a : asks) {
     request.asked_includes.push_back(a.spelling + "\n" + a.includer + "\n" +
                                      (a.angled ? "angled" : "quoted"));
@@ -195,7 +262,21 @@ std::optional<std::vector<ResolvedHeader>> replay(const AskContext& c,
   } catch (const Error&) {
     return std::nullopt;  // unreadable, ambiguous: the compile will say so
   }
+  if (!probes_hold(set.probes, c.probes)) return std::nullopt;
+  // Such a compile is never stored, but a sloppy one may have been.
+  if (c.check_time_macros && any_uses_time_macros(have)) return std::nullopt;
   return have;
+}
+
+// Once per process: results are compiled but not cached without the seal.
+void warn_unsealed(const std::string& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "kcache: warning: NVRTC cannot be sealed here (%s): kernels are compiled but "
+                 "not cached (kcache -s counts them as uncached compiles)\n",
+                 why.c_str());
+  });
 }
 
 // Compile targets and a free slot; released on every path.
@@ -284,7 +365,15 @@ Compiler::Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel,
       storage_(storage),
       slots_(max_parallel > 0 ? max_parallel
                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
-      worker_command_(std::move(worker_command)) {}
+      worker_command_(std::move(worker_command)) {
+  for (const std::string& d : toolkit_.include_dirs) {
+    probe_context_.toolkit_dirs.push_back(absolute_path(d));
+  }
+  size_t slash = toolkit_.nvrtc.path.rfind('/');
+  if (slash != std::string::npos) {
+    probe_context_.own_dirs.push_back(toolkit_.nvrtc.path.substr(0, slash));
+  }
+}
 
 struct Compiler::Prepared {
   std::vector<Target> targets;
@@ -292,7 +381,37 @@ struct Compiler::Prepared {
   std::string source;
   IncludeGraph includes;
   cache::CompileRequest request;  // target and arch left to fill
+  // Time macros (time_macros.h), unless sloppy: `today` is __DATE__'s value
+  // when prepared (empty: sloppy), `uses_time` whether the source or a
+  // scanned header uses __TIME__ / __TIMESTAMP__ (nothing looked up or stored).
+  std::string today;
+  bool uses_time = false;
 };
+
+namespace {
+
+// Keys __DATE__ and finds __TIME__ in what prepare() hands (time_macros.h).
+void check_time_macros(bool sloppy, const std::string& source, const IncludeGraph& includes,
+                       cache::CompileRequest* request, std::string* today, bool* uses_time) {
+  if (sloppy) return;
+  *today = date_macro_value(std::time(nullptr));
+  *uses_time = uses_time_macros(source) || any_uses_time_macros(includes.headers);
+  if (uses_date_macro(source) || any_uses_date_macro(includes.headers)) request->date = *today;
+}
+
+// Whether a compile must not be stored for its time macros: it uses __TIME__
+// (the source, a scanned or an asked header), or __DATE__ where the date
+// changed since it was keyed (at midnight).
+bool time_macros_forbid_storing(const std::string& today, bool uses_time,
+                                const std::string& keyed_date,
+                                const std::vector<ResolvedHeader>& asked) {
+  if (today.empty()) return false;  // sloppy
+  if (uses_time || any_uses_time_macros(asked)) return true;
+  bool date = !keyed_date.empty() || any_uses_date_macro(asked);
+  return date && date_macro_value(std::time(nullptr)) != today;
+}
+
+}  // namespace
 
 Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
   Prepared p;
@@ -330,8 +449,9 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
     if (!source) throw NotFound("kernel source " + options.source_path + " does not exist");
     p.source = std::move(*source);
   }
-  p.includes = resolve_includes(options.source_path, p.source,
-                                {options.include_dirs, toolkit_.include_dirs, options.may_read});
+  p.includes = resolve_includes(
+      options.source_path, p.source,
+      {options.include_dirs, toolkit_.include_dirs, options.may_read, -1, scan_options(options)});
 
   p.request.compiler_identity = identity_;
   p.request.options = p.key_options;
@@ -340,6 +460,8 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
   for (const ResolvedHeader& h : p.includes.headers)
     p.request.headers.push_back({h.name, h.content});
   p.request.name_expressions = options.name_expressions;
+  check_time_macros(storage_ && storage_->sloppy_time_macros(), p.source, p.includes, &p.request,
+                    &p.today, &p.uses_time);
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
     p.request.image_pass = std::string(kLeanPassVersion) + "; " +
@@ -357,6 +479,13 @@ std::vector<Hash128> Compiler::keys(const CompileOptions& options) const {
     out.push_back(cache::compute_key(p.request));
   }
   return out;
+}
+
+void Compiler::use_pch(std::string pch_dir) {
+  pch_dir_ = std::move(pch_dir);
+  if (!pch_dir_.empty()) probe_context_.own_dirs.push_back(absolute_path(pch_dir_));
+  const char* tmp = ::getenv("TMPDIR");
+  if (!pch_dir_.empty() && (!tmp || pch_dir_ != tmp)) ::setenv("TMPDIR", pch_dir_.c_str(), 1);
 }
 
 void Compiler::add_to_manifest(const Hash128& key, cache::ManifestSet set) {
@@ -389,7 +518,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
   for (const MissingInclude& m : includes.missing) {
     if (!m.stub.empty()) base_names.insert(m.name);
   }
-  const AskContext ask_context{options, includes, base_names};
+  const AskContext ask_context{options, includes, base_names, probe_context_,
+                               toolkit_.include_dirs, !prepared.today.empty()};
 
   // Ask the store for every target first (cheap), then compile the misses.
   // Per target: the scanner key; on a miss, its manifest's sets, newest
@@ -418,14 +548,14 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         }
       }
     };
-    if (storage_) {
+    if (storage_ && !prepared.uses_time) {  // a hit would be another second's __TIME__
       lookup(r.key);
       if (!r.hit) {
         if (std::optional<cache::Manifest> m = storage_->get_manifest(cache::manifest_key(r.key))) {
           for (const cache::ManifestSet& set : m->sets()) {
             std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set);
             if (!have) continue;
-            lookup(full_key(request, *have, set));
+            lookup(full_key(request, *have, set, prepared.today));
             if (r.hit) {
               storage_->count("manifest_hits", 1);
               break;
@@ -494,6 +624,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     std::vector<cache::ManifestSet> asks(misses.size());            // the same, ask by ask
     std::vector<std::exception_ptr> errors(misses.size());
     std::vector<LeanImage> leans(misses.size());
+    std::vector<ClassifiedProbes> classified(misses.size());  // the final round's probes
     std::vector<std::thread> threads;
     auto run = [&](size_t slot) {
       const Target& t = result.targets[misses[slot]].target;
@@ -514,6 +645,15 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         // NVRTC is sealed (nvrtc.h): an include the scanner could not see (a
         // computed one, say) fails the compile, naming it; kcache finds it
         // the way NVRTC would, hands it over and compiles again.
+        auto take_ask = [&](const AskedInclude& a, const CompileError& e) {
+          cache::ManifestAsk recorded{a.name, a.includer, a.angled, {}};
+          for (ResolvedHeader& h : resolve_asked(a, asked[slot], e)) {
+            input.headers.push_back({h.name, h.content});
+            recorded.headers.push_back({h.name, xxh3_64(h.content)});
+            asked[slot].push_back(std::move(h));
+          }
+          asks[slot].push_back(std::move(recorded));
+        };
         for (int round = 0;; ++round) {
           try {
             if (pool_) {
@@ -525,17 +665,44 @@ CompileResult Compiler::compile(const CompileOptions& options) {
             } else {
               outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
             }
-            break;
           } catch (const CompileError& e) {
             std::optional<AskedInclude> a = parse_cannot_open(e.log());
             if (!a || round == kMaxIncludeRounds) throw;
-            cache::ManifestAsk recorded{a->name, a->includer, a->angled, {}};
-            for (ResolvedHeader& h : resolve_asked(*a, asked[slot], e)) {
-              input.headers.push_back({h.name, h.content});
-              recorded.headers.push_back({h.name, xxh3_64(h.content)});
-              asked[slot].push_back(std::move(h));
+            take_ask(*a, e);
+            continue;
+          }
+          // NVRTC compiled. What it named (seal.h) is keyed; an existing
+          // user file it was refused without failing (a computed
+          // __has_include, say) got an answer that is not the file
+          // system's: hand it over by its absolute name and compile again.
+          ProbeContext probe_context = probe_context_;
+          probe_context.check_time_macros = !(storage_ && storage_->sloppy_time_macros());
+          ClassifiedProbes c = classify_probes(outputs[slot]->probes, probe_context,
+                                               outputs[slot]->started_ns);
+          if (::getenv("KCACHE_DEBUG_PROBES")) {
+            for (const std::string& p : outputs[slot]->probes) std::fprintf(stderr, "probe %s\n", p.c_str());
+            for (const std::string& l : probe_key_lines(c.keyed)) std::fprintf(stderr, "keyed %s\n", l.c_str());
+          }
+          std::vector<std::string> fresh;
+          for (const std::string& f : c.user_files) {
+            bool handed = std::any_of(input.headers.begin(), input.headers.end(),
+                                      [&](const NvrtcHeader& h) { return h.name == f; });
+            if (!handed) fresh.push_back(f);
+          }
+          if (!outputs[slot]->sealed || fresh.empty() || round == kMaxIncludeRounds) {
+            if (!c.user_files.empty() && c.unkeyable.empty()) {
+              c.unkeyable = "NVRTC reached " + c.user_files.front() +
+                            " by a name kcache cannot hand it under (more `..` than the seal "
+                            "is deep?)";
             }
-            asks[slot].push_back(std::move(recorded));
+            classified[slot] = std::move(c);
+            break;
+          }
+          for (const std::string& f : fresh) {
+            AskedInclude a;
+            a.name = f;
+            a.includer = options.logical_name();
+            take_ask(a, CompileError("NVRTC was refused " + f, "", input.options));
           }
         }
         if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
@@ -575,21 +742,33 @@ CompileResult Compiler::compile(const CompileOptions& options) {
 
     int64_t now = static_cast<int64_t>(std::time(nullptr));
     std::vector<bool> storable(misses.size(), true);
+    std::vector<bool> time_macros(misses.size(), false);  // not stored for them
     std::vector<std::optional<Hash128>> manifest_keys(misses.size());
     for (size_t s = 0; s < misses.size(); ++s) {
       TargetResult& r = result.targets[misses[s]];
       NvrtcOutput& out = *outputs[s];
-      if (!asked[s].empty()) {
-        // Keyed by everything handed over; a lookup finds it through the
-        // manifest of its scanner key (r.key until here).
+      asks[s].probes = std::move(classified[s].keyed);
+      if (!asked[s].empty() || !asks[s].probes.empty()) {
+        // Keyed by everything handed over and everything NVRTC named; a
+        // lookup finds it through the manifest of its scanner key (r.key
+        // until here).
         cache::CompileRequest full = request;
         full.target = r.target.kind;
         full.arch = r.target.arch;
         manifest_keys[s] = cache::manifest_key(cache::compute_key(full));
-        r.key = full_key(full, asked[s], asks[s]);
+        r.key = full_key(full, asked[s], asks[s], prepared.today);
       }
-      // A compile NVRTC could not be sealed for may have read an unkeyed file.
-      if (!out.sealed) storable[s] = false;
+      // A compile NVRTC could not be sealed for may have read an unkeyed
+      // file; one whose probes cannot be keyed may have answered from one.
+      if (!out.sealed) {
+        storable[s] = false;
+        warn_unsealed(out.unsealed_why);
+      }
+      if (!classified[s].unkeyable.empty()) storable[s] = false;
+      if (time_macros_forbid_storing(prepared.today, prepared.uses_time, request.date, asked[s])) {
+        storable[s] = false;
+        time_macros[s] = true;
+      }
       r.compile_ms = static_cast<uint32_t>(out.ms + 0.5);
       const LeanRecord lean = options.lean ? leans[s].record() : LeanRecord{};  // before the move
       r.lean = leans[s].lean;
@@ -608,7 +787,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           storage_->put(*result.targets[misses[s]].entry);
           if (manifest_keys[s]) add_to_manifest(*manifest_keys[s], std::move(asks[s]));
         } else {
-          storage_->count("uncached_compiles", 1);
+          storage_->count(time_macros[s] ? "uncached_time_macros" : "uncached_compiles", 1);
         }
       }
     }

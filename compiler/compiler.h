@@ -18,7 +18,9 @@
 // that manifest's sets against the disk: a set whose every ask resolves to the
 // same names and contents leads to its full key, computed from the files read
 // now (docs/KEYS.md says why that is exact; counter `manifest_hits`). A result
-// NVRTC could not be sealed for is not stored.
+// NVRTC could not be sealed for is not stored. Nor is one whose handed input
+// uses __TIME__ / __TIMESTAMP__, which is never looked up either; __DATE__ is
+// keyed by its value (time_macros.h; off with the time_macros sloppiness).
 //
 // Misses compile concurrently, one thread each, at most `max_parallel` at a
 // time. NVRTC serializes compiles within one process (nvrtc_worker.h), so one
@@ -43,6 +45,7 @@
 #include "cache/storage.h"
 #include "common/hash.h"
 #include "compiler/includes.h"
+#include "compiler/probes.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::compiler {
@@ -132,7 +135,10 @@ class Compiler {
   // For a long-lived process: compiles in this process use NVRTC's automatic
   // precompiled headers, kept under `pch_dir` (see pch.h). Outputs and keys
   // are unchanged. Call before compile().
-  void use_pch(std::string pch_dir) { pch_dir_ = std::move(pch_dir); }
+  // NVRTC writes its PCH work files to $TMPDIR, and the seal lets it write
+  // only beneath `pch_dir`: this points TMPDIR there (process-wide, so call
+  // it before any thread that reads the environment starts).
+  void use_pch(std::string pch_dir);
   // For a long-lived process: every compile runs in `pool`'s long-lived
   // children (nvrtc_pool.h), none in this process or a new process each.
   // The pool must outlive the Compiler. Call before compile().
@@ -174,6 +180,7 @@ class Compiler {
   std::mutex in_process_;  // held while this process runs an NVRTC compile
   std::string pch_dir_;    // empty: no PCH
   NvrtcPool* pool_ = nullptr;
+  ProbeContext probe_context_;  // what the sealed NVRTC's probes mean (probes.h)
 };
 
 }  // namespace kcache::compiler

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <cstdint>
 #include <cstdlib>
 #include <deque>
@@ -29,15 +30,41 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' |
 // comments and literals, and to find include directives and __has_include.
 class Scanner {
  public:
-  explicit Scanner(std::string_view t) : t_(t) {}
+  Scanner(std::string_view t, const ScanOptions& options) : t_(t), trigraphs_(options.trigraphs) {}
 
-  std::vector<IncludeDirective> run() {
+  ScannedFile run() {
     while (i_ < t_.size()) step();
     return std::move(out_);
   }
 
  private:
   char at(size_t i) const { return i < t_.size() ? t_[i] : '\0'; }
+
+  // The length of a line splice at i (translation phase 2), else 0: a
+  // backslash then LF or CR LF (NVRTC 13 joins both; a lone CR ends no line,
+  // and a blank between the backslash and the line end makes no splice),
+  // and with trigraphs (-std=c++03/11/14) `??/` spelling the backslash.
+  size_t splice(size_t i) const {
+    char c = at(i);
+    return c == '\\' || c == '?' ? splice_after(i, c) : 0;  // runs per byte: kept small
+  }
+  [[gnu::noinline]] size_t splice_after(size_t i, char c) const {
+    if (c == '\\') {
+      if (at(i + 1) == '\n') return 2;
+      if (at(i + 1) == '\r' && at(i + 2) == '\n') return 3;
+    } else if (trigraphs_ && at(i + 1) == '?' && at(i + 2) == '/') {
+      if (at(i + 3) == '\n') return 4;
+      if (at(i + 3) == '\r' && at(i + 4) == '\n') return 5;
+    }
+    return 0;
+  }
+  bool trigraph_backslash(size_t i) const {
+    return trigraphs_ && at(i) == '?' && at(i + 1) == '?' && at(i + 2) == '/';
+  }
+  // `??=`, the trigraph of `#`, at i.
+  bool trigraph_hash(size_t i) const {
+    return trigraphs_ && at(i) == '?' && at(i + 1) == '?' && at(i + 2) == '=';
+  }
 
   void step() {
     char c = t_[i_];
@@ -47,16 +74,17 @@ class Scanner {
       ++i_;
     } else if (is_space(c)) {
       ++i_;
-    } else if (c == '\\' && at(i_ + 1) == '\n') {
-      i_ += 2;
+    } else if (size_t n = splice(i_)) {
+      i_ += n;
       ++line_;
     } else if (c == '/' && at(i_ + 1) == '/') {
       skip_line_comment();
     } else if (c == '/' && at(i_ + 1) == '*') {
       skip_block_comment();
-    } else if ((c == '#' || (c == '%' && at(i_ + 1) == ':')) && line_start_) {
+    } else if (line_start_ &&
+               (c == '#' || (c == '%' && at(i_ + 1) == ':') || (c == '?' && trigraph_hash(i_)))) {
       line_start_ = false;
-      i_ += c == '#' ? 1 : 2;  // `%:` is the digraph of `#`
+      i_ += c == '#' ? 1 : c == '%' ? 2 : 3;  // `%:` is the digraph of `#`, `??=` its trigraph
       directive();
     } else {
       line_start_ = false;
@@ -80,9 +108,10 @@ class Scanner {
     size_t i = i_;
     int line = line_;
     while (i < t_.size() && t_[i] != '\n') {
-      if (t_[i] == '\\' && at(i + 1) == '\n') {
+      if (size_t n = splice(i)) {
         ++line;
-        ++i;
+        i += n;
+        continue;
       }
       ++i;
     }
@@ -107,8 +136,8 @@ class Scanner {
         ++i_;
       } else if (at(i_) == '/' && at(i_ + 1) == '*') {
         skip_block_comment();
-      } else if (at(i_) == '\\' && at(i_ + 1) == '\n') {
-        i_ += 2;
+      } else if (size_t n = splice(i_)) {
+        i_ += n;
         ++line_;
       } else {
         return;
@@ -121,9 +150,14 @@ class Scanner {
   void skip_quoted(char quote) {
     ++i_;
     while (i_ < t_.size() && t_[i_] != quote && t_[i_] != '\n') {
-      if (t_[i_] == '\\') {
-        if (at(i_ + 1) == '\n') ++line_;
-        ++i_;
+      if (size_t n = splice(i_)) {
+        i_ += n;
+        ++line_;
+        continue;
+      }
+      if (t_[i_] == '\\' || trigraph_backslash(i_)) {
+        i_ += t_[i_] == '\\' ? 1 : 3;  // an escape: the next character is skipped,
+        if (splice(i_)) continue;      // unless it starts a splice (phase 2 comes first)
       }
       ++i_;
     }
@@ -161,11 +195,12 @@ class Scanner {
       // u8"...", L'x': an encoding prefix, then an ordinary literal.
     } else if ((id == "__has_include" || id == "__has_include_next") && dead_ == 0) {
       int line = line_;
+      size_t begin = i_ - id.size();
       skip_blanks();
       if (at(i_) != '(') return;
       ++i_;
       skip_blanks();
-      header_name(line, /*probe=*/true);
+      header_name(line, begin, /*probe=*/true, id.size() > 13);
     }
   }
 
@@ -187,6 +222,7 @@ class Scanner {
   void directive() {
     skip_blanks();
     int line = line_;
+    size_t begin = i_;
     std::string_view name = directive_name();
     if (name == "if" || name == "ifdef" || name == "ifndef") {
       if (dead_ > 0) {
@@ -204,7 +240,31 @@ class Scanner {
       if (dead_ > 0) --dead_;
     } else if ((name == "include" || name == "include_next") && dead_ == 0) {
       skip_blanks();
-      header_name(line, /*probe=*/false);
+      header_name(line, begin, /*probe=*/false, name.size() > 7);
+    } else if ((name == "line" || (!name.empty() && is_digit(name.front()))) && dead_ == 0) {
+      line_name(/*number_read=*/name != "line");
+    }
+  }
+
+  // `#line N "name"` (and the line marker `# N "name"`): the name, its
+  // escapes undone (NVRTC names the file so in its log, unescaped).
+  void line_name(bool number_read) {
+    skip_blanks();
+    if (!number_read) {
+      while (is_id(at(i_))) ++i_;  // the line number (a macro: then no name is known)
+      skip_blanks();
+    }
+    if (at(i_) != '"') return;
+    std::string name;
+    size_t k = i_ + 1;
+    while (k < t_.size() && t_[k] != '"' && t_[k] != '\n') {
+      if (t_[k] == '\\' && k + 1 < t_.size() && t_[k + 1] != '\n') ++k;
+      name += t_[k++];
+    }
+    if (at(k) != '"') return;
+    i_ = k + 1;
+    if (std::find(out_.line_names.begin(), out_.line_names.end(), name) == out_.line_names.end()) {
+      out_.line_names.push_back(std::move(name));
     }
   }
 
@@ -213,13 +273,13 @@ class Scanner {
   // dead group. A view into the text, or into spliced_ where it was split.
   std::string_view directive_name() {
     std::string_view name = read_identifier();
-    if (name.empty() || at(i_) != '\\' || at(i_ + 1) != '\n') return name;
+    if (name.empty() || !splice(i_)) return name;
     spliced_.assign(name);
     for (;;) {
       if (is_id(at(i_))) {
         spliced_ += t_[i_++];
-      } else if (at(i_) == '\\' && at(i_ + 1) == '\n') {
-        i_ += 2;
+      } else if (size_t n = splice(i_)) {
+        i_ += n;
         ++line_;
       } else {
         return spliced_;
@@ -241,7 +301,8 @@ class Scanner {
   }
 
   // "x.h" or <x.h> at i_ (no escapes in header names, no line breaks).
-  void header_name(int line, bool probe) {
+  // `begin`: where the directive's name (or __has_include_next) starts.
+  void header_name(int line, size_t begin, bool probe, bool next) {
     char open = at(i_);
     char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
     if (!close) return;  // a computed include: left to NVRTC
@@ -252,8 +313,11 @@ class Scanner {
     d.name = std::string(t_.substr(i_ + 1, end - i_ - 1));
     d.angled = open == '<';
     d.probe = probe;
+    d.next = next;
     d.line = line;
-    if (!d.name.empty()) out_.push_back(std::move(d));
+    d.begin = begin;
+    d.end = end + 1;
+    if (!d.name.empty()) out_.includes.push_back(std::move(d));
     i_ = end + 1;
   }
 
@@ -276,8 +340,9 @@ class Scanner {
   // never a wrong hit), while a __has_include there would be false, as in a
   // compile without a store. A counter, not a stack: bounded for any nesting.
   size_t dead_ = 0;
+  bool trigraphs_;
   std::string spliced_;  // a directive name split by backslash-newlines
-  std::vector<IncludeDirective> out_;
+  ScannedFile out_;
 };
 
 std::string dir_of(const std::string& path) {
@@ -321,7 +386,17 @@ struct Found {
 
 }  // namespace
 
-std::vector<IncludeDirective> scan_includes(std::string_view text) { return Scanner(text).run(); }
+ScannedFile scan_file(std::string_view text, const ScanOptions& options) {
+  return Scanner(text, options).run();
+}
+
+std::vector<IncludeDirective> scan_includes(std::string_view text, const ScanOptions& options) {
+  return Scanner(text, options).run().includes;
+}
+
+std::string include_next_name(size_t folder, const std::string& name) {
+  return std::string(kIncludeNextPrefix) + std::to_string(folder) + "/" + name;
+}
 
 IncludeGraph resolve_includes(const std::string& source_path, std::string_view source,
                               const IncludeSearch& search) {
@@ -330,8 +405,11 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
   std::set<std::string> toolkit_real;
   for (const std::string& d : search.toolkit_dirs) toolkit_real.insert(real_path(d));
   std::vector<std::string> user_dirs;
-  for (const std::string& d : search.user_dirs) {
-    if (!toolkit_real.count(real_path(d))) user_dirs.push_back(d);
+  std::vector<size_t> user_index;  // each one's place in search.user_dirs
+  for (size_t i = 0; i < search.user_dirs.size(); ++i) {
+    if (toolkit_real.count(real_path(search.user_dirs[i]))) continue;
+    user_dirs.push_back(search.user_dirs[i]);
+    user_index.push_back(i);
   }
 
   // A user file kcache may not read (MayRead) is as good as absent.
@@ -344,15 +422,19 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
   std::map<std::string, Found> found;             // spelling -> user header
   std::map<std::string, std::string> toolkit;     // spelling -> where first included
   std::map<std::string, MissingInclude> missing;  // spelling -> first place
+  std::map<size_t, std::string> original;         // header index -> its text before a rewrite
   std::set<std::string> probed;
-  std::set<FileId> scanned;
+  // (file, handed name): a file handed under two names (an #include_next
+  // through a folder given twice) is two texts, each rewritten for its place.
+  std::set<std::pair<FileId, size_t>> scanned;
   constexpr size_t kMainSource = SIZE_MAX;
   struct Pending {
     std::string path;
     size_t header_index;  // whose content to scan, or kMainSource
+    int next_from;        // where its #include_next continues (IncludeSearch::root_next_from)
   };
-  std::deque<Pending> queue{{source_path, kMainSource}};
-  if (std::optional<FileId> id = regular_file(source_path)) scanned.insert(*id);
+  std::deque<Pending> queue{{source_path, kMainSource, search.root_next_from}};
+  if (std::optional<FileId> id = regular_file(source_path)) scanned.insert({*id, kMainSource});
 
   auto conflict = [](const std::string& name, const std::string& first, const std::string& second) {
     return InvalidArgument(
@@ -361,61 +443,115 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
         "both. Include one of them by a longer or different path.");
   };
 
+  // A user header found at `user_path` under spelling `name`: handed (once per
+  // spelling) and queued for scanning (once per file).
+  auto add_user = [&](const std::string& name, const std::string& user_path, const FileId& id,
+                      const std::string& from, int next_from) {
+    size_t index;
+    auto it = found.find(name);
+    if (it != found.end()) {
+      if (it->second.id == id) return;
+      index = it->second.header_index;
+      std::optional<std::string> content = read_file(user_path);
+      auto o = original.find(index);
+      if (!content || *content != (o != original.end() ? o->second : graph.headers[index].content)) {
+        throw conflict(name, it->second.path + " (included from " + it->second.included_from + ")",
+                       user_path + " (included from " + from + ")");
+      }
+      // The same bytes under another path: nothing new for NVRTC, but its
+      // own relative includes may resolve differently, so it is scanned too.
+    } else {
+      auto t = toolkit.find(name);
+      if (t != toolkit.end()) {
+        throw conflict(name, "the toolkit's (included from " + t->second + ")",
+                       user_path + " (included from " + from + ")");
+      }
+      std::optional<std::string> content = read_file(user_path);
+      if (!content) throw IoError("cannot read " + user_path + ": it vanished while compiling");
+      index = graph.headers.size();
+      found[name] = Found{id, user_path, from, index};
+      graph.headers.push_back({name, user_path, std::move(*content), {}});
+    }
+    if (scanned.insert({id, index}).second) queue.push_back({user_path, index, next_from});
+  };
+
   while (!queue.empty()) {
     Pending file = queue.front();
     queue.pop_front();
     std::string dir = dir_of(file.path);
+    bool is_source = file.header_index == kMainSource;
+    auto o = is_source ? original.end() : original.find(file.header_index);
     // Copied: graph.headers grows below.
-    std::vector<IncludeDirective> directives = scan_includes(
-        file.header_index == kMainSource ? source : graph.headers[file.header_index].content);
-    for (const IncludeDirective& d : directives) {
+    std::string text(is_source                 ? source
+                     : o != original.end()     ? std::string_view(o->second)
+                                               : graph.headers[file.header_index].content);
+    ScannedFile scan = scan_file(text, search.scan);
+    std::vector<std::string>& line_names =
+        is_source ? graph.root_line_names : graph.headers[file.header_index].line_names;
+    if (line_names.empty()) line_names = scan.line_names;
+    // #include_next rewritten to the name its header is handed under.
+    std::vector<std::pair<const IncludeDirective*, std::string>> rewrites;
+    for (const IncludeDirective& d : scan.includes) {
       std::string from = file.path + ":" + std::to_string(d.line);
+      if (d.next && file.next_from >= 0 && d.name.front() != '/') {
+        // GCC's and NVRTC's rule: the search goes on after the folder the
+        // current file was found in (docs/KEYS.md, "#include_next").
+        std::vector<std::string> searched;
+        std::string handed;
+        for (size_t k = 0; k < user_dirs.size() && handed.empty(); ++k) {
+          if (user_index[k] < static_cast<size_t>(file.next_from)) continue;
+          searched.push_back(shown(user_dirs[k]));
+          std::string path = join(user_dirs[k], d.name);
+          if (std::optional<FileId> id = user_file(path)) {
+            handed = include_next_name(user_index[k], d.name);
+            add_user(handed, path, *id, from, static_cast<int>(user_index[k]) + 1);
+          }
+        }
+        bool in_toolkit = false;
+        if (handed.empty()) {
+          for (const std::string& t : search.toolkit_dirs) {
+            searched.push_back(t);
+            if (!in_toolkit && regular_file(join(t, d.name))) in_toolkit = true;
+          }
+        }
+        if (in_toolkit) {
+          // "./x.h" is no handed header's name, so NVRTC searches its -I
+          // folders, the toolkit's, for it.
+          handed = "./" + d.name;
+          while (found.count(handed)) handed = "./" + handed;
+          toolkit.emplace(handed, from);
+        } else if (handed.empty()) {
+          handed = include_next_name(search.user_dirs.size(), d.name);
+          if (d.probe) probed.insert(handed);
+          missing.emplace(handed, MissingInclude{handed, from, searched, ""});
+        }
+        rewrites.push_back({&d, in_toolkit ? "<" + handed + ">" : "\"" + handed + "\""});
+        continue;
+      }
       if (d.probe) probed.insert(d.name);
       std::vector<std::string> searched;
       std::optional<std::string> user_path;
       std::optional<FileId> id;
+      int next_from = -1;  // absolute: #include_next searches from the start
       if (d.name.front() == '/') {
         if ((id = user_file(d.name))) user_path = d.name;
       } else {
         std::vector<std::string> dirs;
         if (!d.angled) dirs.push_back(dir);
         dirs.insert(dirs.end(), user_dirs.begin(), user_dirs.end());
-        for (const std::string& candidate : dirs) {
-          searched.push_back(shown(candidate));
-          if ((id = user_file(join(candidate, d.name)))) {
-            user_path = join(candidate, d.name);
+        for (size_t k = 0; k < dirs.size(); ++k) {
+          searched.push_back(shown(dirs[k]));
+          if ((id = user_file(join(dirs[k], d.name)))) {
+            user_path = join(dirs[k], d.name);
+            // Next to its includer: #include_next goes on with the first -I.
+            size_t in_user = k - (d.angled ? 0 : 1);
+            next_from = d.angled || k > 0 ? static_cast<int>(user_index[in_user]) + 1 : 0;
             break;
           }
         }
       }
       if (user_path) {
-        size_t index;
-        auto it = found.find(d.name);
-        if (it != found.end()) {
-          if (it->second.id == *id) continue;
-          index = it->second.header_index;
-          std::optional<std::string> content = read_file(*user_path);
-          if (!content || *content != graph.headers[index].content) {
-            throw conflict(d.name,
-                           it->second.path + " (included from " + it->second.included_from + ")",
-                           *user_path + " (included from " + from + ")");
-          }
-          // The same bytes under another path: nothing new for NVRTC, but its
-          // own relative includes may resolve differently, so it is scanned too.
-        } else {
-          auto t = toolkit.find(d.name);
-          if (t != toolkit.end()) {
-            throw conflict(d.name, "the toolkit's (included from " + t->second + ")",
-                           *user_path + " (included from " + from + ")");
-          }
-          std::optional<std::string> content = read_file(*user_path);
-          if (!content)
-            throw IoError("cannot read " + *user_path + ": it vanished while compiling");
-          index = graph.headers.size();
-          found[d.name] = Found{*id, *user_path, from, index};
-          graph.headers.push_back({d.name, *user_path, std::move(*content)});
-        }
-        if (scanned.insert(*id).second) queue.push_back({*user_path, index});
+        add_user(d.name, *user_path, *id, from, next_from);
         continue;
       }
       bool in_toolkit = false;
@@ -435,6 +571,39 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
       }
       missing.emplace(d.name, MissingInclude{d.name, from, searched, ""});
     }
+    if (rewrites.empty()) continue;
+    // Each rewritten directive keeps its line count: the newlines its
+    // splices held follow it as splices, so every later line keeps its number.
+    std::string out;
+    size_t at = 0;
+    for (const auto& [d, spelling] : rewrites) {
+      out.append(text, at, d->begin - at);
+      out += (d->probe ? "__has_include(" : "include ") + spelling;
+      for (auto n = std::count(text.begin() + d->begin, text.begin() + d->end, '\n'); n > 0; --n) {
+        out += "\\\n";
+      }
+      at = d->end;
+    }
+    out.append(text, at, std::string::npos);
+    if (is_source) {
+      graph.root_content = std::move(out);
+    } else {
+      std::string& content = graph.headers[file.header_index].content;
+      if (o != original.end()) {
+        // Scanned again from another folder: one handed text must serve both.
+        if (out != content) {
+          throw InvalidArgument(
+              "\"" + graph.headers[file.header_index].name +
+              "\" uses #include_next and is reached both as " +
+              found[graph.headers[file.header_index].name].path + " and as " + file.path +
+              ", whose next headers differ; NVRTC is handed one text per name. Include it by one "
+              "path.");
+        }
+      } else {
+        original[file.header_index] = std::move(content);
+        content = std::move(out);
+      }
+    }
   }
 
   std::sort(graph.headers.begin(), graph.headers.end(),
@@ -445,7 +614,10 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
     if (!probed.count(name)) {
       std::string dirs;
       for (const std::string& s : m.searched) dirs += (dirs.empty() ? "" : ", ") + s;
-      m.stub = "#error kcache: \"" + name + "\" (included from " + m.included_from +
+      std::string what = name.compare(0, std::strlen(kIncludeNextPrefix), kIncludeNextPrefix) == 0
+                             ? "the #include_next of \"" + name.substr(name.find('/', std::strlen(kIncludeNextPrefix)) + 1) + "\""
+                             : "\"" + name + "\"";
+      m.stub = "#error kcache: " + what + " (included from " + m.included_from +
                ") was not found in: " + dirs + "\n";
     }
     graph.missing.push_back(std::move(m));

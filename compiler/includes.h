@@ -18,6 +18,14 @@
 // two different files in two places is an error that says so. Spellings carry
 // no checkout location, so keys do not depend on where the sources live.
 //
+// `#include_next` in a user header found in -I folder i goes on in folders
+// i+1.. then the toolkit's (GCC's and NVRTC's rule); the next header is
+// handed as "kcache-include-next/<j>/<spelling>" and the directive in the
+// includer's handed text rewritten to include that name, lines kept. `#line`
+// names are recorded so an asked include's includer can be found by them.
+// Line splices are backslash + LF or CR LF (docs/KEYS.md, "Preprocessor
+// semantics").
+//
 // Conditional compilation is not evaluated: every #include and __has_include
 // in a user file is followed, except inside a group under a literal `#if 0` or
 // `#elif 0`, which no preprocessor compiles whatever is defined (exact; why
@@ -40,16 +48,35 @@ namespace kcache::compiler {
 // sandboxed action could: anything else is treated as absent.
 using MayRead = std::function<bool(const std::string& path)>;
 
+struct ScanOptions {
+  // Trigraphs are replaced (NVRTC 13 does so with -std=c++03, c++11 and
+  // c++14, not with c++17 or later): `??/` newline is a line splice, `??=` a #.
+  bool trigraphs = false;
+};
+
 struct IncludeSearch {
   std::vector<std::string> user_dirs;     // -I folders, in order, as given
   std::vector<std::string> toolkit_dirs;  // <cuda>/include, <cuda>/include/cccl
   MayRead may_read;                       // user files only; the toolkit is always readable
+  // Where an #include_next in the file resolved from goes on searching: the
+  // index into user_dirs of the first folder (i + 1 for a header found in
+  // user_dirs[i], 0 for one found next to its includer); -1 for the kernel
+  // source, where #include_next is an #include (NVRTC warns so).
+  int root_next_from = -1;
+  ScanOptions scan = {};
 };
+
+// #include_next: a header found by one is handed to NVRTC under this prefix,
+// the index of its -I folder and its spelling ("kcache-include-next/1/x.h"),
+// and the directive in the includer's handed text is rewritten to include
+// that name (docs/KEYS.md, "#include_next").
+constexpr const char kIncludeNextPrefix[] = "kcache-include-next/";
 
 struct ResolvedHeader {
   std::string name;     // the spelling, e.g. "util/math.cuh": what NVRTC matches
   std::string path;     // where it was read, e.g. "kernels/util/math.cuh"
-  std::string content;  // exactly what NVRTC is handed
+  std::string content;  // exactly what NVRTC is handed (#include_next rewritten)
+  std::vector<std::string> line_names = {};  // its #line file names (ScannedFile)
 };
 
 struct MissingInclude {
@@ -65,6 +92,10 @@ struct IncludeGraph {
   std::vector<ResolvedHeader> headers;        // user headers, sorted by name
   std::vector<std::string> toolkit_includes;  // spellings left to NVRTC, sorted
   std::vector<MissingInclude> missing;        // sorted by name
+  std::vector<std::string> root_line_names;   // the #line names of the file resolved from
+  // The text of the file resolved from as NVRTC must be handed it, where an
+  // #include_next in it was rewritten (only with root_next_from >= 0).
+  std::optional<std::string> root_content;
 };
 
 // A directive found by scan_includes.
@@ -72,15 +103,32 @@ struct IncludeDirective {
   std::string name;
   bool angled = false;  // <x.h> rather than "x.h"
   bool probe = false;   // __has_include(...) rather than #include
+  bool next = false;    // #include_next / __has_include_next
   int line = 0;         // 1-based
+  // Bytes [begin, end) of the text: from the directive's name (`include_next`
+  // after the `#`) or `__has_include_next` to the header name's closing
+  // delimiter; what resolve_includes rewrites for an #include_next.
+  size_t begin = 0, end = 0;
+};
+
+struct ScannedFile {
+  std::vector<IncludeDirective> includes;
+  // The file names `#line N "name"` and `# N "name"` directives give (outside
+  // dead groups), escapes undone, each once: NVRTC names the file so in its
+  // complaints, so an asked include's includer may be one of these.
+  std::vector<std::string> line_names;
 };
 
 // Every #include / #include_next / __has_include with a literal name in
 // `text`, skipping comments, string literals and groups under `#if 0` /
 // `#elif 0` (the literal token 0 alone: `00`, `0x0`, `(0)` or a macro are
-// followed). Other conditionals are not evaluated. Linear in the text's size,
-// any nesting depth; any input is safe (fuzz/include_scanner_fuzzer.cc).
-std::vector<IncludeDirective> scan_includes(std::string_view text);
+// followed). Other conditionals are not evaluated. A line splice is a
+// backslash then LF or CR LF (a CR alone ends no line, as in NVRTC). Linear in
+// the text's size, any nesting depth; any input is safe
+// (fuzz/include_scanner_fuzzer.cc).
+std::vector<IncludeDirective> scan_includes(std::string_view text, const ScanOptions& options = {});
+// The same, with the #line names.
+ScannedFile scan_file(std::string_view text, const ScanOptions& options = {});
 
 // Resolves the includes of `source` (read from `source_path`) recursively.
 // Throws IoError naming a header that exists but cannot be read, and

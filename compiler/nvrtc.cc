@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 #include <nvrtc.h>
-#include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "compiler/seal.h"
 
 namespace kcache::compiler {
 
@@ -71,28 +72,26 @@ class Program {
   nvrtcProgram prog_ = nullptr;
 };
 
-// Deep enough that no real spelling climbs out of it with "../": each ".."
-// from a deleted folder leads to its (deleted) parent, where nothing exists.
-constexpr int kSealDepth = 32;
+// Files NVRTC opens by itself, outside any include: the time zone (__DATE__,
+// __TIME__) and iconv's character-set modules.
+constexpr const char* kNvrtcSystemFiles[] = {"/etc/localtime", "/usr/share/zoneinfo",
+                                             "/usr/lib/x86_64-linux-gnu/gconv"};
 
-// Gives the calling thread a working directory of its own: the innermost of a
-// chain of freshly made folders, all deleted again. Returns false (leaving
-// the working directory alone) where that cannot be done.
-bool seal_this_thread() {
-  if (::unshare(CLONE_FS) != 0) return false;
-  const char* tmp = ::getenv("TMPDIR");
-  std::string root = std::string(tmp && *tmp ? tmp : "/tmp") + "/kcache-seal-XXXXXX";
-  if (!::mkdtemp(&root[0])) return false;
-  std::vector<std::string> made{root};
-  bool ok = true;
-  for (int i = 0; i < kSealDepth && ok; ++i) {
-    std::string next = made.back() + "/d";
-    ok = ::mkdir(next.c_str(), 0700) == 0;
-    if (ok) made.push_back(next);
+// What the sealed NVRTC may read: the folders it is given with -I (only the
+// toolkit's: user -I are refused), its own libraries, and the system files
+// it opens by itself (time zone, character sets). Nothing of the user's.
+SealPolicy nvrtc_policy(const std::string& library, const NvrtcInput& input) {
+  SealPolicy p;
+  std::vector<std::string> include_dirs;
+  for (const std::string& o : input.options) {
+    if (o.compare(0, 2, "-I") == 0 && o.size() > 2) include_dirs.push_back(o.substr(2));
   }
-  ok = ok && ::chdir(made.back().c_str()) == 0;
-  for (auto it = made.rbegin(); it != made.rend(); ++it) ::rmdir(it->c_str());
-  return ok;
+  p.readable = with_link_targets(include_dirs);
+  size_t slash = library.rfind('/');
+  if (slash != std::string::npos) p.readable.push_back(library.substr(0, slash));
+  for (const char* system : kNvrtcSystemFiles) p.readable.push_back(system);
+  p.writable = input.writable_dirs;
+  return p;
 }
 
 // Replaces every `from` in `text` with `to`.
@@ -130,6 +129,18 @@ Nvrtc::Nvrtc(std::string path) : path_(std::move(path)) {
   KCACHE_NVRTC_FUNCTIONS(KCACHE_NVRTC_RESOLVE)
 #undef KCACHE_NVRTC_RESOLVE
   api_ = api;  // never freed, like the library
+  loaded_path_ = load;
+  // NVRTC opens its builtins library at the first compile, which the seal
+  // would allow (it is next to NVRTC), but loading it here keeps a compile's
+  // probes to what the source asks for. Best effort: a missing one is
+  // reported by the compile itself.
+  int major = 0, minor = 0;
+  api->nvrtcVersion(&major, &minor);
+  size_t slash = load.rfind('/');
+  std::string folder = slash == std::string::npos ? "." : load.substr(0, slash);
+  ::dlopen((folder + "/libnvrtc-builtins.so." + std::to_string(major) + "." + std::to_string(minor))
+               .c_str(),
+           RTLD_NOW | RTLD_GLOBAL);
 }
 
 const Nvrtc& Nvrtc::open(const std::string& path) {
@@ -154,21 +165,18 @@ std::vector<int> Nvrtc::supported_archs() const {
 }
 
 NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
-  // NVRTC runs on the calling thread; a thread of its own keeps the sealed
-  // working directory away from the rest of the process.
+  // NVRTC runs on a thread of its own that carries the seal (seal.h): the
+  // Landlock domain and the working directory stay away from the rest of
+  // the process.
   NvrtcOutput out;
-  std::exception_ptr error;
-  std::thread sealed([&] {
-    try {
-      bool ok = seal_this_thread();
-      out = compile_here(input);
-      out.sealed = ok;
-    } catch (...) {
-      error = std::current_exception();
-    }
-  });
-  sealed.join();
-  if (error) std::rethrow_exception(error);
+  struct timespec now;
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  const int64_t started = static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+  SealResult seal = run_sealed(nvrtc_policy(loaded_path_, input), [&] { out = compile_here(input); });
+  out.sealed = seal.sealed;
+  out.unsealed_why = std::move(seal.why);
+  out.probes = std::move(seal.probes);
+  out.started_ns = started;
   return out;
 }
 

@@ -7,14 +7,17 @@
 //
 // Sealing: NVRTC looks on disk for any include it was not handed in memory,
 // relative to the folder of the including file's *name* (the source name, or
-// a handed header's spelling, both taken relative to the working directory)
-// and then in its -I folders. compile() therefore runs NVRTC on a thread of
-// its own whose working directory (unshare(CLONE_FS)) is a chain of deleted
-// folders, and names an absolute source "/kcache-sealed/<name>", a folder
-// that does not exist: a relative lookup finds nothing, so NVRTC reads user
-// files only through the headers it is handed, and the toolkit's through -I.
-// Measured with NVRTC 13.0: without this a handed header "v7.cuh" that
-// includes "w.cuh" is served ./w.cuh from the caller's working directory.
+// a handed header's spelling, both taken relative to the working directory),
+// by any absolute name it forms, and in its -I folders. compile() therefore
+// runs NVRTC under the seal (seal.h): a thread whose working directory is a
+// chain of deleted folders and which the kernel (Landlock) lets read nothing
+// but the folders given with -I (the toolkit's only), NVRTC's own libraries
+// and the system files it opens by itself; every path it names is recorded
+// (NvrtcOutput::probes) so the caller can key what it read from the toolkit
+// and what it found absent. An absolute source name is handed as
+// "/kcache-sealed/<name>", a folder that does not exist. A user file NVRTC
+// tries to open fails with EACCES: an #include of it is a "cannot open source
+// file" error naming it, which the compiler answers by handing it over.
 #pragma once
 
 #include <string>
@@ -37,6 +40,8 @@ struct NvrtcInput {
   std::vector<std::string> name_expressions;
   bool want_cubin = true;  // else PTX
   bool want_ptx = false;   // a cubin's PTX too, in NvrtcOutput::ptx (lean images)
+  // Folders the sealed NVRTC may also write (its precompiled headers).
+  std::vector<std::string> writable_dirs;
 };
 
 struct NvrtcOutput {
@@ -45,11 +50,17 @@ struct NvrtcOutput {
   std::string ptx;    // with want_ptx: the PTX of the cubin (no trailing NUL)
   std::vector<cache::LoweredName> lowered_names;  // in the order of name_expressions
   double ms = 0;                                  // wall time of nvrtcCompileProgram
-  // False where the kernel refused to give the compiling thread a working
-  // directory of its own (a seccomp filter that forbids unshare): NVRTC then
-  // could have read a file next to the process's working directory, so the
-  // result is correct for this compile but must not be cached.
+  // False where the kernel refused the seal (no Landlock, a seccomp filter
+  // that forbids ours or unshare): NVRTC then could have read any file, so
+  // the result is correct for this compile but must not be cached;
+  // `unsealed_why` says what was refused.
   bool sealed = false;
+  std::string unsealed_why;
+  // Every path NVRTC named to the kernel while compiling (seal.h), and when
+  // the compile started (CLOCK_REALTIME, ns): a file changed after that may
+  // have been read half old, half new.
+  std::vector<std::string> probes;
+  int64_t started_ns = 0;
 };
 
 // The name NVRTC is handed for a source named `name`: unchanged where it is
@@ -81,6 +92,7 @@ class Nvrtc {
   explicit Nvrtc(std::string path);
   NvrtcOutput compile_here(const NvrtcInput& input) const;  // on the calling thread
   std::string path_;
+  std::string loaded_path_;  // path_ with symbolic links resolved
   const Api* api_;
 };
 

@@ -1,5 +1,7 @@
 #include "compiler/nvrtc_worker.h"
 
+#include <stdlib.h>
+
 #include <fcntl.h>
 #include <spawn.h>
 #include <string.h>
@@ -98,6 +100,7 @@ std::string encode_worker_request(const std::string& nvrtc_path, const NvrtcInpu
   write_list(w, input.name_expressions);
   w.u8(input.want_cubin ? 1 : 0);
   w.u8(input.want_ptx ? 1 : 0);
+  write_list(w, input.writable_dirs);
   return w.take();
 }
 
@@ -119,6 +122,7 @@ void decode_worker_request(std::string_view bytes, std::string& nvrtc_path, Nvrt
   input.name_expressions = read_list(r, "name expressions");
   input.want_cubin = r.u8("want cubin") != 0;
   input.want_ptx = r.u8("want PTX") != 0;
+  input.writable_dirs = read_list(r, "writable folders");
   r.expect_end();
 }
 
@@ -144,6 +148,9 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     }
     w.str(out.ptx);
     w.u8(out.sealed ? 1 : 0);
+    w.str(out.unsealed_why);
+    write_list(w, out.probes);
+    w.u64(static_cast<uint64_t>(out.started_ns));
   } catch (const CompileError& e) {
     w.u8(kCompileError);
     w.str(e.what());
@@ -165,6 +172,9 @@ int run_nvrtc_worker(int in_fd, int out_fd) {
 }
 
 int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir) {
+  // NVRTC writes its PCH work files to $TMPDIR, and the seal lets it write
+  // only beneath the PCH folder (pch.h). This process exists for compiles.
+  if (!pch_dir.empty()) ::setenv("TMPDIR", pch_dir.c_str(), 1);
   for (;;) {
     std::string request;
     switch (read_frame(in_fd, request)) {
@@ -296,6 +306,9 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
   }
   out.ptx = std::string(r.str("PTX"));
   out.sealed = r.u8("sealed") != 0;
+  out.unsealed_why = std::string(r.str("why not sealed"));
+  out.probes = read_list(r, "probes");
+  out.started_ns = static_cast<int64_t>(r.u64("start time"));
   r.expect_end();
   return out;
 }

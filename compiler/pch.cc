@@ -1,5 +1,12 @@
 #include "compiler/pch.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
 #include "common/error.h"
 
 namespace kcache::compiler {
@@ -59,17 +66,108 @@ std::string strip_pch_messages(std::string_view log, const std::string& pch_dir)
   return out;
 }
 
+namespace {
+
+// What a path was when a PCH was made from a compile that named it.
+struct PathState {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const PathState& o) const {
+    return exists == o.exists && dev == o.dev && ino == o.ino && size == o.size &&
+           mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
+  }
+};
+
+PathState state_of(const std::string& path) {
+  PathState s;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return s;
+  s.exists = true;
+  s.dev = st.st_dev;
+  s.ino = st.st_ino;
+  s.size = st.st_size;
+  s.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  s.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  return s;
+}
+
+// A PCH stands for the headers of the compile that made it: NVRTC that uses
+// one opens none of them again, so a compile's probes alone would miss what
+// the PCH brought. Per process (a PCH is only valid in the NVRTC instance that
+// made it): each PCH file's maker's probes, start time and the state of each
+// probed path then.
+struct Made {
+  std::vector<std::string> probes;
+  std::vector<PathState> states;
+  int64_t started_ns = 0;
+};
+std::mutex made_mutex;
+std::map<std::string, Made>& made() {
+  static auto* m = new std::map<std::string, Made>;
+  return *m;
+}
+
+// The PCH file a log line names after `verb`, or "".
+std::string pch_named(std::string_view log, std::string_view verb) {
+  size_t at = log.find(verb);
+  if (at == std::string_view::npos) return "";
+  size_t start = at + verb.size();
+  size_t end = log.find('"', start);
+  return end == std::string_view::npos ? "" : std::string(log.substr(start, end - start));
+}
+
+}  // namespace
+
 NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
                              const std::string& pch_dir) {
   NvrtcInput with_pch = input;
   with_pch.options.push_back("-pch");
   with_pch.options.push_back("-pch-dir=" + pch_dir);
-  try {
-    NvrtcOutput out = nvrtc.compile(with_pch);
+  with_pch.writable_dirs.push_back(pch_dir);
+  // NVRTC writes its PCH work files to $TMPDIR: the seal lets it only where
+  // the PCH folder is (the processes that use PCH point TMPDIR there).
+  const char* tmp = ::getenv("TMPDIR");
+  bool tmp_ok = tmp && std::string(tmp).compare(0, pch_dir.size(), pch_dir) == 0;
+  for (int attempt = 0; tmp_ok && attempt < 2; ++attempt) {
+    NvrtcOutput out;
+    try {
+      out = nvrtc.compile(with_pch);
+    } catch (const Error&) {
+      break;  // a PCH problem or a wrong source: the plain compile tells which
+    }
+    std::string created = pch_named(out.log, "\": creating precompiled header file \"");
+    std::string used = pch_named(out.log, "\": using precompiled header file \"");
     out.log = strip_pch_messages(out.log, pch_dir);
+    std::lock_guard<std::mutex> lock(made_mutex);
+    if (!created.empty()) {
+      Made& m = made()[created];
+      m.probes = out.probes;
+      m.states.clear();
+      for (const std::string& p : m.probes) m.states.push_back(state_of(p));
+      m.started_ns = out.started_ns;
+    }
+    if (used.empty()) return out;
+    auto it = made().find(used);
+    bool current = it != made().end();
+    for (size_t i = 0; current && i < it->second.probes.size(); ++i) {
+      current = state_of(it->second.probes[i]) == it->second.states[i];
+    }
+    if (!current) {
+      // Made elsewhere, or a header it stands for changed since: NVRTC
+      // would not notice. Drop it and compile again, making a new one.
+      ::unlink(used.c_str());
+      if (it != made().end()) made().erase(it);
+      continue;
+    }
+    std::set<std::string> have(out.probes.begin(), out.probes.end());
+    for (const std::string& p : it->second.probes) {
+      if (have.insert(p).second) out.probes.push_back(p);
+    }
+    out.started_ns = std::min(out.started_ns, it->second.started_ns);
     return out;
-  } catch (const Error&) {
-    // A PCH problem or a wrong source: the plain compile tells which.
   }
   return nvrtc.compile(input);
 }

@@ -188,6 +188,24 @@ TEST_F(ConfigTest, UnknownKeyNamesFileAndLine) {
   EXPECT_NE(error().find("expected `key = value`"), std::string::npos);
 }
 
+// ccache's `sloppiness = time_macros` (compiler/time_macros.h), from each layer.
+TEST_F(ConfigTest, SloppinessTimeMacrosFromFileEnvironmentAndFlag) {
+  EXPECT_FALSE(resolve().options.sloppy_time_macros);
+  env_["KCACHE_DIR"] = store();
+  store_config("sloppiness = time_macros\n");
+  StorageConfig c = resolve();
+  EXPECT_TRUE(c.options.sloppy_time_macros);
+  EXPECT_EQ(c.origins.at("sloppiness"), store() + "/kcache.conf:1");
+  store_config("# none\n");
+  env_["KCACHE_SLOPPINESS"] = "time_macros";
+  EXPECT_TRUE(resolve().options.sloppy_time_macros);
+  env_.erase("KCACHE_SLOPPINESS");
+  EXPECT_TRUE(resolve({{"sloppiness", " time_macros, "}}).options.sloppy_time_macros);
+  EXPECT_FALSE(resolve({{"sloppiness", ""}}).options.sloppy_time_macros);
+  EXPECT_NE(error({{"sloppiness", "time_macros,pch_defines"}}).find("--sloppiness"),
+            std::string::npos);
+}
+
 TEST_F(ConfigTest, BadValuesSayWhereTheyCameFrom) {
   env_["KCACHE_REMOTE"] = "http://x";
   env_["KCACHE_REMOTE_LAYOUT"] = "s3";

@@ -22,7 +22,12 @@ ManifestSet set_of(const std::string& header, uint64_t hash) {
 Manifest sample() {
   Manifest m(kKey);
   m.add(set_of("deep.cuh", 0x0123456789abcdefull));
-  m.add(set_of("other.cuh", 1));
+  ManifestSet with_probes = set_of("other.cuh", 1);
+  ManifestProbe read{"toolkit0:cuda/std/cstdint", true, {0x1122334455667788ull, 0x99aabbccddeeff00ull},
+                     2049, 123456, 512, 1700000000123456789ull, 1700000001123456789ull};
+  ManifestProbe absent{"/abs/config.h", false, {}, 0, 0, 0, 0, 0};
+  with_probes.probes = {absent, read};
+  m.add(with_probes);
   return m;
 }
 
@@ -40,8 +45,8 @@ struct RawAsk {
   uint8_t angled = 0;
   std::vector<std::pair<std::string, uint64_t>> headers;
 };
-std::string craft(const std::vector<std::vector<RawAsk>>& sets, uint16_t version = 1,
-                  const Hash128& key = kKey) {
+std::string craft(const std::vector<std::vector<RawAsk>>& sets,
+                  uint16_t version = kManifestFormatVersion, const Hash128& key = kKey) {
   ByteWriter w;
   w.bytes(kManifestMagic);
   w.u16(version);
@@ -62,6 +67,7 @@ std::string craft(const std::vector<std::vector<RawAsk>>& sets, uint16_t version
         w.u64(hash);
       }
     }
+    if (version >= 2) w.u32(0);  // probes: none
   }
   uint64_t checksum = xxh3_64(w.data());
   w.u64(checksum);
@@ -162,6 +168,25 @@ TEST(ManifestTest, MatchesGoldenFileForThisFormatVersion) {
     EXPECT_NO_THROW(Manifest::decode(
         read_runfile("tests/cache/golden/manifest_v" + std::to_string(v) + ".bin"), kKey));
   }
+}
+
+TEST(ManifestTest, ProbesRoundTripAndASetMayHoldOnlyProbes) {
+  Manifest m = Manifest::decode(sample().encode(), kKey);
+  ASSERT_EQ(m.sets().size(), 2u);
+  EXPECT_EQ(m.sets()[0].probes, sample().sets()[0].probes);
+  EXPECT_EQ(m.sets()[0].probes.size(), 2u);
+  Manifest only(kKey);
+  ManifestSet probes_only;
+  probes_only.probes = {{"toolkit0:cub/cub.cuh", false, {}, 0, 0, 0, 0, 0}};
+  only.add(probes_only);
+  EXPECT_EQ(Manifest::decode(only.encode(), kKey).sets()[0], probes_only);
+  EXPECT_THROW(only.add(ManifestSet{}), InvalidArgument);  // neither asks nor probes
+}
+
+TEST(ManifestTest, AFormatOneManifestReadsWithoutProbes) {
+  Manifest m = Manifest::decode(craft({{ask()}}, 1), kKey);
+  ASSERT_EQ(m.sets().size(), 1u);
+  EXPECT_TRUE(m.sets()[0].probes.empty());
 }
 
 TEST(ManifestTest, TheCraftedGrammarMatchesTheWriter) {

@@ -86,6 +86,34 @@ TEST_F(CompileCommandTest, WritesTheBundleQuietlyAndTheSecondRunIsAHit) {
   EXPECT_EQ(*read_file(out), bytes);
 }
 
+// __TIME__: compiled each time, never stored, counted and shown by -s (text
+// and JSON); --sloppiness time_macros (or KCACHE_SLOPPINESS) caches it.
+TEST_F(CompileCommandTest, TimeMacrosAreNotCachedUnlessSloppy) {
+  std::string src = write(dir_, "t.cu",
+                          "#define STAMP __TIME__\n"
+                          "extern \"C\" __global__ void k(int* p) { *p = 1; }\n");
+  std::string out = dir_ + "/t.kcb";
+  for (int i = 0; i < 2; ++i) {
+    CommandResult r = kcache({"--format", "json", "compile", src, "--ptx", "compute_80", "-o", out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, "\"hits\": 0")) << r.out;
+  }
+  EXPECT_EQ(counter("uncached_time_macros"), 2);
+  CommandResult s = kcache({"-s"});
+  EXPECT_TRUE(contains(s.out, "Uncached: time macros:     2")) << s.out;
+  EXPECT_TRUE(contains(s.out, "Entries:                   0")) << s.out;
+  nlohmann::json j = nlohmann::json::parse(kcache({"-s", "--format", "json"}).out);
+  EXPECT_EQ(j["counters"]["uncached_time_macros"], 2);
+
+  for (int i = 0; i < 2; ++i) {
+    CommandResult r = kcache({"--format", "json", "compile", src, "--ptx", "compute_80", "-o", out,
+                              "--sloppiness", "time_macros"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(contains(r.out, i == 0 ? "\"hits\": 0" : "\"hits\": 1")) << r.out;
+  }
+  EXPECT_EQ(counter("uncached_time_macros"), 2);
+}
+
 TEST_F(CompileCommandTest, VerboseSaysHitOrMissPerTarget) {
   CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "-o", dir_ + "/k.kcb", "-v"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -31,6 +31,146 @@ const ResolvedHeader* header(const IncludeGraph& g, const std::string& name) {
   return nullptr;
 }
 
+// -- line splices, trigraphs, #line (issue 18) ------------------------------
+
+// NVRTC joins a backslash and CR LF like a backslash and LF: the `#if 0`
+// below is inside the line comment, so the group is live.
+TEST(ScanIncludesTest, BackslashCrLfIsALineSplice) {
+  auto ds = scan_includes("// note \\\r\n#if 0\r\n#include \"a.h\"\r\n#endif\r\n#include \"b.h\"\r\n");
+  EXPECT_EQ(names(ds), (std::vector<std::string>{"a.h", "b.h"}));
+  EXPECT_EQ(ds[0].line, 3);
+  EXPECT_EQ(ds[1].line, 5);
+  // In a directive name, a blank run and a string too.
+  EXPECT_EQ(names(scan_includes("#inc\\\r\nlude \\\r\n \"c.h\"\r\n")),
+            std::vector<std::string>{"c.h"});
+  EXPECT_EQ(names(scan_includes("\"a \\\r\n #include \\\"no.h\\\" \"\r\n#include \"d.h\"\r\n")),
+            std::vector<std::string>{"d.h"});
+}
+
+TEST(ScanIncludesTest, CrLfLineEndsKeepIfZeroDead) {
+  EXPECT_TRUE(scan_includes("#if 0\r\n#include \"a.h\"\r\n#endif\r\n").empty());
+  EXPECT_TRUE(scan_includes("#if 0 // c\r\n#include \"a.h\"\r\n#endif\r\n").empty());
+  // A CR alone ends no line (NVRTC 13): this is all one comment.
+  EXPECT_TRUE(scan_includes("// x\r#include \"a.h\"\n").empty());
+  // A blank between the backslash and the line end makes no splice.
+  EXPECT_TRUE(scan_includes("// x \\ \r\n#if 0\r\n#include \"a.h\"\r\n#endif\r\n").empty());
+}
+
+TEST(ScanIncludesTest, TrigraphSpliceOnlyWhenTrigraphsAreOn) {
+  const std::string text = "// x ?\?/\n#if 0\n#include \"a.h\"\n#endif\n?\?=include \"b.h\"\n";
+  EXPECT_TRUE(scan_includes(text).empty());
+  ScanOptions on;
+  on.trigraphs = true;
+  EXPECT_EQ(names(scan_includes(text, on)), (std::vector<std::string>{"a.h", "b.h"}));
+}
+
+TEST(ScanIncludesTest, RecordsLineNamesUnescaped) {
+  ScannedFile f = scan_file(
+      "#line 10 \"gen/a.cu\"\n# 20 \"b\\\\c.h\" 1\n#line 30\n#if 0\n#line 1 \"dead.h\"\n#endif\n"
+      "#line 40 \"gen/a.cu\"\n");
+  EXPECT_EQ(f.line_names, (std::vector<std::string>{"gen/a.cu", "b\\c.h"}));
+}
+
+TEST(ScanIncludesTest, MarksIncludeNextWithItsByteRange) {
+  const std::string text = "int x;\n#  include_next <x.h> // c\n#if __has_include_next(\"y.h\")\n";
+  auto ds = scan_includes(text);
+  ASSERT_EQ(ds.size(), 2u);
+  EXPECT_TRUE(ds[0].next);
+  EXPECT_EQ(text.substr(ds[0].begin, ds[0].end - ds[0].begin), "include_next <x.h>");
+  EXPECT_TRUE(ds[1].next);
+  EXPECT_TRUE(ds[1].probe);
+  EXPECT_EQ(text.substr(ds[1].begin, ds[1].end - ds[1].begin), "__has_include_next(\"y.h\"");
+  EXPECT_FALSE(scan_includes("#include <x.h>\n")[0].next);
+  // The digraph of #, and a splice inside the directive's name.
+  const std::string split = "%:include_\\\r\nnext <x.h>\n";
+  ds = scan_includes(split);
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_TRUE(ds[0].next);
+  EXPECT_EQ(split.substr(ds[0].begin, ds[0].end - ds[0].begin), "include_\\\r\nnext <x.h>");
+}
+
+// -- #include_next (issue 18) -------------------------------------------------
+
+TEST(ResolveIncludesTest, IncludeNextContinuesAfterTheFolderTheHeaderWasFoundIn) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include <x.h>\n");
+  write(d, "d1/x.h", "#include_next \\\n  <x.h>\n#define A 1\n");
+  write(d, "d2/x.h", "#include_next <x.h>\n#define B 2\n");
+  write(d, "d3/x.h", "#define C 3\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{"d1", "d2", "d3"}, {}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"kcache-include-next/1/x.h",
+                                                       "kcache-include-next/2/x.h", "x.h"}));
+  // Rewritten in the handed text, line numbers kept.
+  EXPECT_EQ(header(g, "x.h")->content,
+            "#include \"kcache-include-next/1/x.h\"\\\n\n#define A 1\n");
+  EXPECT_EQ(header(g, "kcache-include-next/1/x.h")->path, "d2/x.h");
+  EXPECT_EQ(header(g, "kcache-include-next/1/x.h")->content,
+            "#include \"kcache-include-next/2/x.h\"\n#define B 2\n");
+  EXPECT_EQ(header(g, "kcache-include-next/2/x.h")->content, "#define C 3\n");
+  EXPECT_TRUE(g.missing.empty());
+}
+
+// NVRTC 13 keeps a folder given twice (nvcc's host preprocessor drops the
+// second): d1/c.h is compiled twice, as NVRTC given -I d1 -I d1 -I d2 does.
+TEST(ResolveIncludesTest, IncludeNextThroughAFolderGivenTwiceFollowsNvrtc) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include <c.h>\n");
+  write(d, "d1/c.h", "#include_next <c.h>\n");
+  write(d, "d2/c.h", "// d2\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{"d1", "d1", "d2"}, {}, {}});
+  EXPECT_EQ(header(g, "c.h")->content, "#include \"kcache-include-next/1/c.h\"\n");
+  ASSERT_NE(header(g, "kcache-include-next/1/c.h"), nullptr);
+  EXPECT_EQ(header(g, "kcache-include-next/1/c.h")->content,
+            "#include \"kcache-include-next/2/c.h\"\n");
+  EXPECT_EQ(header(g, "kcache-include-next/2/c.h")->content, "// d2\n");
+}
+
+TEST(ResolveIncludesTest, IncludeNextOfAHeaderNextToItsIncluderStartsAtTheFirstDashI) {
+  std::string d = test_dir();
+  write(d, "src/k.cu", "#include \"x.h\"\n");
+  write(d, "src/x.h", "#include_next <x.h>\n");
+  write(d, "d1/x.h", "// d1\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("src/k.cu", *read_file("src/k.cu"), {{"d1"}, {}, {}});
+  EXPECT_EQ(header(g, "x.h")->content, "#include \"kcache-include-next/0/x.h\"\n");
+  EXPECT_EQ(header(g, "kcache-include-next/0/x.h")->path, "d1/x.h");
+}
+
+TEST(ResolveIncludesTest, IncludeNextIntoTheToolkitOrNowhere) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include <t.h>\n#include <n.h>\n");
+  write(d, "d1/t.h", "#include_next <t.h>\n");
+  write(d, "d1/n.h", "#if __has_include_next(<n.h>)\n#include_next <n.h>\n#endif\n");
+  write(d, "tk/t.h", "// toolkit\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{"d1"}, {"tk"}, {}});
+  EXPECT_EQ(header(g, "t.h")->content, "#include <./t.h>\n");
+  EXPECT_EQ(g.toolkit_includes, std::vector<std::string>{"./t.h"});
+  EXPECT_EQ(header(g, "n.h")->content,
+            "#if __has_include(\"kcache-include-next/1/n.h\")\n"
+            "#include \"kcache-include-next/1/n.h\"\n#endif\n");
+  ASSERT_EQ(g.missing.size(), 1u);
+  EXPECT_EQ(g.missing[0].stub, "");  // probed: absent, so __has_include is false
+}
+
+TEST(ResolveIncludesTest, IncludeNextInTheKernelSourceIsAnInclude) {
+  std::string d = test_dir();
+  write(d, "k.cu", "#include_next <x.h>\n");
+  write(d, "d1/x.h", "// d1\n");
+  ScopedCwd cwd(d);
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{"d1"}, {}, {}});
+  EXPECT_EQ(header_names(g), std::vector<std::string>{"x.h"});
+  EXPECT_FALSE(g.root_content);
+  // An asked header found in d1 is the root: its #include_next is rewritten.
+  g = resolve_includes("d1/x.h", "#include_next <x.h>\n", {{"d1", "d2"}, {}, {}, 1});
+  ASSERT_TRUE(g.root_content);
+  EXPECT_EQ(*g.root_content, "#include \"kcache-include-next/2/x.h\"\n");
+  ASSERT_EQ(g.missing.size(), 1u);
+  EXPECT_NE(g.missing[0].stub.find("the #include_next of \"x.h\""), std::string::npos);
+}
+
 // -- scanning ---------------------------------------------------------------
 
 TEST(ScanIncludesTest, FindsQuotedAndAngledWithLines) {

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <regex>
 
 #include "cache/storage.h"
 #include "common/error.h"
+#include "common/file_system.h"
 #include "compiler/compiler.h"
 #include "compiler/nvrtc.h"
 #include "compiler/toolkit.h"
@@ -62,6 +65,41 @@ class SealedTest : public ::testing::Test {
   }
 
   std::string ptx(const CompileResult& r) { return std::string(r.targets[0].entry->payload()); }
+
+  // The constant the kernel stores (`*p = V`), as the PTX moves it.
+  static std::string stored_value(const std::string& ptx) {
+    std::smatch m;
+    if (!std::regex_search(ptx, m, std::regex(R"(mov\.u32\s+%r\d+,\s*(-?\d+);)"))) return "none";
+    return m[1];
+  }
+
+  // What a real compiler gives: `nvcc -ptx` of the same files, run in dir_
+  // with the same -I folders (nvcc preprocesses with the host compiler, so
+  // this is GCC's #include_next / #line rule). Empty with a reason if the
+  // toolkit has no nvcc.
+  std::string nvcc_value(const CompileOptions& o) {
+    std::string nvcc = toolkit_.root + "/bin/nvcc";
+    if (::access(nvcc.c_str(), X_OK) != 0) return "";
+    std::string cmd = "cd '" + dir_ + "' && '" + nvcc + "' -ptx -arch=compute_80";
+    if (!o.std.empty()) cmd += " -std=" + o.std;
+    for (const std::string& d : o.include_dirs) cmd += " -I '" + d + "'";
+    for (const std::string& d : o.defines) cmd += " '-D" + d + "'";
+    cmd += " '" + o.source_path + "' -o nvcc.ptx 2> nvcc.log";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd << "\n" << read_file(dir_ + "/nvcc.log").value_or("");
+    return stored_value(read_file(dir_ + "/nvcc.ptx").value_or(""));
+  }
+
+  // The cached value equals a compile without a store, and nvcc's.
+  void expect_like_nvcc(const CompileOptions& o, const std::string& want) {
+    CompileResult r = exact(o);
+    EXPECT_EQ(stored_value(ptx(r)), want);
+    std::string nvcc = nvcc_value(o);
+    if (nvcc.empty()) {
+      std::fprintf(stderr, "no nvcc in %s: the nvcc comparison was skipped\n", toolkit_.root.c_str());
+    } else {
+      EXPECT_EQ(nvcc, want) << "nvcc -ptx disagrees";
+    }
+  }
 
   std::string dir_;
   Toolkit toolkit_;
@@ -353,6 +391,180 @@ TEST_F(SealedTest, AComputedIncludeFoundNowhereNamesItTheIncluderAndTheFolders) 
                                        "/inc, " + toolkit_.include_dirs[0]))
         << e.what();
   }
+}
+
+// -- issue 18: preprocessor semantics as a compiler gives them ----------------
+
+// A backslash + CR LF joins lines like backslash + LF: the `#if 0` and the
+// `#endif` below are inside line comments, so the __has_include group is
+// live. The scanner must hand opt.cuh (sealed NVRTC cannot find it itself):
+// without the splice it saw a dead group and V was 3 where nvcc gives 2.
+TEST_F(SealedTest, CrLfSpliceBeforeIfZeroKeepsTheGroupLive) {
+  write(dir_, "k.cu",
+        "// x \\\r\n#if 0\r\n#if __has_include(\"opt.cuh\")\r\n#include \"opt.cuh\"\r\n#else\r\n"
+        "#define V 3\r\n#endif\r\n// y \\\r\n#endif\r\n"
+        "extern \"C\" __global__ void k(int* p) { *p = V; }\r\n");
+  write(dir_, "opt.cuh", "#define V 2\r\n");
+  CompileOptions o = options();
+  expect_like_nvcc(o, "2");
+  EXPECT_EQ(cached_->keys(o), fresh_->keys(o));
+  write(dir_, "opt.cuh", "#define V 4\r\n");
+  expect_like_nvcc(o, "4");
+}
+
+// `#include_next` goes on after the -I folder the current header was found
+// in (d1 -> d2 -> d3), as nvcc -I d1 -I d2 -I d3 does; a header edited at the
+// end of the chain changes the result.
+TEST_F(SealedTest, IncludeNextContinuesAfterTheHeadersFolder) {
+  write(dir_, "k.cu",
+        "#include <x.h>\nextern \"C\" __global__ void k(int* p) { *p = A * 100 + B * 10 + C; }\n");
+  write(dir_, "d1/x.h", "#pragma once\n#include_next <x.h>\n#define A 1\n");
+  write(dir_, "d2/x.h", "#ifndef D2\n#define D2\n#include_next \\\n  <x.h>\n#define B 2\n#endif\n");
+  write(dir_, "d3/x.h", "#define C 3\n");
+  CompileOptions o = options();
+  o.include_dirs = {"d1", "d2", "d3"};
+  ScopedCwd cwd(dir_);
+  expect_like_nvcc(o, "123");
+  write(dir_, "d3/x.h", "#define C 4\n");
+  expect_like_nvcc(o, "124");
+  // The order of -I decides: d2 first skips d1.
+  o.include_dirs = {"d2", "d1", "d3"};
+  write(dir_, "k.cu", "#include <x.h>\nextern \"C\" __global__ void k(int* p) { *p = B * 10 + C; }\n");
+  expect_like_nvcc(o, "24");
+}
+
+// The same from a header NVRTC asks for (a computed include) and from one
+// found next to its includer (its #include_next starts at the first -I).
+TEST_F(SealedTest, IncludeNextInAnAskedHeaderAndNextToTheIncluder) {
+  write(dir_, "k.cu",
+        "#include HEADER\n#include \"local.h\"\n"
+        "extern \"C\" __global__ void k(int* p) { *p = Y * 100 + L; }\n");
+  write(dir_, "d1/y.h", "#include_next <y.h>\n");
+  write(dir_, "d2/y.h", "#define Y 7\n");
+  write(dir_, "local.h", "#include_next <local.h>\n");
+  write(dir_, "d2/local.h", "#define L 5\n");
+  CompileOptions o = options();
+  o.include_dirs = {"d1", "d2"};
+  o.defines = {"HEADER=<y.h>"};
+  ScopedCwd cwd(dir_);
+  expect_like_nvcc(o, "705");
+  write(dir_, "d2/y.h", "#define Y 8\n");
+  expect_like_nvcc(o, "805");
+}
+
+// `#line` renames the file in NVRTC's complaints but not the folder a quoted
+// include is searched in: the computed include below is src/w.cuh (nvcc's
+// answer too), not other/w.cuh and not inc/w.cuh.
+TEST_F(SealedTest, LineDirectiveDoesNotMoveTheIncludeSearch) {
+  write(dir_, "src/k.cu",
+        "#line 1 \"other/gen.cu\"\n#define H \"w.cuh\"\n#include H\n" + std::string(kKernel));
+  write(dir_, "src/w.cuh", "#define V 1\n");
+  write(dir_, "other/w.cuh", "#define V 2\n");
+  write(dir_, "inc/w.cuh", "#define V 3\n");
+  CompileOptions o;
+  o.source_path = "src/k.cu";
+  o.ptx_arch = "compute_80";
+  o.include_dirs = {"inc"};
+  ScopedCwd cwd(dir_);
+  expect_like_nvcc(o, "1");
+  write(dir_, "src/w.cuh", "#define V 4\n");
+  expect_like_nvcc(o, "4");
+}
+
+// Two files in different folders that NVRTC names alike: a clear error.
+TEST_F(SealedTest, ALineNameSharedByFilesInTwoFoldersIsAnError) {
+  write(dir_, "k.cu", "#include \"lib/a.cuh\"\n" + std::string(kKernel));
+  write(dir_, "lib/a.cuh", "#line 1 \"k.cu\"\n#define H \"w.cuh\"\n#include H\n");
+  write(dir_, "lib/w.cuh", "#define V 1\n");
+  try {
+    cached_->compile(options());
+    FAIL() << "compiled with an ambiguous includer";
+  } catch (const InvalidArgument& e) {
+    EXPECT_TRUE(contains(e.what(), "NVRTC names the includer")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "#line")) << e.what();
+  }
+}
+
+// -- issue 18: time macros, as ccache treats them -----------------------------
+
+int64_t counter(cache::Storage& s, const std::string& name) {
+  return s.local()->stats().counter(name);
+}
+
+// __TIME__ in the source, a scanned header or an asked one: compiled every
+// time (never looked up: a hit would be another second's stamp), never
+// stored, counted. The stamp is unused here, so each result still equals a
+// compile without a store.
+TEST_F(SealedTest, TimeMacroIsCompiledNeverStoredAndCounted) {
+  write(dir_, "k.cu",
+        "#include \"t.cuh\"\n#include HEADER\n#define STAMP __TIME__\n" +
+            std::string(kKernel));
+  write(dir_, "t.cuh", "#define V 1\n");
+  write(dir_, "asked.cuh", "// no time here\n");
+  CompileOptions o = options();
+  o.defines = {"HEADER=\"asked.cuh\""};
+  for (const char* where : {"source", "scanned header", "asked header"}) {
+    if (std::string(where) == "scanned header") {
+      write(dir_, "k.cu", "#include \"t.cuh\"\n#include HEADER\n" + std::string(kKernel));
+      write(dir_, "t.cuh", "#define V 1\n#define STAMP __TIMESTAMP__\n");
+    } else if (std::string(where) == "asked header") {
+      write(dir_, "t.cuh", "#define V 1\n");
+      write(dir_, "asked.cuh", "#define ASKED_STAMP __TIME__\n");
+    }
+    int64_t before = counter(*storage_, "uncached_time_macros");
+    for (int i = 0; i < 2; ++i) {
+      CompileResult want = fresh_->compile(o);
+      CompileResult got = cached_->compile(o);
+      EXPECT_EQ(got.hits(), 0) << where;
+      EXPECT_EQ(got.bundle, want.bundle) << where;
+    }
+    EXPECT_EQ(counter(*storage_, "uncached_time_macros") - before, 2) << where;
+    EXPECT_EQ(storage_->local()->stats().entries, 0u) << where;
+  }
+  // ccache's sloppiness=time_macros: cached like any other compile.
+  cache::StorageOptions sloppy_options;
+  sloppy_options.local_dir = dir_ + "/sloppy";
+  sloppy_options.sloppy_time_macros = true;
+  cache::Storage sloppy(sloppy_options);
+  Compiler sloppy_compiler(toolkit_, &sloppy);
+  EXPECT_EQ(sloppy_compiler.compile(o).hits(), 0);
+  EXPECT_EQ(sloppy_compiler.compile(o).hits(), 1);
+  EXPECT_EQ(counter(sloppy, "uncached_time_macros"), 0);
+  // ... and what it stored is never served to a compile that is not sloppy.
+  cache::StorageOptions strict_options;
+  strict_options.local_dir = dir_ + "/sloppy";
+  cache::Storage strict(strict_options);
+  EXPECT_EQ(Compiler(toolkit_, &strict).compile(o).hits(), 0);
+}
+
+// __DATE__ is keyed by its value, local time as NVRTC formats it: two time
+// zones 26 hours apart are always two dates, so two keys, each result equal
+// to a compile without a store (the date is in the PTX).
+TEST_F(SealedTest, DateMacroIsKeyedByTheDate) {
+  write(dir_, "k.cu",
+        "#include \"d.cuh\"\n"
+        "extern \"C\" __global__ void k(char* p, int i) { p[0] = DATE[i]; }\n");
+  write(dir_, "d.cuh", "__device__ const char DATE[] = __DATE__;\n");
+  const char* old = std::getenv("TZ");
+  std::string saved = old ? old : "";
+  std::vector<std::string> ptxs;
+  std::vector<Hash128> keys;
+  for (const char* tz : {"Etc/GMT-14", "Etc/GMT+12"}) {
+    ::setenv("TZ", tz, 1);
+    ::tzset();
+    CompileResult r = exact(options());
+    EXPECT_EQ(r.hits(), 1) << tz;
+    ptxs.push_back(ptx(r));
+    keys.push_back(r.targets[0].key);
+  }
+  if (old) {
+    ::setenv("TZ", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TZ");
+  }
+  ::tzset();
+  EXPECT_NE(keys[0], keys[1]);
+  EXPECT_NE(ptxs[0], ptxs[1]) << "NVRTC's __DATE__ is not local time";
 }
 
 }  // namespace

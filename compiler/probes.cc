@@ -1,0 +1,233 @@
+#include "compiler/probes.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <optional>
+
+#include "common/error.h"
+#include "common/file_system.h"
+#include "common/hash.h"
+#include "compiler/time_macros.h"
+
+namespace kcache::compiler {
+namespace {
+
+constexpr const char* kToolkitLabel = "toolkit";
+
+bool under(const std::string& path, const std::string& dir) {
+  return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+         (path[dir.size()] == '/' || dir.back() == '/');
+}
+
+bool has_dotdot(const std::string& rel) {
+  size_t start = 0;
+  while (start <= rel.size()) {
+    size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    if (rel.compare(start, end - start, "..") == 0 && end - start == 2) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+std::string canonical(const std::string& path) {
+  char real[PATH_MAX];
+  if (::realpath(path.c_str(), real)) return real;
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return path;
+  return canonical(path.substr(0, slash)) + path.substr(slash);
+}
+
+// Paths NVRTC names for itself: the dynamic loader looking for libcuda in
+// the system's library folders and $LD_LIBRARY_PATH (NVRTC tries to load it
+// on every compile; where there is no driver the search differs with the
+// process's history), the time zone, character-set modules, process files.
+// A computed `__has_include` of a name in a library folder is therefore not
+// keyed (docs/KEYS.md); an #include of one still fails and is handed over.
+bool is_nvrtc_own(const std::string& path, const std::string& real, const ProbeContext& c) {
+  for (const char* folder : {"/proc", "/sys", "/dev", "/usr/share/zoneinfo", "/lib", "/lib32",
+                             "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib",
+                             "/usr/local/lib64"}) {
+    if (path == folder || under(path, folder)) return true;
+  }
+  if (const char* ld = ::getenv("LD_LIBRARY_PATH")) {
+    std::string list = ld;
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(':', start);
+      if (end == std::string::npos) end = list.size();
+      std::string dir = list.substr(start, end - start);
+      if (!dir.empty() && dir.front() == '/' && (path == dir || under(path, dir))) return true;
+      start = end + 1;
+    }
+  }
+  for (const char* file : {"/etc/localtime", "/etc/ld.so.cache", "/etc/ld.so.preload"}) {
+    if (path == file) return true;
+  }
+  if (path.find("/glibc-hwcaps") != std::string::npos) return true;
+  size_t slash = path.rfind('/');
+  std::string base = path.substr(slash + 1);
+  if (base.compare(0, 3, "lib") == 0 && base.find(".so") != std::string::npos) return true;
+  for (const std::string& d : c.own_dirs) {
+    if (under(path, d) || under(real, canonical(d))) return true;
+  }
+  return false;
+}
+
+// "toolkit<i>:<rel>" for a path beneath toolkit folder i, else nullopt.
+std::optional<std::string> toolkit_name(const std::string& path, const std::string& real,
+                                        const ProbeContext& c) {
+  for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
+    const std::string& d = c.toolkit_dirs[i];
+    if (under(path, d)) {
+      std::string rel = path.substr(d.size() + (d.back() == '/' ? 0 : 1));
+      if (!has_dotdot(rel)) return kToolkitLabel + std::to_string(i) + ":" + rel;
+    }
+  }
+  for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
+    std::string d = canonical(c.toolkit_dirs[i]);
+    if (under(real, d)) {
+      return kToolkitLabel + std::to_string(i) + ":" + real.substr(d.size() + 1);
+    }
+  }
+  return std::nullopt;
+}
+
+// Where a recorded probe path is on this machine now.
+std::optional<std::string> disk_path(const std::string& recorded, const ProbeContext& c) {
+  if (recorded.compare(0, std::char_traits<char>::length(kToolkitLabel), kToolkitLabel) != 0) {
+    return recorded.empty() || recorded.front() != '/' ? std::nullopt
+                                                       : std::optional<std::string>(recorded);
+  }
+  size_t colon = recorded.find(':');
+  if (colon == std::string::npos) return std::nullopt;
+  std::string index = recorded.substr(std::char_traits<char>::length(kToolkitLabel),
+                                      colon - std::char_traits<char>::length(kToolkitLabel));
+  if (index.empty() || index.size() > 3 ||
+      index.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  size_t i = static_cast<size_t>(std::stoul(index));
+  std::string rel = recorded.substr(colon + 1);
+  if (i >= c.toolkit_dirs.size() || rel.empty() || rel.front() == '/' || has_dotdot(rel)) {
+    return std::nullopt;
+  }
+  return c.toolkit_dirs[i] + "/" + rel;
+}
+
+struct Stat {
+  bool file = false;  // a regular file (what an include can read)
+  uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
+};
+
+Stat stat_of(const std::string& path) {
+  Stat s;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return s;
+  s.file = true;
+  s.dev = static_cast<uint64_t>(st.st_dev);
+  s.ino = static_cast<uint64_t>(st.st_ino);
+  s.size = static_cast<uint64_t>(st.st_size);
+  s.mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000 +
+               static_cast<uint64_t>(st.st_mtim.tv_nsec);
+  s.ctime_ns = static_cast<uint64_t>(st.st_ctim.tv_sec) * 1000000000 +
+               static_cast<uint64_t>(st.st_ctim.tv_nsec);
+  return s;
+}
+
+bool is_directory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
+                                 int64_t started_ns) {
+  ClassifiedProbes out;
+  std::map<std::string, cache::ManifestProbe> keyed;
+  for (const std::string& path : probes) {
+    if (path.empty() || path.front() != '/') continue;  // the seal gives absolute paths only
+    std::string real = canonical(path);
+    if (is_nvrtc_own(path, real, c)) continue;
+    std::optional<std::string> toolkit = toolkit_name(path, real, c);
+    Stat st = stat_of(path);
+    if (!st.file && is_directory(path)) continue;  // a folder is never an include
+    if (!toolkit && st.file) {
+      out.user_files.push_back(path);
+      continue;
+    }
+    cache::ManifestProbe p;
+    p.path = toolkit ? *toolkit : path;
+    if (st.file) {
+      if (static_cast<int64_t>(st.ctime_ns) >= started_ns) {
+        out.unkeyable = path + " changed while NVRTC compiled";
+        continue;
+      }
+      std::optional<std::string> content;
+      try {
+        content = read_file(path);
+      } catch (const Error& e) {
+        out.unkeyable = e.what();
+        continue;
+      }
+      if (!content) continue;  // gone meanwhile: the stat below cannot match
+      if (c.check_time_macros && (uses_time_macros(*content) || uses_date_macro(*content))) {
+        out.unkeyable = path + " uses a time macro";
+        continue;
+      }
+      if (stat_of(path).ctime_ns != st.ctime_ns) {
+        out.unkeyable = path + " changed while kcache read it";
+        continue;
+      }
+      p.present = true;
+      p.content = xxh3_128(*content);
+      p.dev = st.dev;
+      p.ino = st.ino;
+      p.size = st.size;
+      p.mtime_ns = st.mtime_ns;
+      p.ctime_ns = st.ctime_ns;
+    }
+    keyed.emplace(p.path, std::move(p));
+  }
+  for (auto& [name, p] : keyed) out.keyed.push_back(std::move(p));
+  return out;
+}
+
+bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
+  for (const cache::ManifestProbe& p : probes) {
+    std::optional<std::string> path = disk_path(p.path, c);
+    if (!path) return false;
+    Stat st = stat_of(*path);
+    if (st.file != p.present) return false;
+    if (!p.present) continue;
+    if (st.dev == p.dev && st.ino == p.ino && st.size == p.size && st.mtime_ns == p.mtime_ns &&
+        st.ctime_ns == p.ctime_ns) {
+      continue;  // no write leaves all of these unchanged
+    }
+    std::optional<std::string> content;
+    try {
+      content = read_file(*path);
+    } catch (const Error&) {
+      return false;
+    }
+    if (!content || xxh3_128(*content) != p.content) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> probe_key_lines(const std::vector<cache::ManifestProbe>& probes) {
+  std::vector<std::string> lines;
+  lines.reserve(probes.size());
+  for (const cache::ManifestProbe& p : probes) {
+    lines.push_back(p.present ? "present " + p.path + " " + p.content.hex() : "absent " + p.path);
+  }
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+}  // namespace kcache::compiler

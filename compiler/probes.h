@@ -1,0 +1,59 @@
+// What the paths a sealed NVRTC named (seal.h) mean for a key.
+//
+// Under the seal NVRTC can read the toolkit's include folders and nothing of
+// the user's, and every path it names is recorded. After a compile each
+// recorded path is one of:
+//  - a toolkit path (beneath a folder it was given with -I): a file it read,
+//    keyed by its content, or a path it found absent, keyed by that: a header
+//    added to or edited in the toolkit's folders changes the key of exactly
+//    the kernels whose NVRTC looked there;
+//  - NVRTC's own business (its libraries, the time zone, character sets, the
+//    dynamic loader's search, its PCH folder): not keyed;
+//  - a user path: absent, keyed by that (a computed `__has_include` of a file
+//    that appears later must not be answered from the cache); or an existing
+//    file NVRTC was refused, which the compile must hand over (by its
+//    absolute name) and compile again, because NVRTC's answer (false, or a
+//    "cannot open" error) is not the file system's.
+// A lookup checks each keyed path against the disk (probes_hold), cheaply
+// where a file's stat is the one recorded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cache/manifest.h"
+
+namespace kcache::compiler {
+
+struct ProbeContext {
+  // Absolute, in NVRTC's -I order: "/usr/local/cuda/include", ".../cccl".
+  std::vector<std::string> toolkit_dirs;
+  // Folders whose files are NVRTC's own (its library folder, its PCH folder).
+  std::vector<std::string> own_dirs;
+  // Not sloppy about time macros (time_macros.h): a toolkit header NVRTC read
+  // that uses __TIME__, __TIMESTAMP__ or __DATE__ makes the result unkeyable.
+  bool check_time_macros = true;
+};
+
+struct ClassifiedProbes {
+  std::vector<cache::ManifestProbe> keyed;  // sorted by path
+  std::vector<std::string> user_files;      // existing user files NVRTC was refused
+  std::string unkeyable;                    // why the result cannot be stored, or empty
+};
+
+// Classifies `probes` (absolute, from NvrtcOutput::probes) of a compile that
+// started at `started_ns` (CLOCK_REALTIME): a toolkit file changed since then
+// may have been read half old, half new, and makes the result unkeyable.
+ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
+                                 int64_t started_ns);
+
+// True if every recorded probe still holds on the disk: an absent path is
+// still no file; a present one has the recorded content (taken as unchanged
+// where its stat is the recorded one, else read and hashed).
+bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c);
+
+// The lines the key hashes for `probes` (CompileRequest::probes), sorted.
+std::vector<std::string> probe_key_lines(const std::vector<cache::ManifestProbe>& probes);
+
+}  // namespace kcache::compiler

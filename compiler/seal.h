@@ -1,0 +1,72 @@
+// The seal: what NVRTC may open while it compiles, enforced by the kernel,
+// and a record of every path it asked the kernel about.
+//
+// Contract. run_sealed(policy, fn) runs `fn` on a new thread and returns when
+// it has returned. While `fn` runs that thread (and any thread it creates):
+//  - has a working directory of its own (unshare(CLONE_FS)): the innermost of
+//    a chain of kSealDepth folders made for it and deleted again, so a
+//    relative name resolves to nothing and `..` climbs through deleted folders;
+//  - can open for reading only files beneath `policy.readable` and for
+//    reading and writing only beneath `policy.writable` (a Landlock domain,
+//    which no code on that thread can lift): any other existing file fails
+//    with EACCES, whatever name reaches it (absolute, `..`, symbolic links);
+//  - has every system call that names a path (open, openat, stat, access,
+//    readlink, ...) reported to a supervisor thread by the kernel (seccomp
+//    user notification) before it runs: SealResult::probes lists those paths.
+// The boundary does not depend on `fn`'s cooperation: a library that calls
+// the kernel directly is held by it too.
+//
+// Where the kernel refuses any part of it (no Landlock, a seccomp filter that
+// forbids ours, no unshare), `fn` still runs, on a thread without the
+// boundary, and SealResult::sealed is false with `why` saying what was
+// refused: its result is right for this compile but must not be cached.
+//
+// Thread safety: any number of run_sealed calls may run at once; each has its
+// own thread, domain and supervisor.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kcache::compiler {
+
+struct SealPolicy {
+  std::vector<std::string> readable;  // folders (or files) readable beneath
+  std::vector<std::string> writable;  // folders readable and writable beneath
+};
+
+struct SealResult {
+  bool sealed = false;
+  std::string why;  // when not sealed: what the kernel refused
+  // Every path `fn` named to the kernel, in first-use order, each once.
+  // Relative names are resolved against the sealed working directory: those
+  // that stay inside the deleted chain (where nothing can exist) are left
+  // out; those that climb out of it are given as the absolute path they
+  // reach. Absolute names are given as written.
+  std::vector<std::string> probes;
+};
+
+// Depth of the deleted chain: a relative name needs more `..` than this to
+// climb out of it (and then meets the Landlock domain).
+constexpr int kSealDepth = 32;
+
+SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn);
+
+// Whether this kernel can seal at all (Landlock and seccomp user
+// notification), and if not, why; checked once per process. KCACHE_SEAL=off
+// in the environment turns the seal off (every result then goes uncached),
+// for measuring what it costs.
+bool seal_available(std::string* why);
+
+// `dirs` and the targets of the symbolic links directly in each: a toolkit
+// assembled from links (conda, some CI images) is read through them, and
+// Landlock judges the file a link leads to, not the link.
+std::vector<std::string> with_link_targets(const std::vector<std::string>& dirs);
+
+// `path` relative to the working directory `cwd` (absolute, no symbolic links
+// in it), with `.` and `..` folded lexically: exact for the part inside `cwd`,
+// which is made of real folders only. Exposed for tests.
+std::string resolve_lexically(const std::string& cwd, const std::string& path);
+
+}  // namespace kcache::compiler
