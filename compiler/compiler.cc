@@ -17,6 +17,7 @@
 
 #include "bundle/bundle.h"
 #include "cache/manifest.h"
+#include "cache/program_record.h"
 #include "common/arch.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -432,6 +433,9 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
       }
     }
   }
+  if (options.program && (p.targets.size() != 1 || options.lean)) {
+    throw InvalidArgument("an NVRTC program compiles one target, without the lean pass");
+  }
   p.key_options = canonical_options(options);
   if (options.source_text) {
     if (options.logical_name().empty()) {
@@ -449,9 +453,22 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
     if (!source) throw NotFound("kernel source " + options.source_path + " does not exist");
     p.source = std::move(*source);
   }
-  p.includes = resolve_includes(
-      options.source_path, p.source,
-      {options.include_dirs, toolkit_.include_dirs, options.may_read, -1, scan_options(options)});
+  std::set<std::string> in_memory;
+  for (const cache::Header& h : options.memory_headers) in_memory.insert(h.include_name);
+  p.includes = resolve_includes(options.source_path, p.source,
+                                {options.include_dirs, toolkit_.include_dirs, options.may_read, -1,
+                                 scan_options(options), in_memory});
+  if (options.program) {
+    // NVRTC's own "cannot open source file" must reach the program's log.
+    for (MissingInclude& m : p.includes.missing) m.stub.clear();
+  }
+  // Handed as they are, and found as includers by their names (a quoted
+  // include in one is searched for next to that name, as NVRTC does).
+  for (const cache::Header& h : options.memory_headers) {
+    p.includes.headers.push_back({h.include_name, h.include_name, h.content, {}});
+  }
+  std::stable_sort(p.includes.headers.begin(), p.includes.headers.end(),
+                   [](const ResolvedHeader& a, const ResolvedHeader& b) { return a.name < b.name; });
 
   p.request.compiler_identity = identity_;
   p.request.options = p.key_options;
@@ -462,6 +479,10 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
   p.request.name_expressions = options.name_expressions;
   check_time_macros(storage_ && storage_->sloppy_time_macros(), p.source, p.includes, &p.request,
                     &p.today, &p.uses_time);
+  if (options.program) {
+    // Its entries hold a program record, not an image: never the same key.
+    p.request.image_pass = "nvrtc-program; record v" + std::to_string(cache::kProgramRecordVersion);
+  }
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
     p.request.image_pass = std::string(kLeanPassVersion) + "; " +
@@ -537,6 +558,14 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       if (std::optional<cache::Entry> e = storage_->get(key)) {
         // A key collision or a foreign writer must never hand out a wrong image.
         bool names_ok = e->lowered_names().size() == options.name_expressions.size();
+        if (options.program) {
+          try {  // a compile NVRTC rejected has no lowered names
+            names_ok = names_ok ||
+                       cache::ProgramRecord::decode(e->payload()).compile_result != cache::kNvrtcSuccess;
+          } catch (const Error&) {
+            names_ok = false;  // a record this kcache cannot read: compile again
+          }
+        }
         if (e->key() == key && e->kind() == t.kind && e->arch() == t.arch && names_ok) {
           r.hit = true;
           r.key = key;
@@ -593,6 +622,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       if (!m.stub.empty()) base.headers.push_back({m.name, m.stub});
     }
     base.name_expressions = options.name_expressions;
+    base.program = options.program;
 
     auto resolve_asked = [&](const AskedInclude& a, const std::vector<ResolvedHeader>& have,
                              const CompileError& e) {
@@ -625,6 +655,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     std::vector<std::exception_ptr> errors(misses.size());
     std::vector<LeanImage> leans(misses.size());
     std::vector<ClassifiedProbes> classified(misses.size());  // the final round's probes
+    std::vector<std::string> unresolved(misses.size());  // an include found nowhere (program)
     std::vector<std::thread> threads;
     auto run = [&](size_t slot) {
       const Target& t = result.targets[misses[slot]].target;
@@ -670,6 +701,23 @@ CompileResult Compiler::compile(const CompileOptions& options) {
             if (!a || round == kMaxIncludeRounds) throw;
             take_ask(*a, e);
             continue;
+          }
+          // A program's compile NVRTC rejected is a result; one it rejected
+          // for an include it could not open goes round like the throw above.
+          const std::optional<cache::ProgramRecord>& answered = outputs[slot]->program;
+          if (answered && answered->compile_result == cache::kNvrtcErrorCompilation) {
+            std::optional<AskedInclude> a = parse_cannot_open(answered->log);
+            if (a && round < kMaxIncludeRounds) {
+              try {
+                take_ask(*a, CompileError("NVRTC could not compile " + options.logical_name(),
+                                          answered->log, input.options));
+                continue;
+              } catch (const CompileError& e) {
+                // Found nowhere: NVRTC's own answer stands, but it is the
+                // sealed NVRTC's (its -I are the toolkit's), so it is not stored.
+                unresolved[slot] = e.what();
+              }
+            }
           }
           // NVRTC compiled. What it named (seal.h) is keyed; an existing
           // user file it was refused without failing (a computed
@@ -765,9 +813,16 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         warn_unsealed(out.unsealed_why);
       }
       if (!classified[s].unkeyable.empty()) storable[s] = false;
+      if (!unresolved[s].empty()) {
+        storable[s] = false;
+        r.not_stored = unresolved[s];
+      }
+      if (!classified[s].unkeyable.empty()) r.not_stored = classified[s].unkeyable;
+      if (!out.sealed) r.not_stored = "NVRTC could not be sealed: " + out.unsealed_why;
       if (time_macros_forbid_storing(prepared.today, prepared.uses_time, request.date, asked[s])) {
         storable[s] = false;
         time_macros[s] = true;
+        r.not_stored = "it uses __TIME__, __TIMESTAMP__ or a __DATE__ that changed";
       }
       r.compile_ms = static_cast<uint32_t>(out.ms + 0.5);
       const LeanRecord lean = options.lean ? leans[s].record() : LeanRecord{};  // before the move
@@ -775,7 +830,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       r.lean_bytes_removed = leans[s].bytes_removed;
       r.lean_variables_removed = leans[s].variables_removed;
       r.lean_note = std::move(leans[s].note);
-      r.entry.emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now, out.image,
+      r.entry.emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now,
+                      out.program ? out.program->encode() : out.image,
                       std::move(out.lowered_names), lean);
       if (!out.log.empty() && result.warnings.find(out.log) == std::string::npos) {
         result.warnings += out.log;
@@ -794,6 +850,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
   }
 
   result.lowered_names = result.targets.front().entry->lowered_names();
+  if (options.program) return result;  // its answers are in the entry's record
   bundle::Bundle b;
   b.source_name = result.source_name;
   b.compiler_identity = result.compiler_identity;

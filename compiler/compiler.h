@@ -85,6 +85,16 @@ struct CompileOptions {
   // The user files kcache may read while resolving includes (includes.h);
   // empty: all. Bazel's worker limits a request to its declared inputs.
   MayRead may_read;
+  // Headers the caller holds in memory (an NVRTC program's): handed to NVRTC
+  // under their names and keyed by name and bytes; the scanner never looks
+  // for these names on disk.
+  std::vector<cache::Header> memory_headers;
+  // An NVRTC program's compile (program.h): one target, NVRTC's own bytes
+  // (lean must be false), every answer NVRTC gives stored as a
+  // cache::ProgramRecord in the entry's payload, a source NVRTC rejects
+  // stored as a result rather than thrown, no stub for a missing include
+  // (NVRTC's own message must reach the log), and no bundle.
+  bool program = false;
 
   const std::string& logical_name() const {
     return source_name.empty() ? source_path : source_name;
@@ -105,6 +115,9 @@ struct TargetResult {
   int64_t lean_bytes_removed = 0;
   uint32_t lean_variables_removed = 0;
   std::string lean_note;  // on a miss: why the image is NVRTC's, when there was a reason
+  // On a miss that was not stored: why (no seal, time macros, an include
+  // found nowhere, ...); empty for a hit or a stored miss.
+  std::string not_stored;
 };
 
 struct CompileResult {

@@ -528,6 +528,7 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
         rewrites.push_back({&d, in_toolkit ? "<" + handed + ">" : "\"" + handed + "\""});
         continue;
       }
+      if (search.in_memory.count(d.name)) continue;  // NVRTC is handed it by name
       if (d.probe) probed.insert(d.name);
       std::vector<std::string> searched;
       std::optional<std::string> user_path;

@@ -36,6 +36,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -64,6 +65,9 @@ struct IncludeSearch {
   // source, where #include_next is an #include (NVRTC warns so).
   int root_next_from = -1;
   ScanOptions scan = {};
+  // Spellings the caller hands NVRTC in memory itself (an NVRTC program's
+  // headers): never looked for on disk, never stubbed.
+  std::set<std::string> in_memory = {};
 };
 
 // #include_next: a header found by one is handed to NVRTC under this prefix,

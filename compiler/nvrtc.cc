@@ -38,9 +38,18 @@ namespace kcache::compiler {
   X(nvrtcAddNameExpression)       \
   X(nvrtcGetLoweredName)
 
+// Only program compiles (NvrtcInput::program) ask for these; an NVRTC too old
+// to have one answers as if the output had not been requested.
+#define KCACHE_NVRTC_OPTIONAL_FUNCTIONS(X) \
+  X(nvrtcGetLTOIRSize)                     \
+  X(nvrtcGetLTOIR)                         \
+  X(nvrtcGetOptiXIRSize)                   \
+  X(nvrtcGetOptiXIR)
+
 struct Nvrtc::Api {
 #define KCACHE_NVRTC_MEMBER(name) decltype(&::name) name = nullptr;
   KCACHE_NVRTC_FUNCTIONS(KCACHE_NVRTC_MEMBER)
+  KCACHE_NVRTC_OPTIONAL_FUNCTIONS(KCACHE_NVRTC_MEMBER)
 #undef KCACHE_NVRTC_MEMBER
 };
 
@@ -102,6 +111,47 @@ void replace_all(std::string& text, const std::string& from, const std::string& 
   }
 }
 
+// What a program compile answers every nvrtcGet* call with
+// (NvrtcInput::program), asked the way a program asks: the size, then the bytes.
+NvrtcOutput program_answers(const Nvrtc::Api& api, nvrtcProgram prog, nvrtcResult result,
+                            NvrtcOutput out, const NvrtcInput& input) {
+  cache::ProgramRecord record;
+  record.compile_result = static_cast<uint32_t>(result);
+  record.log = std::move(out.log);
+  auto take = [&](cache::ProgramOutput kind, nvrtcResult (*size_of)(nvrtcProgram, size_t*),
+                  nvrtcResult (*get)(nvrtcProgram, char*)) {
+    cache::ProgramRecord::Output& o = record.output(kind);
+    if (!size_of || !get) {
+      o.size_result = NVRTC_ERROR_INVALID_PROGRAM;
+      return;
+    }
+    size_t size = 0;
+    o.size_result = static_cast<uint32_t>(size_of(prog, &size));
+    if (o.size_result != NVRTC_SUCCESS) return;
+    o.bytes.resize(size);
+    if (size && get(prog, &o.bytes[0]) != NVRTC_SUCCESS) {
+      throw Error(ErrorKind::compile_failed,
+                  "NVRTC gave a size but no bytes for an output of " + input.source_name);
+    }
+  };
+  take(cache::ProgramOutput::ptx, api.nvrtcGetPTXSize, api.nvrtcGetPTX);
+  take(cache::ProgramOutput::cubin, api.nvrtcGetCUBINSize, api.nvrtcGetCUBIN);
+  take(cache::ProgramOutput::ltoir, api.nvrtcGetLTOIRSize, api.nvrtcGetLTOIR);
+  take(cache::ProgramOutput::optixir, api.nvrtcGetOptiXIRSize, api.nvrtcGetOptiXIR);
+  if (result == NVRTC_SUCCESS) {
+    for (const std::string& e : input.name_expressions) {
+      const char* lowered = nullptr;
+      if (api.nvrtcGetLoweredName(prog, e.c_str(), &lowered) != NVRTC_SUCCESS || !lowered) {
+        throw Error(ErrorKind::compile_failed,
+                    "NVRTC lowered no name for " + e + " in " + input.source_name);
+      }
+      out.lowered_names.push_back({e, lowered});
+    }
+  }
+  out.program = std::move(record);
+  return out;
+}
+
 }  // namespace
 
 std::string sealed_source_name(const std::string& name) {
@@ -128,6 +178,10 @@ Nvrtc::Nvrtc(std::string path) : path_(std::move(path)) {
   }
   KCACHE_NVRTC_FUNCTIONS(KCACHE_NVRTC_RESOLVE)
 #undef KCACHE_NVRTC_RESOLVE
+#define KCACHE_NVRTC_RESOLVE_OPTIONAL(name) \
+  api->name = reinterpret_cast<decltype(&::name)>(::dlsym(handle, #name));
+  KCACHE_NVRTC_OPTIONAL_FUNCTIONS(KCACHE_NVRTC_RESOLVE_OPTIONAL)
+#undef KCACHE_NVRTC_RESOLVE_OPTIONAL
   api_ = api;  // never freed, like the library
   loaded_path_ = load;
   // NVRTC opens its builtins library at the first compile, which the seal
@@ -219,6 +273,7 @@ NvrtcOutput Nvrtc::compile_here(const NvrtcInput& input) const {
     while (!out.log.empty() && out.log.back() == '\0') out.log.pop_back();
     replace_all(out.log, handed_name, input.source_name);
   }
+  if (input.program) return program_answers(api, prog.get(), result, std::move(out), input);
   if (result == NVRTC_ERROR_COMPILATION) {
     throw CompileError("NVRTC could not compile " + input.source_name, out.log, input.options);
   }

@@ -20,10 +20,12 @@
 // file" error naming it, which the compiler answers by handing it over.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cache/entry.h"
+#include "cache/program_record.h"
 
 namespace kcache::compiler {
 
@@ -42,6 +44,10 @@ struct NvrtcInput {
   bool want_ptx = false;   // a cubin's PTX too, in NvrtcOutput::ptx (lean images)
   // Folders the sealed NVRTC may also write (its precompiled headers).
   std::vector<std::string> writable_dirs;
+  // An NVRTC program's compile (compiler/program.h): every answer NVRTC
+  // gives is kept in NvrtcOutput::program (want_cubin and want_ptx are
+  // ignored), and a source NVRTC rejects is a result there, not a throw.
+  bool program = false;
 };
 
 struct NvrtcOutput {
@@ -61,6 +67,9 @@ struct NvrtcOutput {
   // have been read half old, half new.
   std::vector<std::string> probes;
   int64_t started_ns = 0;
+  // With NvrtcInput::program: the result code, log and every output as
+  // NVRTC answered them (image, ptx and log are then left empty).
+  std::optional<cache::ProgramRecord> program;
 };
 
 // The name NVRTC is handed for a source named `name`: unchanged where it is
@@ -82,7 +91,7 @@ class Nvrtc {
   std::vector<int> supported_archs() const;
 
   // Compiles one program. Throws CompileError carrying NVRTC's log exactly as
-  // written and the options; Error for an NVRTC failure that is not a compile
+  // written and the options (not with NvrtcInput::program); Error for an NVRTC failure that is not a compile
   // error (out of memory, a bad option).
   NvrtcOutput compile(const NvrtcInput& input) const;
 

@@ -1,0 +1,70 @@
+// An NVRTC program compiled through the cache: what the drop-in libnvrtc
+// (nvrtc_shim/) does with the programs someone else's code builds through
+// NVRTC's C API.
+//
+// The program's options are mapped onto the CompileOptions of `kcache
+// compile` (program_options): -arch picks the one target, -I folders are
+// searched by kcache and their headers keyed and handed in memory under the
+// seal, -D and -std are canonicalised, every other option is keyed and passed
+// as written. Headers the program hands in memory are keyed by name and bytes.
+// compile_program() then runs Compiler::compile in program mode
+// (CompileOptions::program): the same key, store, manifests, seal and ask
+// loop, with every answer NVRTC gives stored as one cache::ProgramRecord.
+//
+// What this cannot make exact is refused (ProgramOptions::unsupported) and the
+// caller compiles with the real NVRTC instead: options that read or write
+// files kcache does not key (-include, PCH, -time, -fdevice-time-trace), -dlto
+// and -optix-ir (their output embeds the working directory), an -arch given
+// twice or not at all (NVRTC's default target is not kcache's to guess).
+//
+// Known difference from an unsealed NVRTC, documented in docs/NVRTC_SHIM.md:
+// a header found on disk is handed under its spelling, so __FILE__ in it,
+// diagnostics about it and -lineinfo name it so rather than by its path.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cache/entry.h"
+#include "cache/key.h"
+#include "cache/program_record.h"
+#include "compiler/compiler.h"
+
+namespace kcache::compiler {
+
+// A program as nvrtcCreateProgram and nvrtcAddNameExpression built it.
+struct ProgramSource {
+  std::string source;
+  std::string name;                    // as given; empty for NULL or ""
+  std::vector<cache::Header> headers;  // handed in memory, in the order given
+  std::vector<std::string> name_expressions;
+};
+
+struct ProgramOptions {
+  CompileOptions options;  // valid when `unsupported` is empty
+  std::string unsupported;  // the option kcache cannot compile exactly, and why
+};
+
+// NVRTC's name for a program given no name (nvrtc.h: NULL or "").
+constexpr const char kDefaultProgramName[] = "default_program";
+
+// Maps `nvrtc_options` (as the program passed them) onto kcache's options.
+// `toolkit` gives the include folders the sealed NVRTC always searches.
+ProgramOptions program_options(const ProgramSource& program,
+                               const std::vector<std::string>& nvrtc_options);
+
+struct ProgramResult {
+  cache::ProgramRecord record;
+  std::vector<cache::LoweredName> lowered_names;
+  bool hit = false;
+  std::string not_stored;  // a miss that was not stored: why
+};
+
+// Compiles `program` through `compiler`'s cache (thread-safe, as
+// Compiler::compile). Throws what Compiler::compile throws, and Error for a
+// result the real NVRTC must give instead: a compile that failed over an
+// include kcache found nowhere (the sealed NVRTC's message is not the one
+// an unsealed NVRTC writes).
+ProgramResult compile_program(Compiler& compiler, const CompileOptions& options);
+
+}  // namespace kcache::compiler

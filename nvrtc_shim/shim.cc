@@ -1,0 +1,493 @@
+// The drop-in libnvrtc: NVRTC's C API over kcache's cache (see README.md in
+// this folder and compiler/program.h). Every function a program calls lands
+// here; compiles go through the cache, everything else (and every compile
+// kcache cannot make exact) goes to the real library, found by
+// $KCACHE_REAL_NVRTC or next to the toolkit kcache detects.
+//
+// Never worse than NVRTC: any trouble (store, unknown option, a kcache error)
+// compiles with the real NVRTC and says so once per kind of trouble on
+// stderr ($KCACHE_QUIET=1 silences it). Thread-safe like NVRTC: separate
+// programs from any number of threads at once, one program from one thread.
+//
+// Nothing is loaded before the first call: a process that links NVRTC and
+// hits the cache never dlopens the real library for its compiles.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <nvrtc.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cache/config.h"
+#include "cache/storage.h"
+#include "common/error.h"
+#include "compiler/program.h"
+#include "compiler/seal.h"
+#include "compiler/toolkit.h"
+
+namespace kcache::nvrtc_shim {
+namespace {
+
+void say(const std::string& line) {
+  const char* quiet = ::getenv("KCACHE_QUIET");
+  if (quiet && *quiet && std::strcmp(quiet, "0") != 0) return;
+  static std::mutex m;
+  static std::set<std::string> said;  // once per kind of trouble
+  std::lock_guard<std::mutex> lock(m);
+  if (said.size() > 64 || !said.insert(line).second) return;
+  std::fprintf(stderr, "kcache nvrtc: %s\n", line.c_str());
+}
+
+// $KCACHE_SHIM_STATS names a file that gets one line per compile: "hit",
+// "miss" (the sealed NVRTC compiled it for the cache) or "real" (the real
+// NVRTC did, uncached), then the program's name. Tests and benchmarks count
+// NVRTC compiles by it.
+void record_stat(const char* what, const std::string& name) {
+  const char* path = ::getenv("KCACHE_SHIM_STATS");
+  if (!path || !*path) return;
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  std::string line = std::string(what) + " " + name + "\n";
+  ssize_t ignored = ::write(fd, line.data(), line.size());  // one append: lines never mix
+  (void)ignored;
+  ::close(fd);
+}
+
+// ---- The real library -------------------------------------------------------
+
+#define KCACHE_SHIM_FUNCTIONS(X) \
+  X(nvrtcGetErrorString)         \
+  X(nvrtcVersion)                \
+  X(nvrtcGetNumSupportedArchs)   \
+  X(nvrtcGetSupportedArchs)      \
+  X(nvrtcCreateProgram)          \
+  X(nvrtcDestroyProgram)         \
+  X(nvrtcCompileProgram)         \
+  X(nvrtcGetPTXSize)             \
+  X(nvrtcGetPTX)                 \
+  X(nvrtcGetCUBINSize)           \
+  X(nvrtcGetCUBIN)               \
+  X(nvrtcGetLTOIRSize)           \
+  X(nvrtcGetLTOIR)               \
+  X(nvrtcGetOptiXIRSize)         \
+  X(nvrtcGetOptiXIR)             \
+  X(nvrtcGetProgramLogSize)      \
+  X(nvrtcGetProgramLog)          \
+  X(nvrtcAddNameExpression)      \
+  X(nvrtcGetLoweredName)         \
+  X(nvrtcGetPCHHeapSize)         \
+  X(nvrtcSetPCHHeapSize)         \
+  X(nvrtcGetPCHCreateStatus)     \
+  X(nvrtcGetPCHHeapSizeRequired) \
+  X(nvrtcSetFlowCallback)
+
+struct Real {
+#define KCACHE_SHIM_MEMBER(name) decltype(&::name) name = nullptr;
+  KCACHE_SHIM_FUNCTIONS(KCACHE_SHIM_MEMBER)
+#undef KCACHE_SHIM_MEMBER
+  void* cpex = nullptr;  // __nvrtcCPEx, NVRTC-internal: forwarded, never called here
+  std::string path;
+  std::string error;  // why it could not be loaded
+};
+
+std::string real_path_of(const std::string& path) {
+  char real[PATH_MAX];
+  return ::realpath(path.c_str(), real) ? std::string(real) : path;
+}
+
+// This library's own file, so the real one is never this one.
+std::string own_path() {
+  Dl_info info;
+  if (::dladdr(reinterpret_cast<void*>(&own_path), &info) && info.dli_fname) {
+    return real_path_of(info.dli_fname);
+  }
+  return "";
+}
+
+const Real& real() {
+  static Real* r = [] {
+    auto* out = new Real;  // never freed, like the library
+    const char* env = ::getenv("KCACHE_REAL_NVRTC");
+    try {
+      out->path = env && *env ? env : compiler::find_toolkit("").nvrtc.path;
+    } catch (const std::exception& e) {
+      out->error = std::string(e.what()) + "; set KCACHE_REAL_NVRTC to the real libnvrtc.so";
+      return out;
+    }
+    std::string load = real_path_of(out->path);
+    if (load == own_path()) {
+      out->error = out->path + " is kcache's drop-in libnvrtc itself; set KCACHE_REAL_NVRTC to "
+                   "the toolkit's libnvrtc.so";
+      return out;
+    }
+    void* handle = ::dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      const char* why = ::dlerror();
+      out->error = "cannot load the real NVRTC " + load + ": " + (why ? why : "?") +
+                   "; set KCACHE_REAL_NVRTC to the toolkit's libnvrtc.so";
+      return out;
+    }
+#define KCACHE_SHIM_RESOLVE(name) \
+  out->name = reinterpret_cast<decltype(&::name)>(::dlsym(handle, #name));
+    KCACHE_SHIM_FUNCTIONS(KCACHE_SHIM_RESOLVE)
+#undef KCACHE_SHIM_RESOLVE
+    out->cpex = ::dlsym(handle, "__nvrtcCPEx");
+    return out;
+  }();
+  if (!r->error.empty()) say(r->error);
+  return *r;
+}
+
+// Calls the real `name` if it has one, else answers NVRTC_ERROR_INTERNAL_ERROR.
+#define KCACHE_REAL(name, ...) \
+  (real().name ? real().name(__VA_ARGS__) : NVRTC_ERROR_INTERNAL_ERROR)
+
+// ---- The cache ------------------------------------------------------------
+
+// The compiler every program compiles through, made at the first compile;
+// null (with the reason said once) where kcache cannot work here.
+compiler::Compiler* cache_compiler() {
+  static compiler::Compiler* c = []() -> compiler::Compiler* {
+    std::string why;
+    if (!compiler::seal_available(&why)) {
+      say("compiles are not cached: NVRTC cannot be sealed here (" + why + ")");
+      return nullptr;
+    }
+    try {
+      compiler::Toolkit toolkit = compiler::find_toolkit("");
+      const Real& r = real();
+      if (!r.error.empty()) return nullptr;
+      // The real library is the one compiled with and identified.
+      if (real_path_of(r.path) != real_path_of(toolkit.nvrtc.path)) {
+        toolkit.nvrtc = compiler::fingerprint_library(r.path);
+      }
+      static cache::Storage storage(cache::storage_options_or_local_only(
+          [](const std::string& w) { say("cache settings: " + w); }));
+      return new compiler::Compiler(std::move(toolkit), &storage);
+    } catch (const std::exception& e) {
+      say(std::string("compiles are not cached: ") + e.what());
+      return nullptr;
+    }
+  }();
+  return c;
+}
+
+// ---- Programs ---------------------------------------------------------------
+
+// What a program handle points to. Until it is compiled it only records; a
+// compile answered by the cache keeps the record; anything else (a compile
+// kcache cannot make exact, a flow callback, a call before compiling) hands
+// the program to a real NVRTC program, `real`, which then answers everything.
+struct Program {
+  compiler::ProgramSource source;
+  bool compiled = false;
+  cache::ProgramRecord record;
+  std::vector<cache::LoweredName> lowered_names;
+  nvrtcProgram real = nullptr;
+  int (*flow_callback)(void*, void*) = nullptr;
+  void* flow_payload = nullptr;
+};
+
+Program* from(nvrtcProgram p) { return reinterpret_cast<Program*>(p); }
+
+// Makes the real NVRTC program that answers for `p` from now on.
+nvrtcResult make_real(Program* p) {
+  if (p->real) return NVRTC_SUCCESS;
+  std::vector<const char*> texts, names;
+  for (const cache::Header& h : p->source.headers) {
+    texts.push_back(h.content.c_str());
+    names.push_back(h.include_name.c_str());
+  }
+  nvrtcResult r = KCACHE_REAL(nvrtcCreateProgram, &p->real, p->source.source.c_str(),
+                              p->source.name.c_str(), static_cast<int>(texts.size()),
+                              texts.data(), names.data());
+  if (r != NVRTC_SUCCESS) return r;
+  for (const std::string& e : p->source.name_expressions) {
+    r = KCACHE_REAL(nvrtcAddNameExpression, p->real, e.c_str());
+    if (r != NVRTC_SUCCESS) return r;
+  }
+  if (p->flow_callback) {
+    r = KCACHE_REAL(nvrtcSetFlowCallback, p->real, p->flow_callback, p->flow_payload);
+  }
+  return r;
+}
+
+const std::string& display_name(const Program* p) {
+  static const std::string default_name = compiler::kDefaultProgramName;
+  return p->source.name.empty() ? default_name : p->source.name;
+}
+
+nvrtcResult compile_real(Program* p, int n, const char* const* options, const std::string& why) {
+  if (!why.empty()) say("compiled without the cache: " + why);
+  record_stat("real", display_name(p));
+  nvrtcResult r = make_real(p);
+  if (r != NVRTC_SUCCESS) return r;
+  p->compiled = true;
+  return KCACHE_REAL(nvrtcCompileProgram, p->real, n, options);
+}
+
+nvrtcResult compile(Program* p, int n, const char* const* options) {
+  if (p->real || p->compiled || n < 0 || (n > 0 && !options)) {
+    return compile_real(p, n, options, "");  // NVRTC's own answer to an unusual call
+  }
+  if (p->flow_callback) return compile_real(p, n, options, "a flow callback is set");
+  std::vector<std::string> given;
+  for (int i = 0; i < n; ++i) {
+    if (!options[i]) return compile_real(p, n, options, "");
+    given.emplace_back(options[i]);
+  }
+  compiler::ProgramOptions mapped = compiler::program_options(p->source, given);
+  if (!mapped.unsupported.empty()) return compile_real(p, n, options, mapped.unsupported);
+  compiler::Compiler* c = cache_compiler();
+  if (!c) return compile_real(p, n, options, "");  // the reason was said once
+  try {
+    compiler::ProgramResult result = compiler::compile_program(*c, mapped.options);
+    p->record = std::move(result.record);
+    p->lowered_names = std::move(result.lowered_names);
+    p->compiled = true;
+    record_stat(result.hit ? "hit" : "miss", display_name(p));
+    return static_cast<nvrtcResult>(p->record.compile_result);
+  } catch (const std::exception& e) {
+    return compile_real(p, n, options, e.what());
+  }
+}
+
+// The answer of one recorded output (PTX, CUBIN, ...).
+nvrtcResult output_size(nvrtcProgram prog, cache::ProgramOutput kind, size_t* size,
+                        nvrtcResult (*forward)(nvrtcProgram, size_t*)) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  if (!p->compiled && !p->real) {
+    nvrtcResult r = make_real(p);
+    if (r != NVRTC_SUCCESS) return r;
+  }
+  if (p->real) return forward ? forward(p->real, size) : NVRTC_ERROR_INTERNAL_ERROR;
+  if (!size) return NVRTC_ERROR_INVALID_INPUT;
+  const cache::ProgramRecord::Output& o = p->record.output(kind);
+  if (o.size_result == NVRTC_SUCCESS) *size = o.bytes.size();
+  return static_cast<nvrtcResult>(o.size_result);
+}
+
+nvrtcResult output_bytes(nvrtcProgram prog, cache::ProgramOutput kind, char* out,
+                         nvrtcResult (*forward)(nvrtcProgram, char*)) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  if (!p->compiled && !p->real) {
+    nvrtcResult r = make_real(p);
+    if (r != NVRTC_SUCCESS) return r;
+  }
+  if (p->real) return forward ? forward(p->real, out) : NVRTC_ERROR_INTERNAL_ERROR;
+  if (!out) return NVRTC_ERROR_INVALID_INPUT;
+  const cache::ProgramRecord::Output& o = p->record.output(kind);
+  if (o.size_result != NVRTC_SUCCESS) return static_cast<nvrtcResult>(o.size_result);
+  std::memcpy(out, o.bytes.data(), o.bytes.size());
+  return NVRTC_SUCCESS;
+}
+
+}  // namespace
+}  // namespace kcache::nvrtc_shim
+
+using kcache::nvrtc_shim::from;
+using kcache::nvrtc_shim::Program;
+using kcache::nvrtc_shim::real;
+namespace shim = kcache::nvrtc_shim;
+namespace cache = kcache::cache;
+
+extern "C" {
+
+const char* nvrtcGetErrorString(nvrtcResult result) {
+  if (real().nvrtcGetErrorString) return real().nvrtcGetErrorString(result);
+  return "NVRTC_ERROR unknown";
+}
+
+nvrtcResult nvrtcVersion(int* major, int* minor) {
+  return KCACHE_REAL(nvrtcVersion, major, minor);
+}
+
+nvrtcResult nvrtcGetNumSupportedArchs(int* n) { return KCACHE_REAL(nvrtcGetNumSupportedArchs, n); }
+
+nvrtcResult nvrtcGetSupportedArchs(int* archs) {
+  return KCACHE_REAL(nvrtcGetSupportedArchs, archs);
+}
+
+nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* name,
+                               int num_headers, const char* const* headers,
+                               const char* const* include_names) {
+  bool plain = prog && src && num_headers >= 0 &&
+               (num_headers == 0 || (headers && include_names));
+  for (int i = 0; plain && i < num_headers; ++i) plain = headers[i] && include_names[i];
+  if (!plain) {
+    // NVRTC's own answer to an unusual call (and its program, if it makes one).
+    nvrtcProgram r = nullptr;
+    nvrtcResult result =
+        KCACHE_REAL(nvrtcCreateProgram, prog ? &r : nullptr, src, name, num_headers, headers,
+                    include_names);
+    if (result != NVRTC_SUCCESS || !prog) return result;
+    auto* p = new (std::nothrow) Program;
+    if (!p) return NVRTC_ERROR_OUT_OF_MEMORY;
+    p->real = r;
+    p->compiled = true;
+    *prog = reinterpret_cast<nvrtcProgram>(p);
+    return NVRTC_SUCCESS;
+  }
+  try {
+    auto p = std::make_unique<Program>();
+    p->source.source = src;
+    p->source.name = name ? name : "";
+    for (int i = 0; i < num_headers; ++i) {
+      p->source.headers.push_back({include_names[i], headers[i]});
+    }
+    *prog = reinterpret_cast<nvrtcProgram>(p.release());
+    return NVRTC_SUCCESS;
+  } catch (const std::bad_alloc&) {
+    return NVRTC_ERROR_OUT_OF_MEMORY;
+  }
+}
+
+nvrtcResult nvrtcDestroyProgram(nvrtcProgram* prog) {
+  if (!prog || !*prog) return NVRTC_ERROR_INVALID_PROGRAM;
+  Program* p = from(*prog);
+  nvrtcResult r = NVRTC_SUCCESS;
+  if (p->real) r = KCACHE_REAL(nvrtcDestroyProgram, &p->real);
+  delete p;
+  *prog = nullptr;
+  return r;
+}
+
+nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char* const name_expression) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  if (p->real) return KCACHE_REAL(nvrtcAddNameExpression, p->real, name_expression);
+  if (!name_expression || !*name_expression) {
+    nvrtcResult r = shim::make_real(p);  // NVRTC's own answer
+    return r != NVRTC_SUCCESS ? r : KCACHE_REAL(nvrtcAddNameExpression, p->real, name_expression);
+  }
+  if (p->compiled) return NVRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION;
+  try {
+    p->source.name_expressions.emplace_back(name_expression);
+  } catch (const std::bad_alloc&) {
+    return NVRTC_ERROR_OUT_OF_MEMORY;
+  }
+  return NVRTC_SUCCESS;
+}
+
+nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int num_options, const char* const* options) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  return shim::compile(p, num_options, options);
+}
+
+nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t* size) {
+  return shim::output_size(prog, cache::ProgramOutput::ptx, size, real().nvrtcGetPTXSize);
+}
+nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char* ptx) {
+  return shim::output_bytes(prog, cache::ProgramOutput::ptx, ptx, real().nvrtcGetPTX);
+}
+nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t* size) {
+  return shim::output_size(prog, cache::ProgramOutput::cubin, size, real().nvrtcGetCUBINSize);
+}
+nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char* cubin) {
+  return shim::output_bytes(prog, cache::ProgramOutput::cubin, cubin, real().nvrtcGetCUBIN);
+}
+nvrtcResult nvrtcGetLTOIRSize(nvrtcProgram prog, size_t* size) {
+  return shim::output_size(prog, cache::ProgramOutput::ltoir, size, real().nvrtcGetLTOIRSize);
+}
+nvrtcResult nvrtcGetLTOIR(nvrtcProgram prog, char* ltoir) {
+  return shim::output_bytes(prog, cache::ProgramOutput::ltoir, ltoir, real().nvrtcGetLTOIR);
+}
+nvrtcResult nvrtcGetOptiXIRSize(nvrtcProgram prog, size_t* size) {
+  return shim::output_size(prog, cache::ProgramOutput::optixir, size,
+                           real().nvrtcGetOptiXIRSize);
+}
+nvrtcResult nvrtcGetOptiXIR(nvrtcProgram prog, char* optixir) {
+  return shim::output_bytes(prog, cache::ProgramOutput::optixir, optixir,
+                            real().nvrtcGetOptiXIR);
+}
+
+nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t* size) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  if (!p->compiled && !p->real && shim::make_real(p) != NVRTC_SUCCESS) {
+    return NVRTC_ERROR_INVALID_PROGRAM;
+  }
+  if (p->real) return KCACHE_REAL(nvrtcGetProgramLogSize, p->real, size);
+  if (!size) return NVRTC_ERROR_INVALID_INPUT;
+  *size = p->record.log.size() + 1;  // NVRTC counts the terminating NUL
+  return NVRTC_SUCCESS;
+}
+
+nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char* log) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  if (!p->compiled && !p->real && shim::make_real(p) != NVRTC_SUCCESS) {
+    return NVRTC_ERROR_INVALID_PROGRAM;
+  }
+  if (p->real) return KCACHE_REAL(nvrtcGetProgramLog, p->real, log);
+  if (!log) return NVRTC_ERROR_INVALID_INPUT;
+  std::memcpy(log, p->record.log.c_str(), p->record.log.size() + 1);
+  return NVRTC_SUCCESS;
+}
+
+nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char* const name_expression,
+                                const char** lowered_name) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  if (!p->compiled && !p->real && shim::make_real(p) != NVRTC_SUCCESS) {
+    return NVRTC_ERROR_INVALID_PROGRAM;
+  }
+  if (p->real) return KCACHE_REAL(nvrtcGetLoweredName, p->real, name_expression, lowered_name);
+  if (!name_expression || !lowered_name) return NVRTC_ERROR_INVALID_INPUT;
+  if (p->record.compile_result != NVRTC_SUCCESS) {
+    return NVRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION;
+  }
+  for (const cache::LoweredName& n : p->lowered_names) {
+    if (n.name_expression == name_expression) {
+      *lowered_name = n.lowered_name.c_str();  // lives as long as the program
+      return NVRTC_SUCCESS;
+    }
+  }
+  return NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID;
+}
+
+nvrtcResult nvrtcGetPCHHeapSize(size_t* ret) { return KCACHE_REAL(nvrtcGetPCHHeapSize, ret); }
+
+nvrtcResult nvrtcSetPCHHeapSize(size_t size) { return KCACHE_REAL(nvrtcSetPCHHeapSize, size); }
+
+nvrtcResult nvrtcGetPCHCreateStatus(nvrtcProgram prog) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  if (p->real) return KCACHE_REAL(nvrtcGetPCHCreateStatus, p->real);
+  // PCH options always compile with the real NVRTC (program.h).
+  return NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED;
+}
+
+nvrtcResult nvrtcGetPCHHeapSizeRequired(nvrtcProgram prog, size_t* size) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  if (p->real) return KCACHE_REAL(nvrtcGetPCHHeapSizeRequired, p->real, size);
+  return NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED;
+}
+
+nvrtcResult nvrtcSetFlowCallback(nvrtcProgram prog, int (*callback)(void*, void*), void* payload) {
+  Program* p = from(prog);
+  if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
+  if (p->real) return KCACHE_REAL(nvrtcSetFlowCallback, p->real, callback, payload);
+  // A program that may cancel its compile gets the real NVRTC, which calls back.
+  p->flow_callback = callback;
+  p->flow_payload = payload;
+  return NVRTC_SUCCESS;
+}
+
+// __nvrtcCPEx (NVRTC-internal, its signature unpublished) is forwarded by a
+// stub in cpex_forward.S, which asks this for the real address first.
+void* kcache_nvrtc_shim_cpex_target() { return real().cpex; }
+
+}  // extern "C"
