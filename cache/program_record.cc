@@ -55,7 +55,8 @@ ProgramRecord ProgramRecord::decode(std::string_view bytes, const std::string& w
   for (size_t i = 0; i < kProgramOutputs; ++i) {
     Output& o = p.outputs[i];
     o.size_result = r.u32(kOutputNames[i]);
-    if (o.size_result > kMaxNvrtcResult) r.fail(std::string(kOutputNames[i]) + " result out of range");
+    if (o.size_result > kMaxNvrtcResult)
+      r.fail(std::string(kOutputNames[i]) + " result out of range");
     uint32_t size = r.u32(kOutputNames[i]);
     if (size > kMaxProgramOutputBytes) r.fail(std::string(kOutputNames[i]) + " larger than 1 GiB");
     if (size != 0 && o.size_result != 0) {

@@ -38,6 +38,10 @@ constexpr Refused kRefused[] = {
     {"--dlto", "its LTO-IR embeds the working directory"},
     {"-gen-lto", "its LTO-IR embeds the working directory"},
     {"--gen-lto", "its LTO-IR embeds the working directory"},
+    {"-lineinfo", "its line table names the working directory"},
+    {"--generate-line-info", "its line table names the working directory"},
+    {"-G", "its debug information names the working directory"},
+    {"--device-debug", "its debug information names the working directory"},
     {"-optix-ir", "its OptiX-IR is not compiled through the cache"},
     {"--optix-ir", "its OptiX-IR is not compiled through the cache"},
 };
@@ -110,8 +114,8 @@ ProgramResult compile_program(Compiler& compiler, const CompileOptions& options)
   CompileResult compiled = compiler.compile(options);
   const TargetResult& target = compiled.targets.at(0);
   ProgramResult out;
-  out.record = cache::ProgramRecord::decode(target.entry->payload(), "program record of " +
-                                                                          target.key.hex());
+  out.record = cache::ProgramRecord::decode(target.entry->payload(),
+                                            "program record of " + target.key.hex());
   out.lowered_names = target.entry->lowered_names();
   out.hit = target.hit;
   out.not_stored = target.not_stored;

@@ -41,7 +41,7 @@ struct ProgramSource {
 };
 
 struct ProgramOptions {
-  CompileOptions options;  // valid when `unsupported` is empty
+  CompileOptions options;   // valid when `unsupported` is empty
   std::string unsupported;  // the option kcache cannot compile exactly, and why
 };
 

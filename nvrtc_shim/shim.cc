@@ -124,7 +124,8 @@ const Real& real() {
     }
     std::string load = real_path_of(out->path);
     if (load == own_path()) {
-      out->error = out->path + " is kcache's drop-in libnvrtc itself; set KCACHE_REAL_NVRTC to "
+      out->error = out->path +
+                   " is kcache's drop-in libnvrtc itself; set KCACHE_REAL_NVRTC to "
                    "the toolkit's libnvrtc.so";
       return out;
     }
@@ -147,8 +148,7 @@ const Real& real() {
 }
 
 // Calls the real `name` if it has one, else answers NVRTC_ERROR_INTERNAL_ERROR.
-#define KCACHE_REAL(name, ...) \
-  (real().name ? real().name(__VA_ARGS__) : NVRTC_ERROR_INTERNAL_ERROR)
+#define KCACHE_REAL(name, ...) (real().name ? real().name(__VA_ARGS__) : NVRTC_ERROR_INTERNAL_ERROR)
 
 // ---- The cache ------------------------------------------------------------
 
@@ -206,9 +206,9 @@ nvrtcResult make_real(Program* p) {
     texts.push_back(h.content.c_str());
     names.push_back(h.include_name.c_str());
   }
-  nvrtcResult r = KCACHE_REAL(nvrtcCreateProgram, &p->real, p->source.source.c_str(),
-                              p->source.name.c_str(), static_cast<int>(texts.size()),
-                              texts.data(), names.data());
+  nvrtcResult r =
+      KCACHE_REAL(nvrtcCreateProgram, &p->real, p->source.source.c_str(), p->source.name.c_str(),
+                  static_cast<int>(texts.size()), texts.data(), names.data());
   if (r != NVRTC_SUCCESS) return r;
   for (const std::string& e : p->source.name_expressions) {
     r = KCACHE_REAL(nvrtcAddNameExpression, p->real, e.c_str());
@@ -308,9 +308,7 @@ const char* nvrtcGetErrorString(nvrtcResult result) {
   return "NVRTC_ERROR unknown";
 }
 
-nvrtcResult nvrtcVersion(int* major, int* minor) {
-  return KCACHE_REAL(nvrtcVersion, major, minor);
-}
+nvrtcResult nvrtcVersion(int* major, int* minor) { return KCACHE_REAL(nvrtcVersion, major, minor); }
 
 nvrtcResult nvrtcGetNumSupportedArchs(int* n) { return KCACHE_REAL(nvrtcGetNumSupportedArchs, n); }
 
@@ -321,15 +319,13 @@ nvrtcResult nvrtcGetSupportedArchs(int* archs) {
 nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* name,
                                int num_headers, const char* const* headers,
                                const char* const* include_names) {
-  bool plain = prog && src && num_headers >= 0 &&
-               (num_headers == 0 || (headers && include_names));
+  bool plain = prog && src && num_headers >= 0 && (num_headers == 0 || (headers && include_names));
   for (int i = 0; plain && i < num_headers; ++i) plain = headers[i] && include_names[i];
   if (!plain) {
     // NVRTC's own answer to an unusual call (and its program, if it makes one).
     nvrtcProgram r = nullptr;
-    nvrtcResult result =
-        KCACHE_REAL(nvrtcCreateProgram, prog ? &r : nullptr, src, name, num_headers, headers,
-                    include_names);
+    nvrtcResult result = KCACHE_REAL(nvrtcCreateProgram, prog ? &r : nullptr, src, name,
+                                     num_headers, headers, include_names);
     if (result != NVRTC_SUCCESS || !prog) return result;
     auto* p = new (std::nothrow) Program;
     if (!p) return NVRTC_ERROR_OUT_OF_MEMORY;
@@ -404,12 +400,10 @@ nvrtcResult nvrtcGetLTOIR(nvrtcProgram prog, char* ltoir) {
   return shim::output_bytes(prog, cache::ProgramOutput::ltoir, ltoir, real().nvrtcGetLTOIR);
 }
 nvrtcResult nvrtcGetOptiXIRSize(nvrtcProgram prog, size_t* size) {
-  return shim::output_size(prog, cache::ProgramOutput::optixir, size,
-                           real().nvrtcGetOptiXIRSize);
+  return shim::output_size(prog, cache::ProgramOutput::optixir, size, real().nvrtcGetOptiXIRSize);
 }
 nvrtcResult nvrtcGetOptiXIR(nvrtcProgram prog, char* optixir) {
-  return shim::output_bytes(prog, cache::ProgramOutput::optixir, optixir,
-                            real().nvrtcGetOptiXIR);
+  return shim::output_bytes(prog, cache::ProgramOutput::optixir, optixir, real().nvrtcGetOptiXIR);
 }
 
 nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t* size) {

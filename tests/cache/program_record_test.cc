@@ -13,7 +13,9 @@ ProgramRecord sample() {
   p.compile_result = 0;
   p.log = "kernel.cu(3): warning #177-D: variable \"x\" was declared but never referenced\n";
   p.output(ProgramOutput::ptx) = {0, std::string(".version 9.0\n.target sm_90\0", 29)};
-  p.output(ProgramOutput::cubin) = {0, std::string("\x7f" "ELF\0\x01", 6)};
+  p.output(ProgramOutput::cubin) = {0, std::string("\x7f"
+                                                   "ELF\0\x01",
+                                                   6)};
   p.output(ProgramOutput::ltoir) = {3, ""};  // NVRTC_ERROR_INVALID_INPUT: no -dlto
   p.output(ProgramOutput::optixir) = {3, ""};
   return p;

@@ -1,0 +1,196 @@
+// The drop-in libnvrtc under a program written without kcache in mind
+// (nvrtc_user.cc): everything it gets is byte-identical with and without the
+// shim, a second process compiles nothing with NVRTC, an edited header on
+// disk is a miss, and a program that opens NVRTC by soname gets the shim too.
+// NVRTC compiles are counted by $KCACHE_SHIM_STATS (one line per compile:
+// hit, miss or real).
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/file_system.h"
+#include "compiler/toolkit.h"
+#include "tests/testing/run_command.h"
+#include "tests/testing/temp_dir.h"
+
+namespace kcache {
+namespace {
+
+using testing::run_command;
+using testing::TempDir;
+
+std::string runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir && workspace) return std::string(srcdir) + "/" + workspace + "/" + path;
+  return path;
+}
+
+std::string folder_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
+
+// Every file of `dir`, name -> bytes.
+std::map<std::string, std::string> files_of(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    out[name] = *read_file(dir + "/" + name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// The names of the files that differ between two runs ("" if none), with
+// the text of small ones, so a failure says what differs without a dump.
+std::string differences(const std::map<std::string, std::string>& got,
+                        const std::map<std::string, std::string>& want) {
+  std::string out;
+  for (const auto& [name, bytes] : want) {
+    auto it = got.find(name);
+    if (it == got.end()) {
+      out += name + " missing\n";
+    } else if (it->second != bytes) {
+      out += name + " differs";
+      if (bytes.size() < 600 && name.find(".cubin") == std::string::npos) {
+        out += ": got\n" + it->second + "\nwant\n" + bytes;
+      }
+      out += "\n";
+    }
+  }
+  for (const auto& [name, bytes] : got) {
+    if (!want.count(name)) out += name + " extra\n";
+  }
+  return out;
+}
+
+// How many stats lines start with `what`.
+int count(const std::string& stats, const std::string& what) {
+  int n = 0;
+  size_t at = 0;
+  while (at < stats.size()) {
+    size_t end = stats.find('\n', at);
+    if (stats.compare(at, what.size() + 1, what + " ") == 0) ++n;
+    at = end == std::string::npos ? stats.size() : end + 1;
+  }
+  return n;
+}
+
+constexpr int kPrograms = 8;  // scale_cubin, scale_ptx, broken, warns, thread0..3
+
+class DropInTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    real_dir_ = folder_of(compiler::find_toolkit("").nvrtc.path);
+    shim_dir_ = folder_of(runfile("nvrtc_shim/libnvrtc.so.13"));
+    ::mkdir((tmp_ / "include").c_str(), 0755);
+    write_header(
+        "__device__ inline float twice(float x) { return 2 * x; }\n"
+        "__device__ inline double twice(double x) { return 2 * x; }\n"
+        "__device__ inline int twice(int x) { return 2 * x; }\n");
+  }
+
+  void write_header(const std::string& text) {
+    write_file_atomically(tmp_ / "include/disk_util.h", text);
+  }
+
+  // Runs `program` into a fresh folder; with the shim first on the library
+  // path when `shim`. Returns the folder.
+  std::string run(const std::string& program, bool shim, const std::string& stats = "") {
+    std::string out = tmp_ / ("out" + std::to_string(runs_++));
+    ::mkdir(out.c_str(), 0755);
+    std::map<std::string, std::string> env = {
+        {"LD_LIBRARY_PATH", shim ? shim_dir_ + ":" + real_dir_ : real_dir_},
+        {"KCACHE_DIR", tmp_ / "store"},
+        {"KCACHE_SHIM_STATS", stats},
+        {"KCACHE_REMOTE", ""},
+    };
+    testing::CommandResult r =
+        run_command({runfile("tests/nvrtc_shim/" + program), out, tmp_ / "include"}, env);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    last_err_ = r.err;
+    return out;
+  }
+
+  std::string stats_file(const std::string& name) { return tmp_ / name; }
+  std::string stats(const std::string& name) { return read_file(tmp_ / name).value_or(""); }
+
+  TempDir tmp_;
+  std::string real_dir_, shim_dir_, last_err_;
+  int runs_ = 0;
+};
+
+TEST_F(DropInTest, OutputsAreNvrtcsAndTheSecondProcessCompilesNothing) {
+  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
+  ASSERT_EQ(expected.count("scale_cubin.cubin"), 1u);
+  ASSERT_EQ(expected.count("scale_ptx.ptx"), 1u);
+  ASSERT_NE(expected["broken.log"].find("undeclared_call"), std::string::npos);
+  ASSERT_NE(expected["warns.log"].find("warning"), std::string::npos);
+  ASSERT_NE(expected["scale_cubin.codes"].find("lowered scale<float> 0 _Z5scaleIfEvPT_i"),
+            std::string::npos)
+      << expected["scale_cubin.codes"];
+
+  std::map<std::string, std::string> first = files_of(run("nvrtc_user", true, stats_file("first")));
+  EXPECT_EQ(differences(first, expected), "") << "the shim's first run differs from NVRTC";
+  EXPECT_EQ(count(stats("first"), "miss"), kPrograms) << stats("first") << last_err_;
+  EXPECT_EQ(last_err_, "");  // nothing to say: every compile went through the cache
+
+  std::map<std::string, std::string> second =
+      files_of(run("nvrtc_user", true, stats_file("second")));
+  EXPECT_EQ(differences(second, expected), "") << "a hit differs from NVRTC";
+  EXPECT_EQ(count(stats("second"), "hit"), kPrograms) << stats("second");
+  EXPECT_EQ(count(stats("second"), "miss") + count(stats("second"), "real"), 0);
+}
+
+TEST_F(DropInTest, AProgramThatOpensNvrtcBySonameGetsTheShim) {
+  std::map<std::string, std::string> expected = files_of(run("nvrtc_user_dlopen", false));
+  EXPECT_EQ(differences(files_of(run("nvrtc_user_dlopen", true, stats_file("first"))), expected),
+            "");
+  EXPECT_EQ(count(stats("first"), "miss"), kPrograms) << stats("first");
+  EXPECT_EQ(differences(files_of(run("nvrtc_user_dlopen", true, stats_file("second"))), expected),
+            "");
+  EXPECT_EQ(count(stats("second"), "hit"), kPrograms) << stats("second");
+  // The linked program shares those entries.
+  EXPECT_EQ(differences(files_of(run("nvrtc_user", true, stats_file("linked"))), expected), "");
+  EXPECT_EQ(count(stats("linked"), "hit"), kPrograms) << stats("linked");
+}
+
+TEST_F(DropInTest, AnEditedHeaderOnDiskIsAMiss) {
+  run("nvrtc_user", true, stats_file("first"));
+  write_header(
+      "__device__ inline float twice(float x) { return x + x; }\n"
+      "__device__ inline double twice(double x) { return x + x; }\n"
+      "__device__ inline int twice(int x) { return x + x; }\n");
+  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
+  EXPECT_EQ(differences(files_of(run("nvrtc_user", true, stats_file("edited"))), expected), "");
+  // The programs that include it (scale twice, four threads) compile again;
+  // the two that do not still hit.
+  EXPECT_EQ(count(stats("edited"), "miss"), 6) << stats("edited");
+  EXPECT_EQ(count(stats("edited"), "hit"), 2) << stats("edited");
+}
+
+TEST_F(DropInTest, AnOptionKcacheCannotKeyGoesToTheRealNvrtcAndSaysSoOnce) {
+  // -dlto's LTO-IR embeds the working directory: never cached.
+  std::string out = tmp_ / "dlto_out";
+  ::mkdir(out.c_str(), 0755);
+  std::string prog = runfile("tests/nvrtc_shim/nvrtc_user");
+  testing::CommandResult r =
+      run_command({prog, out, tmp_ / "include"}, {{"LD_LIBRARY_PATH", shim_dir_ + ":" + real_dir_},
+                                                  {"KCACHE_DIR", tmp_ / "store"},
+                                                  {"KCACHE_SHIM_STATS", stats_file("dlto")},
+                                                  {"NVRTC_USER_EXTRA_OPTION", "-dlto"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(count(stats("dlto"), "real"), kPrograms) << stats("dlto");
+  EXPECT_NE(r.err.find("kcache nvrtc: compiled without the cache: option -dlto"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+}  // namespace
+}  // namespace kcache
