@@ -57,6 +57,7 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch);
 void add_prewarm_command(CLI::App& app, Dispatch& dispatch);
 void add_remote_command(CLI::App& app, Dispatch& dispatch);
 void add_bundle_command(CLI::App& app, Dispatch& dispatch);
+void add_run_command(CLI::App& app, Dispatch& dispatch);
 
 // Expands "@file" arguments into the file's lines (one argument per line, as
 // Bazel writes params files); recursive expansion is not done.

@@ -51,6 +51,7 @@ int run(const std::vector<std::string>& args, const GlobalOptions& preset) {
   add_compile_command(app, dispatch);
   add_prewarm_command(app, dispatch);
   add_bundle_command(app, dispatch);
+  add_run_command(app, dispatch);
   app.require_subcommand(0, 1);
 
   try {

@@ -192,5 +192,26 @@ TEST_F(DropInTest, AnOptionKcacheCannotKeyGoesToTheRealNvrtcAndSaysSoOnce) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+TEST_F(DropInTest, KcacheRunPutsTheShimFirst) {
+  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
+  std::string out = tmp_ / "run_out";
+  ::mkdir(out.c_str(), 0755);
+  std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", real_dir_},
+                                            {"KCACHE_DIR", tmp_ / "store"},
+                                            {"KCACHE_SHIM_STATS", stats_file("run")}};
+  testing::CommandResult r =
+      run_command({testing::kcache_binary(), "run", "--", runfile("tests/nvrtc_shim/nvrtc_user"),
+                   out, tmp_ / "include"},
+                  env);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(differences(files_of(out), expected), "");
+  EXPECT_EQ(count(stats("run"), "miss"), kPrograms) << stats("run") << r.err;
+
+  r = run_command({testing::kcache_binary(), "run", "--", "/no/such/program"}, env);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot run /no/such/program: No such file or directory"), std::string::npos)
+      << r.err;
+}
+
 }  // namespace
 }  // namespace kcache
