@@ -1,8 +1,13 @@
 // `kcache run -- CMD [ARGS...]`: runs CMD with kcache's drop-in libnvrtc
-// (nvrtc_shim/) first on LD_LIBRARY_PATH, so every NVRTC compile CMD makes,
-// through a linked libnvrtc or one it opens by soname, goes through the cache.
-// The store and remote are configured as for every kcache command, by the
-// environment (KCACHE_DIR, KCACHE_REMOTE, ...), which CMD inherits.
+// (nvrtc_shim/) first on LD_LIBRARY_PATH and in LD_PRELOAD, so the NVRTC
+// compiles CMD makes go through the cache: through a linked libnvrtc, one it
+// opens by soname, or one it takes because it is already loaded (CuPy 14
+// looks for a loaded libnvrtc before opening its pip wheel's by path,
+// measured on the GPU machine: docs/NVRTC_SHIM.md). A program linked to
+// another NVRTC major binds none of the shim's symbols (their version node is
+// libnvrtc.so.13). The store and remote are configured as for every kcache
+// command, by the environment (KCACHE_DIR, KCACHE_REMOTE, ...), which CMD
+// inherits.
 #include <limits.h>
 #include <unistd.h>
 
@@ -65,6 +70,10 @@ int run_command(const std::vector<std::string>& command) {
   const char* old = std::getenv("LD_LIBRARY_PATH");
   std::string value = old && *old ? path + ":" + old : path;
   ::setenv("LD_LIBRARY_PATH", value.c_str(), 1);
+  std::string preload = path + "/" + kShimName;
+  const char* old_preload = std::getenv("LD_PRELOAD");
+  if (old_preload && *old_preload) preload += std::string(":") + old_preload;
+  ::setenv("LD_PRELOAD", preload.c_str(), 1);
   std::vector<char*> argv;
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -78,8 +87,8 @@ int run_command(const std::vector<std::string>& command) {
 void add_run_command(CLI::App& app, Dispatch& dispatch) {
   CLI::App* cmd = app.add_subcommand(
       "run",
-      "Run a program with kcache's drop-in libnvrtc first on LD_LIBRARY_PATH: its NVRTC "
-      "compiles go through the cache (kcache run -- CMD [ARGS...]).");
+      "Run a program with kcache's drop-in libnvrtc first on LD_LIBRARY_PATH and in LD_PRELOAD: "
+      "its NVRTC compiles go through the cache (kcache run -- CMD [ARGS...]).");
   auto command = std::make_shared<std::vector<std::string>>();
   cmd->add_option("command", *command, "The program and its arguments, after --")->required();
   cmd->callback([&dispatch, command] {

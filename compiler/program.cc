@@ -118,6 +118,7 @@ ProgramResult compile_program(Compiler& compiler, const CompileOptions& options)
                                             "program record of " + target.key.hex());
   out.lowered_names = target.entry->lowered_names();
   out.hit = target.hit;
+  out.key = target.key;
   out.not_stored = target.not_stored;
   if (!out.hit && !out.not_stored.empty() && out.record.compile_result != cache::kNvrtcSuccess) {
     throw Error(ErrorKind::compile_failed, "a failed compile that was not stored (" +

@@ -49,7 +49,6 @@ struct ProgramOptions {
 constexpr const char kDefaultProgramName[] = "default_program";
 
 // Maps `nvrtc_options` (as the program passed them) onto kcache's options.
-// `toolkit` gives the include folders the sealed NVRTC always searches.
 ProgramOptions program_options(const ProgramSource& program,
                                const std::vector<std::string>& nvrtc_options);
 
@@ -57,6 +56,7 @@ struct ProgramResult {
   cache::ProgramRecord record;
   std::vector<cache::LoweredName> lowered_names;
   bool hit = false;
+  Hash128 key;             // the entry's key
   std::string not_stored;  // a miss that was not stored: why
 };
 

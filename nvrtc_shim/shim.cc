@@ -48,14 +48,19 @@ void say(const std::string& line) {
 
 // $KCACHE_SHIM_STATS names a file that gets one line per compile: "hit",
 // "miss" (the sealed NVRTC compiled it for the cache) or "real" (the real
-// NVRTC did, uncached), then the program's name. Tests and benchmarks count
-// NVRTC compiles by it.
-void record_stat(const char* what, const std::string& name) {
+// NVRTC did, uncached), then the program's name, then what explains it (the
+// key; for a miss not stored, why). Tests and benchmarks count NVRTC
+// compiles by it.
+void record_stat(const char* what, const std::string& name, const std::string& detail = "") {
   const char* path = ::getenv("KCACHE_SHIM_STATS");
   if (!path || !*path) return;
   int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  std::string line = std::string(what) + " " + name + "\n";
+  std::string line = std::string(what) + " " + name + (detail.empty() ? "" : " " + detail);
+  for (char& c : line) {
+    if (c == '\n') c = ' ';  // one line per compile, whatever a reason holds
+  }
+  line += "\n";
   ssize_t ignored = ::write(fd, line.data(), line.size());  // one append: lines never mix
   (void)ignored;
   ::close(fd);
@@ -227,7 +232,7 @@ const std::string& display_name(const Program* p) {
 
 nvrtcResult compile_real(Program* p, int n, const char* const* options, const std::string& why) {
   if (!why.empty()) say("compiled without the cache: " + why);
-  record_stat("real", display_name(p));
+  record_stat("real", display_name(p), why);
   nvrtcResult r = make_real(p);
   if (r != NVRTC_SUCCESS) return r;
   p->compiled = true;
@@ -253,7 +258,9 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
     p->record = std::move(result.record);
     p->lowered_names = std::move(result.lowered_names);
     p->compiled = true;
-    record_stat(result.hit ? "hit" : "miss", display_name(p));
+    record_stat(
+        result.hit ? "hit" : "miss", display_name(p),
+        result.key.hex() + (result.not_stored.empty() ? "" : " not stored: " + result.not_stored));
     return static_cast<nvrtcResult>(p->record.compile_result);
   } catch (const std::exception& e) {
     return compile_real(p, n, options, e.what());

@@ -193,6 +193,8 @@ TEST_F(DropInTest, AnOptionKcacheCannotKeyGoesToTheRealNvrtcAndSaysSoOnce) {
 }
 
 TEST_F(DropInTest, KcacheRunPutsTheShimFirst) {
+  // The program opens NVRTC by soname; kcache run also preloads the shim for
+  // programs that open it by path (CuPy 14 from its pip wheel).
   std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
   std::string out = tmp_ / "run_out";
   ::mkdir(out.c_str(), 0755);
