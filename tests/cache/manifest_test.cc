@@ -24,7 +24,11 @@ ManifestSet set_with_probes() {
   ManifestProbe read{"toolkit0:cuda/std/cstdint", true, {0x1122334455667788ull, 0x99aabbccddeeff00ull},
                      2049, 123456, 512, 1700000000123456789ull, 1700000001123456789ull};
   ManifestProbe absent{"/abs/config.h", false, {}, 0, 0, 0, 0, 0};
-  with_probes.probes = {absent, read};
+  ManifestProbe absent_in_folder{"toolkit1:cub/x.cuh", false, {}, 2049, 77, 0,
+                                 1700000000000000001ull, 1700000000000000002ull};
+  absent_in_folder.has_folder = true;
+  absent_in_folder.folder_depth = 1;
+  with_probes.probes = {absent, read, absent_in_folder};
   return with_probes;
 }
 
@@ -94,7 +98,7 @@ TEST(ManifestTest, RoundTripsEveryFieldNewestFirst) {
   EXPECT_EQ(m.key(), kKey);
   ASSERT_EQ(m.sets().size(), 2u);
   EXPECT_EQ(m.sets()[0], set_with_probes());
-  EXPECT_EQ(m.sets()[0].probes.size(), 2u);
+  EXPECT_EQ(m.sets()[0].probes.size(), 3u);
   EXPECT_EQ(m.sets()[1], set_of("deep.cuh", 0x0123456789abcdefull));
   EXPECT_TRUE(m.sets()[0][1].angled);
   EXPECT_EQ(m.encode(), sample().encode());
@@ -179,7 +183,7 @@ TEST(ManifestTest, ProbesRoundTripAndASetMayHoldOnlyProbes) {
   Manifest m = Manifest::decode(sample().encode(), kKey);
   ASSERT_EQ(m.sets().size(), 2u);
   EXPECT_EQ(m.sets()[0].probes, sample().sets()[0].probes);
-  EXPECT_EQ(m.sets()[0].probes.size(), 2u);
+  EXPECT_EQ(m.sets()[0].probes.size(), 3u);
   Manifest only(kKey);
   ManifestSet probes_only;
   probes_only.probes = {{"toolkit0:cub/cub.cuh", false, {}, 0, 0, 0, 0, 0}};
