@@ -1,7 +1,9 @@
 #include "compiler/probes.h"
 
 #include <stdlib.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -105,6 +107,11 @@ std::optional<std::string> toolkit_name(const std::string& path, const std::stri
 struct DiskPath {
   std::string base;
   std::vector<std::string> components;
+  std::string relative() const {
+    std::string out;
+    for (const std::string& part : components) out += (out.empty() ? "" : "/") + part;
+    return out;
+  }
   std::string full() const {
     std::string out = base == "/" ? "" : base;
     for (const std::string& part : components) out += "/" + part;
@@ -208,10 +215,11 @@ struct Stat {
   uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
 };
 
-Stat stat_of(const std::string& path) {
+// `path` relative to the open folder `dir` (AT_FDCWD: as it is).
+Stat stat_of(const std::string& path, int dir = AT_FDCWD) {
   Stat s;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return s;
+  if (::fstatat(dir, path.c_str(), &st, 0) != 0 || !S_ISREG(st.st_mode)) return s;
   s.file = true;
   s.dev = static_cast<uint64_t>(st.st_dev);
   s.ino = static_cast<uint64_t>(st.st_ino);
@@ -284,8 +292,32 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
   return out;
 }
 
+// The toolkit folders a lookup stats beneath, opened once (O_PATH): a name
+// relative to one costs the kernel a walk of its own components only.
+class FolderHandles {
+ public:
+  ~FolderHandles() {
+    for (const auto& [path, fd] : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  Stat stat(const DiskPath& path) {
+    if (path.base == "/") return stat_of(path.full());
+    auto it = fds_.find(path.base);
+    if (it == fds_.end()) {
+      int fd = ::open(path.base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      it = fds_.emplace(path.base, fd).first;
+    }
+    return it->second < 0 ? stat_of(path.full()) : stat_of(path.relative(), it->second);
+  }
+
+ private:
+  std::map<std::string, int> fds_;
+};
+
 bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
   std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
+  FolderHandles handles;
   for (const cache::ManifestProbe& p : probes) {
     std::optional<DiskPath> disk = disk_path(p.path, c);
     if (!disk) return false;
@@ -296,9 +328,9 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
       if (it == folders.end()) it = folders.emplace(folder, folder_state(folder)).first;
       if (it->second == FolderState{p.dev, p.ino, p.mtime_ns, p.ctime_ns}) continue;
     }
-    const std::string path = disk->full();
-    Stat st = stat_of(path);
+    Stat st = handles.stat(*disk);
     if (st.file != p.present) return false;
+    const std::string path = disk->full();
     if (!p.present) continue;
     if (st.dev == p.dev && st.ino == p.ino && st.size == p.size && st.mtime_ns == p.mtime_ns &&
         st.ctime_ns == p.ctime_ns) {
