@@ -52,7 +52,8 @@ std::string shim_dir() {
     exe[n] = '\0';
     std::string here = folder_of(exe);
     for (const std::string& dir : {here, here + "/../nvrtc_shim", here + "/../lib/kcache"}) {
-      if (has_shim(dir)) return dir;
+      char real[PATH_MAX];
+      if (has_shim(dir)) return ::realpath(dir.c_str(), real) ? std::string(real) : dir;
     }
   }
   std::string list;
