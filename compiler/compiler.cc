@@ -436,6 +436,10 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
   if (options.program && (p.targets.size() != 1 || options.lean)) {
     throw InvalidArgument("an NVRTC program compiles one target, without the lean pass");
   }
+  if (options.program && (pool_ || !worker_command_.empty() || !pch_dir_.empty())) {
+    // Workers and pools carry no program answers (nvrtc_worker.h's protocol).
+    throw InvalidArgument("an NVRTC program compiles in this process: no pool, worker or PCH");
+  }
   p.key_options = canonical_options(options);
   if (options.source_text) {
     if (options.logical_name().empty()) {
