@@ -433,8 +433,8 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
       }
     }
   }
-  if (options.program && (p.targets.size() != 1 || options.lean)) {
-    throw InvalidArgument("an NVRTC program compiles one target, without the lean pass");
+  if (options.program && p.targets.size() != 1) {
+    throw InvalidArgument("an NVRTC program compiles one target");
   }
   if (options.program && (pool_ || !worker_command_.empty() || !pch_dir_.empty())) {
     // Workers and pools carry no program answers (nvrtc_worker.h's protocol).
@@ -471,8 +471,9 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
   for (const cache::Header& h : options.memory_headers) {
     p.includes.headers.push_back({h.include_name, h.include_name, h.content, {}});
   }
-  std::stable_sort(p.includes.headers.begin(), p.includes.headers.end(),
-                   [](const ResolvedHeader& a, const ResolvedHeader& b) { return a.name < b.name; });
+  std::stable_sort(
+      p.includes.headers.begin(), p.includes.headers.end(),
+      [](const ResolvedHeader& a, const ResolvedHeader& b) { return a.name < b.name; });
 
   p.request.compiler_identity = identity_;
   p.request.options = p.key_options;
@@ -489,8 +490,9 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
   }
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
-    p.request.image_pass = std::string(kLeanPassVersion) + "; " +
-                           (link.path.empty() ? "no nvJitLink" : link.describe());
+    p.request.image_pass += (p.request.image_pass.empty() ? "" : "; ") +
+                            std::string(kLeanPassVersion) + "; " +
+                            (link.path.empty() ? "no nvJitLink" : link.describe());
   }
   return p;
 }
@@ -564,8 +566,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         bool names_ok = e->lowered_names().size() == options.name_expressions.size();
         if (options.program) {
           try {  // a compile NVRTC rejected has no lowered names
-            names_ok = names_ok ||
-                       cache::ProgramRecord::decode(e->payload()).compile_result != cache::kNvrtcSuccess;
+            names_ok = names_ok || cache::ProgramRecord::decode(e->payload()).compile_result !=
+                                       cache::kNvrtcSuccess;
           } catch (const Error&) {
             names_ok = false;  // a record this kcache cannot read: compile again
           }
@@ -659,7 +661,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     std::vector<std::exception_ptr> errors(misses.size());
     std::vector<LeanImage> leans(misses.size());
     std::vector<ClassifiedProbes> classified(misses.size());  // the final round's probes
-    std::vector<std::string> unresolved(misses.size());  // an include found nowhere (program)
+    std::vector<std::string> unresolved(misses.size());       // an include found nowhere (program)
     std::vector<std::thread> threads;
     auto run = [&](size_t slot) {
       const Target& t = result.targets[misses[slot]].target;
@@ -758,7 +760,25 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           }
         }
         if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
-        if (options.lean) {
+        if (options.lean && outputs[slot]->program) {
+          // A program's CUBIN made lean from its PTX; the PTX it reads
+          // stays NVRTC's, and a compile that made no CUBIN is left alone.
+          cache::ProgramRecord& answers = *outputs[slot]->program;
+          cache::ProgramRecord::Output& cubin = answers.output(cache::ProgramOutput::cubin);
+          std::string ptx = answers.output(cache::ProgramOutput::ptx).bytes;
+          while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+          if (answers.compile_result == cache::kNvrtcSuccess &&
+              t.kind == cache::TargetKind::cubin && cubin.size_result == cache::kNvrtcSuccess &&
+              !cubin.bytes.empty()) {
+            LeanInput in{t.kind,      t.arch, std::move(cubin.bytes),  std::move(ptx),
+                         key_options, {},     toolkit_.nvjitlink.path};
+            for (const cache::LoweredName& n : outputs[slot]->lowered_names) {
+              in.keep.push_back(n.lowered_name);
+            }
+            leans[slot] = make_lean_image(in);
+            cubin.bytes = std::move(leans[slot].image);
+          }
+        } else if (options.lean) {
           NvrtcOutput& out = *outputs[slot];
           LeanInput in{t.kind,      t.arch, std::move(out.image),   std::move(out.ptx),
                        key_options, {},     toolkit_.nvjitlink.path};

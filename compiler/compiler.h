@@ -89,8 +89,8 @@ struct CompileOptions {
   // under their names and keyed by name and bytes; the scanner never looks
   // for these names on disk.
   std::vector<cache::Header> memory_headers;
-  // An NVRTC program's compile (program.h): one target, NVRTC's own bytes
-  // (lean must be false), every answer NVRTC gives stored as a
+  // An NVRTC program's compile (program.h): one target (with `lean`, its
+  // CUBIN made lean and its PTX left as NVRTC wrote it), every answer NVRTC gives stored as a
   // cache::ProgramRecord in the entry's payload, a source NVRTC rejects
   // stored as a result rather than thrown, no stub for a missing include
   // (NVRTC's own message must reach the log), and no bundle.

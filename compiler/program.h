@@ -48,7 +48,9 @@ struct ProgramOptions {
 // NVRTC's name for a program given no name (nvrtc.h: NULL or "").
 constexpr const char kDefaultProgramName[] = "default_program";
 
-// Maps `nvrtc_options` (as the program passed them) onto kcache's options.
+// Maps `nvrtc_options` (as the program passed them) onto kcache's options;
+// the lean pass is off (a program may look any variable up by its own name),
+// a caller may turn it on (the shim: KCACHE_SHIM_LEAN=1).
 ProgramOptions program_options(const ProgramSource& program,
                                const std::vector<std::string>& nvrtc_options);
 

@@ -251,6 +251,10 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
   }
   compiler::ProgramOptions mapped = compiler::program_options(p->source, given);
   if (!mapped.unsupported.empty()) return compile_real(p, n, options, mapped.unsupported);
+  // Lean CUBINs only when asked: a lean one lacks the internal variables its
+  // kernels do not reference, which a program may still look up by name.
+  const char* lean = ::getenv("KCACHE_SHIM_LEAN");
+  mapped.options.lean = lean && std::strcmp(lean, "1") == 0;
   compiler::Compiler* c = cache_compiler();
   if (!c) return compile_real(p, n, options, "");  // the reason was said once
   try {

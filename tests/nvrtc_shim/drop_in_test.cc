@@ -192,6 +192,41 @@ TEST_F(DropInTest, AnOptionKcacheCannotKeyGoesToTheRealNvrtcAndSaysSoOnce) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+TEST_F(DropInTest, LeanCubinsWhenAskedPtxAndLogsStayNvrtcs) {
+  // One more program, including libcu++: NVRTC's cubin carries CCCL variables
+  // nothing reads, which the lean pass cuts.
+  const std::string toolkit_include = compiler::find_toolkit("").include_dirs.at(0);
+  auto run_lean = [&](const std::string& name, bool shim) {
+    std::string out = tmp_ / name;
+    ::mkdir(out.c_str(), 0755);
+    std::map<std::string, std::string> env = {
+        {"LD_LIBRARY_PATH", shim ? shim_dir_ + ":" + real_dir_ : real_dir_},
+        {"KCACHE_DIR", tmp_ / "store"},
+        {"KCACHE_SHIM_LEAN", "1"},
+        {"KCACHE_SHIM_STATS", stats_file(name + ".stats")},
+        {"NVRTC_USER_TOOLKIT_INCLUDE", toolkit_include}};
+    testing::CommandResult r =
+        run_command({runfile("tests/nvrtc_shim/nvrtc_user"), out, tmp_ / "include"}, env);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return files_of(out);
+  };
+  std::map<std::string, std::string> expected = run_lean("nvrtc", false);
+  std::map<std::string, std::string> first = run_lean("lean0", true);
+  std::map<std::string, std::string> second = run_lean("lean1", true);
+  EXPECT_EQ(count(stats("lean0.stats"), "miss"), kPrograms + 1) << stats("lean0.stats");
+  EXPECT_EQ(count(stats("lean1.stats"), "hit"), kPrograms + 1) << stats("lean1.stats");
+  EXPECT_EQ(differences(second, first), "");
+  ASSERT_EQ(expected.count("limits.cubin"), 1u);
+  EXPECT_LT(first["limits.cubin"].size(), expected["limits.cubin"].size() / 2);
+  // Everything else is NVRTC's: the PTX a program reads, the logs, and the
+  // cubins that hold no CCCL variable.
+  for (const auto& [name, bytes] : expected) {
+    if (name != "limits.cubin" && name != "limits.codes") {
+      EXPECT_EQ(first[name], bytes) << name;
+    }
+  }
+}
+
 TEST_F(DropInTest, KcacheRunPutsTheShimFirst) {
   // The program opens NVRTC by soname; kcache run also preloads the shim for
   // programs that open it by path (CuPy 14 from its pip wheel).

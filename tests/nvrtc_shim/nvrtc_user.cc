@@ -25,11 +25,12 @@
 namespace {
 
 struct Api {
-#define NVRTC_USER_FUNCTIONS(X)                                                            \
-  X(nvrtcCreateProgram)                                                                    \
-  X(nvrtcDestroyProgram) X(nvrtcCompileProgram) X(nvrtcGetPTXSize) X(nvrtcGetPTX)          \
-      X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcGetLTOIRSize) X(nvrtcGetProgramLogSize) \
-          X(nvrtcGetProgramLog) X(nvrtcAddNameExpression) X(nvrtcGetLoweredName) X(nvrtcVersion)
+#define NVRTC_USER_FUNCTIONS(X)                                                                  \
+  X(nvrtcCreateProgram)                                                                          \
+  X(nvrtcDestroyProgram)                                                                         \
+  X(nvrtcCompileProgram) X(nvrtcGetPTXSize) X(nvrtcGetPTX) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) \
+      X(nvrtcGetLTOIRSize) X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog)                       \
+          X(nvrtcAddNameExpression) X(nvrtcGetLoweredName) X(nvrtcVersion)
 #define NVRTC_USER_MEMBER(name) decltype(&::name) name = nullptr;
   NVRTC_USER_FUNCTIONS(NVRTC_USER_MEMBER)
 #undef NVRTC_USER_MEMBER
@@ -156,6 +157,15 @@ int main(int argc, char** argv) {
   // A warning in the log of a compile that succeeds.
   compile("warns", "__global__ void warns() { int unused = 1; }\n", "warns.cu", {},
           {"-arch=sm_90", "--fmad=false"}, {});
+  // libcu++ (its folder named by the test): CCCL variables the lean pass cuts.
+  if (const char* toolkit_include = std::getenv("NVRTC_USER_TOOLKIT_INCLUDE")) {
+    const std::string dir = toolkit_include;
+    compile(
+        "limits",
+        "#include <cuda/std/limits>\n"
+        "__global__ void limits(float* x) { x[0] = cuda::std::numeric_limits<float>::max(); }\n",
+        "limits.cu", {}, {"-arch=sm_90", "-I" + dir + "/cccl", "-I" + dir, "-std=c++17"}, {});
+  }
   // Several threads at once, each its own program.
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
