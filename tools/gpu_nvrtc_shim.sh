@@ -14,8 +14,8 @@
 # Each phase is a fresh Python process compiling N RawKernels and one
 # ReductionKernel (bench/cupy_shim_bench.py):
 #   nvrtc      CuPy's cache off (CUPY_CACHE_IN_MEMORY=1), no shim: NVRTC each time
-#   shim1      the same through the shim, empty kcache store (misses)
-#   shim2      again, a new process on that store: must make no NVRTC compile
+#   shim1      the same through the shim (as kcache run sets it), empty store (misses)
+#   shim2/3    again, new processes on that store: must make no NVRTC compile
 #   cupy1/2    no shim, CuPy's own disk cache (fresh CUPY_CACHE_DIR): the anchor
 # The shim's $KCACHE_SHIM_STATS counts hits, misses and real compiles per phase.
 set -uo pipefail
@@ -52,24 +52,30 @@ run() {
     env "$@" KCACHE_SHIM_STATS="$work/$name.stats" python3 "$here/cupy_shim_bench.py" "$n" \
       >"$work/$name.json" 2>"$work/$name.err"
     echo "rc=$?" >>"$out/log.txt"
-    cat "$work/$name.json" "$work/$name.err" | tee -a "$out/log.txt"
-    printf 'stats: hit=%s miss=%s real=%s\n' \
-      "$(grep -c '^hit ' "$work/$name.stats" 2>/dev/null || echo 0)" \
-      "$(grep -c '^miss ' "$work/$name.stats" 2>/dev/null || echo 0)" \
-      "$(grep -c '^real ' "$work/$name.stats" 2>/dev/null || echo 0)" | tee -a "$out/log.txt"
+    cat "$work/$name.json" | tee -a "$out/log.txt"
+    grep -v '^probe \|^keyed ' "$work/$name.err" | tee -a "$out/log.txt"
+    # With KCACHE_DEBUG_PROBES=1: what the sealed NVRTC named, less the
+    # system's library folders (docs/KEYS.md), once each.
+    grep '^probe \|^keyed ' "$work/$name.err" | grep -v ' /lib\| /usr/lib\| /proc\| /sys\|hwcaps' |
+      sort | uniq -c | sort -rn | head -200 >"$out/probes_$name.txt"
+    [ -s "$out/probes_$name.txt" ] || rm -f "$out/probes_$name.txt"
+    local hit miss real
+    hit=$(grep -c '^hit ' "$work/$name.stats" 2>/dev/null)
+    miss=$(grep -c '^miss ' "$work/$name.stats" 2>/dev/null)
+    real=$(grep -c '^real ' "$work/$name.stats" 2>/dev/null)
+    echo "stats: hit=${hit:-0} miss=${miss:-0} real=${real:-0}" | tee -a "$out/log.txt"
+    # Each miss's key and why it was not stored, if it was not (the first few).
+    head -5 "$work/$name.stats" 2>/dev/null | cut -c1-400 | tee -a "$out/log.txt"
   }
-  local shim="LD_LIBRARY_PATH=$here/lib:/usr/local/cuda/lib64"
+  # As `kcache run` sets them: CuPy 14 opens the pip wheel's NVRTC by path
+  # unless one is loaded already, so the shim is preloaded too.
+  local lib="LD_LIBRARY_PATH=$here/lib:/usr/local/cuda/lib64"
+  local pre="LD_PRELOAD=$here/lib/libnvrtc.so.13"
   phase warmup CUPY_CACHE_IN_MEMORY=1  # page cache: Python, CuPy, NVRTC, the driver
   phase nvrtc CUPY_CACHE_IN_MEMORY=1
-  phase shim1 CUPY_CACHE_IN_MEMORY=1 "$shim" KCACHE_DIR="$work/store"
-  phase shim2 CUPY_CACHE_IN_MEMORY=1 "$shim" KCACHE_DIR="$work/store"
-  phase shim3 CUPY_CACHE_IN_MEMORY=1 "$shim" KCACHE_DIR="$work/store"
-  if ! [ -s "$work/shim1.stats" ]; then
-    # CuPy opened NVRTC by a path rather than by soname: preload the shim.
-    echo "shim1 made no compile through the shim: trying LD_PRELOAD" | tee -a "$out/log.txt"
-    phase preload1 CUPY_CACHE_IN_MEMORY=1 "LD_PRELOAD=$here/lib/libnvrtc.so.13" KCACHE_DIR="$work/store2"
-    phase preload2 CUPY_CACHE_IN_MEMORY=1 "LD_PRELOAD=$here/lib/libnvrtc.so.13" KCACHE_DIR="$work/store2"
-  fi
+  phase shim1 CUPY_CACHE_IN_MEMORY=1 "$lib" "$pre" KCACHE_DIR="$work/store"
+  phase shim2 CUPY_CACHE_IN_MEMORY=1 "$lib" "$pre" KCACHE_DIR="$work/store" KCACHE_DEBUG_PROBES=1
+  phase shim3 CUPY_CACHE_IN_MEMORY=1 "$lib" "$pre" KCACHE_DIR="$work/store"
   phase cupy1 CUPY_CACHE_DIR="$work/cupy"
   phase cupy2 CUPY_CACHE_DIR="$work/cupy"
   phase cupy3 CUPY_CACHE_DIR="$work/cupy"
