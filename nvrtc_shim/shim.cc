@@ -117,9 +117,16 @@ std::string own_path() {
   return "";
 }
 
-const Real& real() {
-  static Real* r = [] {
-    auto* out = new Real;  // never freed, like the library
+// Where the real library is (not loaded: the cache identifies it by its
+// file), or why there is none.
+struct RealPath {
+  std::string path;
+  std::string error;
+};
+
+const RealPath& real_path() {
+  static const RealPath* r = [] {
+    auto* out = new RealPath;
     const char* env = ::getenv("KCACHE_REAL_NVRTC");
     try {
       out->path = env && *env ? env : compiler::find_toolkit("").nvrtc.path;
@@ -127,13 +134,24 @@ const Real& real() {
       out->error = std::string(e.what()) + "; set KCACHE_REAL_NVRTC to the real libnvrtc.so";
       return out;
     }
-    std::string load = real_path_of(out->path);
-    if (load == own_path()) {
+    if (real_path_of(out->path) == own_path()) {
       out->error = out->path +
                    " is kcache's drop-in libnvrtc itself; set KCACHE_REAL_NVRTC to "
                    "the toolkit's libnvrtc.so";
-      return out;
     }
+    return out;
+  }();
+  return *r;
+}
+
+// The real library, loaded at the first call that needs it.
+const Real& real() {
+  static Real* r = [] {
+    auto* out = new Real;  // never freed, like the library
+    out->path = real_path().path;
+    out->error = real_path().error;
+    if (!out->error.empty()) return out;
+    std::string load = real_path_of(out->path);
     void* handle = ::dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
       const char* why = ::dlerror();
@@ -168,9 +186,13 @@ compiler::Compiler* cache_compiler() {
     }
     try {
       compiler::Toolkit toolkit = compiler::find_toolkit("");
-      const Real& r = real();
-      if (!r.error.empty()) return nullptr;
-      // The real library is the one compiled with and identified.
+      const RealPath& r = real_path();
+      if (!r.error.empty()) {
+        say(r.error);
+        return nullptr;
+      }
+      // The real library is the one compiled with and identified (by its
+      // file: a hit does not load it).
       if (real_path_of(r.path) != real_path_of(toolkit.nvrtc.path)) {
         toolkit.nvrtc = compiler::fingerprint_library(r.path);
       }
@@ -272,15 +294,23 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
 }
 
 // The answer of one recorded output (PTX, CUBIN, ...).
+// `forward` names the real function, looked up only when the real NVRTC
+// answers: a hit never loads it.
+using SizeFunction = nvrtcResult (*Real::*)(nvrtcProgram, size_t*);
+using BytesFunction = nvrtcResult (*Real::*)(nvrtcProgram, char*);
+
 nvrtcResult output_size(nvrtcProgram prog, cache::ProgramOutput kind, size_t* size,
-                        nvrtcResult (*forward)(nvrtcProgram, size_t*)) {
+                        SizeFunction forward) {
   Program* p = from(prog);
   if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
   if (!p->compiled && !p->real) {
     nvrtcResult r = make_real(p);
     if (r != NVRTC_SUCCESS) return r;
   }
-  if (p->real) return forward ? forward(p->real, size) : NVRTC_ERROR_INTERNAL_ERROR;
+  if (p->real) {
+    auto f = real().*forward;
+    return f ? f(p->real, size) : NVRTC_ERROR_INTERNAL_ERROR;
+  }
   if (!size) return NVRTC_ERROR_INVALID_INPUT;
   const cache::ProgramRecord::Output& o = p->record.output(kind);
   if (o.size_result == NVRTC_SUCCESS) *size = o.bytes.size();
@@ -288,14 +318,17 @@ nvrtcResult output_size(nvrtcProgram prog, cache::ProgramOutput kind, size_t* si
 }
 
 nvrtcResult output_bytes(nvrtcProgram prog, cache::ProgramOutput kind, char* out,
-                         nvrtcResult (*forward)(nvrtcProgram, char*)) {
+                         BytesFunction forward) {
   Program* p = from(prog);
   if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
   if (!p->compiled && !p->real) {
     nvrtcResult r = make_real(p);
     if (r != NVRTC_SUCCESS) return r;
   }
-  if (p->real) return forward ? forward(p->real, out) : NVRTC_ERROR_INTERNAL_ERROR;
+  if (p->real) {
+    auto f = real().*forward;
+    return f ? f(p->real, out) : NVRTC_ERROR_INTERNAL_ERROR;
+  }
   if (!out) return NVRTC_ERROR_INVALID_INPUT;
   const cache::ProgramRecord::Output& o = p->record.output(kind);
   if (o.size_result != NVRTC_SUCCESS) return static_cast<nvrtcResult>(o.size_result);
@@ -393,28 +426,30 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int num_options, const char* 
 }
 
 nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t* size) {
-  return shim::output_size(prog, cache::ProgramOutput::ptx, size, real().nvrtcGetPTXSize);
+  return shim::output_size(prog, cache::ProgramOutput::ptx, size, &shim::Real::nvrtcGetPTXSize);
 }
 nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char* ptx) {
-  return shim::output_bytes(prog, cache::ProgramOutput::ptx, ptx, real().nvrtcGetPTX);
+  return shim::output_bytes(prog, cache::ProgramOutput::ptx, ptx, &shim::Real::nvrtcGetPTX);
 }
 nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t* size) {
-  return shim::output_size(prog, cache::ProgramOutput::cubin, size, real().nvrtcGetCUBINSize);
+  return shim::output_size(prog, cache::ProgramOutput::cubin, size, &shim::Real::nvrtcGetCUBINSize);
 }
 nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char* cubin) {
-  return shim::output_bytes(prog, cache::ProgramOutput::cubin, cubin, real().nvrtcGetCUBIN);
+  return shim::output_bytes(prog, cache::ProgramOutput::cubin, cubin, &shim::Real::nvrtcGetCUBIN);
 }
 nvrtcResult nvrtcGetLTOIRSize(nvrtcProgram prog, size_t* size) {
-  return shim::output_size(prog, cache::ProgramOutput::ltoir, size, real().nvrtcGetLTOIRSize);
+  return shim::output_size(prog, cache::ProgramOutput::ltoir, size, &shim::Real::nvrtcGetLTOIRSize);
 }
 nvrtcResult nvrtcGetLTOIR(nvrtcProgram prog, char* ltoir) {
-  return shim::output_bytes(prog, cache::ProgramOutput::ltoir, ltoir, real().nvrtcGetLTOIR);
+  return shim::output_bytes(prog, cache::ProgramOutput::ltoir, ltoir, &shim::Real::nvrtcGetLTOIR);
 }
 nvrtcResult nvrtcGetOptiXIRSize(nvrtcProgram prog, size_t* size) {
-  return shim::output_size(prog, cache::ProgramOutput::optixir, size, real().nvrtcGetOptiXIRSize);
+  return shim::output_size(prog, cache::ProgramOutput::optixir, size,
+                           &shim::Real::nvrtcGetOptiXIRSize);
 }
 nvrtcResult nvrtcGetOptiXIR(nvrtcProgram prog, char* optixir) {
-  return shim::output_bytes(prog, cache::ProgramOutput::optixir, optixir, real().nvrtcGetOptiXIR);
+  return shim::output_bytes(prog, cache::ProgramOutput::optixir, optixir,
+                            &shim::Real::nvrtcGetOptiXIR);
 }
 
 nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t* size) {

@@ -146,6 +146,26 @@ TEST_F(DropInTest, OutputsAreNvrtcsAndTheSecondProcessCompilesNothing) {
   EXPECT_EQ(differences(second, expected), "") << "a hit differs from NVRTC";
   EXPECT_EQ(count(stats("second"), "hit"), kPrograms) << stats("second");
   EXPECT_EQ(count(stats("second"), "miss") + count(stats("second"), "real"), 0);
+
+  // A process whose compiles all hit never loads the real NVRTC.
+  std::string out = tmp_ / "maps_out";
+  ::mkdir(out.c_str(), 0755);
+  testing::CommandResult r =
+      run_command({runfile("tests/nvrtc_shim/nvrtc_user"), out, tmp_ / "include"},
+                  {{"LD_LIBRARY_PATH", shim_dir_ + ":" + real_dir_},
+                   {"KCACHE_DIR", tmp_ / "store"},
+                   {"NVRTC_USER_MAPS", tmp_ / "maps"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string maps = read_file(tmp_ / "maps").value_or("");
+  EXPECT_NE(maps.find("nvrtc_shim/libnvrtc.so.13"), std::string::npos) << maps;
+  size_t lines = 0, shim_lines = 0;
+  for (size_t at = 0; at < maps.size(); at = maps.find('\n', at) + 1) {
+    std::string line = maps.substr(at, maps.find('\n', at) - at);
+    ++lines;
+    shim_lines +=
+        line.size() > 25 && line.compare(line.size() - 25, 25, "nvrtc_shim/libnvrtc.so.13") == 0;
+  }
+  EXPECT_EQ(shim_lines, lines) << "the real NVRTC was loaded:\n" << maps;
 }
 
 TEST_F(DropInTest, AProgramThatOpensNvrtcBySonameGetsTheShim) {
