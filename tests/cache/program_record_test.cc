@@ -12,7 +12,8 @@ ProgramRecord sample() {
   ProgramRecord p;
   p.compile_result = 0;
   p.log = "kernel.cu(3): warning #177-D: variable \"x\" was declared but never referenced\n";
-  p.output(ProgramOutput::ptx) = {0, std::string(".version 9.0\n.target sm_90\0", 29)};
+  static constexpr char kPtx[] = ".version 9.0\n.target sm_90\n";  // NVRTC's PTX ends in a NUL
+  p.output(ProgramOutput::ptx) = {0, std::string(kPtx, sizeof kPtx)};
   p.output(ProgramOutput::cubin) = {0, std::string("\x7f"
                                                    "ELF\0\x01",
                                                    6)};
