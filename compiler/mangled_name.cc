@@ -146,7 +146,8 @@ class Parser {
     } else {
       if (peek() == 'L') internal = true;
       std::string_view id = unqualified_name();
-      if (!id.empty()) note_component(id);
+      if (id.empty()) throw Fail{"an unnamed type in the variable's own name"};
+      note_component(id);
     }
     if (peek() == 'I') {
       templated = true;

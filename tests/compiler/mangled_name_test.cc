@@ -129,6 +129,8 @@ TEST(MangledNameTest, WhatTheParserDoesNotUnderstandIsKept) {
            "_ZN2n$E",                  // not a C++ identifier
            "_Z",                       // nothing
            "_ZN2ns1AIDxE1xE",          // a type the parser does not know
+           "_ZStUlvE_",                // a closure type as the name (found by the fuzzer)
+           "_ZN2nsUt_E",               // an unnamed type as the name
            "$str",                     // PTX-only names
            "%r1",
            "",
