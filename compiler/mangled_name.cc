@@ -162,7 +162,8 @@ class Parser {
       internal = true;
       return;
     }
-    if (id.size() >= 2 && id[0] == '_' && (id[1] == '_' || std::isupper(static_cast<unsigned char>(id[1])))) {
+    if (id.size() >= 2 && id[0] == '_' &&
+        (id[1] == '_' || std::isupper(static_cast<unsigned char>(id[1])))) {
       reserved = true;
     }
     // CCCL's inline ABI namespaces, CUB_<version>_SM_<archs> (cub/util_namespace.cuh;
@@ -348,7 +349,8 @@ bool plain_identifier(std::string_view name) {
 }  // namespace
 
 NameReach host_reach(std::string_view name) {
-  if (name.size() > kMaxMangledNameBytes) return {HostReach::not_understood, "a name over the bound"};
+  if (name.size() > kMaxMangledNameBytes)
+    return {HostReach::not_understood, "a name over the bound"};
   if (name.substr(0, 2) != "_Z") {
     if (!plain_identifier(name)) {
       return {HostReach::not_understood, "an unmangled name that is no C++ identifier"};

@@ -31,9 +31,9 @@
 namespace kcache::compiler {
 
 enum class HostReach {
-  by_name,              // a host can name it: keep
-  lowered_name_only,    // only nvrtcGetLoweredName can name it: removable
-  not_understood,       // the parser cannot tell: keep
+  by_name,            // a host can name it: keep
+  lowered_name_only,  // only nvrtcGetLoweredName can name it: removable
+  not_understood,     // the parser cannot tell: keep
 };
 
 struct NameReach {

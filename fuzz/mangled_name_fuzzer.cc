@@ -56,8 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (r.reach == HostReach::by_name) {
     check(!plain.empty(), "by_name, but the demangler refuses it", name);
     check(plain.find('<') == std::string::npos, "by_name, but a template instance", name);
-    check(plain.find("(anonymous namespace)") == std::string::npos, "by_name, but in an anonymous namespace",
-          name);
+    check(plain.find("(anonymous namespace)") == std::string::npos,
+          "by_name, but in an anonymous namespace", name);
   } else if (std::strcmp(r.why, "template instance") == 0 && !plain.empty()) {
     check(plain.find('<') != std::string::npos, "a template instance without template arguments",
           name);

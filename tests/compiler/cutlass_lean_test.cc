@@ -141,9 +141,8 @@ class CutlassLeanTest : public ::testing::Test {
     EXPECT_TRUE(lean.symbols.count(entry)) << "the kernel " << entry << " is missing";
     EXPECT_LE(lean.bytes, 2 * nvcc.bytes)
         << source << ": lean cubin " << lean.bytes << " B, nvcc's " << nvcc.bytes << " B";
-    EXPECT_LE(lean.symbol_count, kMaxSymbols)
-        << source << ": lean cubin " << lean.symbol_count << " symbols, nvcc's "
-        << nvcc.symbol_count;
+    EXPECT_LE(lean.symbol_count, kMaxSymbols) << source << ": lean cubin " << lean.symbol_count
+                                              << " symbols, nvcc's " << nvcc.symbol_count;
     std::cerr << source << ": lean " << lean.bytes << " B, " << lean.symbol_count
               << " symbols; nvcc " << nvcc.bytes << " B, " << nvcc.symbol_count << " symbols\n";
     return lean;

@@ -61,9 +61,12 @@ TEST(MangledNameTest, StaticMembersOfClassTemplateSpecializationsAreLoweredNameO
 TEST(MangledNameTest, NestedTemplatesAreLoweredNameOnly) {
   // Real CuTe names: packs, substitutions, pointers to const, nested tuples.
   expect_reach(
-      "_ZN4cute6TensorINS_10ViewEngineINS_8gmem_ptrIPKN7cutlass6half_tEEEEENS_6LayoutINS_5tupleIJNSA_"
-      "IJNSA_IJNS_1CILi4EEENSB_ILi8EEEEEENSA_IJNSB_ILi2EEENSB_ILi1EEEEEEEEENSA_IJNSA_IJSF_SF_SF_EEENSA_"
-      "IJSG_SG_iEEEEEEEEENSA_IJNSA_IJNSA_IJSF_iEEENSA_IJiNSB_ILi0EEEEEEEEENSA_IJNSA_IJSG_iSD_EEENSA_"
+      "_ZN4cute6TensorINS_10ViewEngineINS_8gmem_ptrIPKN7cutlass6half_tEEEEENS_6LayoutINS_"
+      "5tupleIJNSA_"
+      "IJNSA_IJNS_1CILi4EEENSB_ILi8EEEEEENSA_IJNSB_ILi2EEENSB_ILi1EEEEEEEEENSA_IJNSA_IJSF_SF_SF_"
+      "EEENSA_"
+      "IJSG_SG_iEEEEEEEEENSA_IJNSA_IJNSA_IJSF_iEEENSA_IJiNSB_ILi0EEEEEEEEENSA_IJNSA_IJSG_iSD_"
+      "EEENSA_"
       "IJSO_SO_NSB_ILi16EEEEEEEEEEEEEEE4rankE",
       HostReach::lowered_name_only, "template instance");
   // A member of a class nested in a template: A<int>::B::x.
@@ -88,9 +91,10 @@ TEST(MangledNameTest, InternalLinkageIsLoweredNameOnly) {
   expect_reach("_ZN12_GLOBAL__N_13anyE", HostReach::lowered_name_only, "internal linkage");
   expect_reach("_ZN34_INTERNAL_00000000_4_k_cu_efc770de4cuda3std3__45__cpo5beginE",
                HostReach::lowered_name_only, "internal linkage");
-  expect_reach("_ZN43_INTERNAL_00000000_12_cute_gemm_cu_b74555b84cuda3std3__413__find_detail11__"
-               "ambiguousE",
-               HostReach::lowered_name_only, "internal linkage");
+  expect_reach(
+      "_ZN43_INTERNAL_00000000_12_cute_gemm_cu_b74555b84cuda3std3__413__find_detail11__"
+      "ambiguousE",
+      HostReach::lowered_name_only, "internal linkage");
   // A user's own variable in an anonymous namespace: only a name expression reaches it.
   expect_reach("_ZN34_INTERNAL_00000000_4_k_cu_efc770de5knob2E", HostReach::lowered_name_only,
                "internal linkage");
@@ -115,23 +119,23 @@ TEST(MangledNameTest, ReservedAndVersionedNamesAreLoweredNameOnly) {
 
 TEST(MangledNameTest, WhatTheParserDoesNotUnderstandIsKept) {
   for (std::string name : {
-           "_ZZ4mainE1x",              // a local static
-           "_ZN2ns1xB5cxx11E",         // an ABI tag
+           "_ZZ4mainE1x",               // a local static
+           "_ZN2ns1xB5cxx11E",          // an ABI tag
            "_ZN2ns1AIXadL_Z1fvEEE1xE",  // an expression argument
-           "_ZN2ns1AIL_Z1fvEE1xE",     // an entity argument
-           "_ZNK2ns1xE",               // a cv-qualified nested name (a member function)
-           "_ZNS_1xE",                 // a substitution with nothing to refer to
-           "_ZN2ns9cvE",               // malformed: the length runs past the name
-           "_ZN2ns",                   // truncated
-           "_ZN2nsE1x",                // characters after the name
-           "_ZNE",                     // empty
-           "_ZN0E",                    // a zero length
-           "_ZN2n$E",                  // not a C++ identifier
-           "_Z",                       // nothing
-           "_ZN2ns1AIDxE1xE",          // a type the parser does not know
-           "_ZStUlvE_",                // a closure type as the name (found by the fuzzer)
-           "_ZN2nsUt_E",               // an unnamed type as the name
-           "$str",                     // PTX-only names
+           "_ZN2ns1AIL_Z1fvEE1xE",      // an entity argument
+           "_ZNK2ns1xE",                // a cv-qualified nested name (a member function)
+           "_ZNS_1xE",                  // a substitution with nothing to refer to
+           "_ZN2ns9cvE",                // malformed: the length runs past the name
+           "_ZN2ns",                    // truncated
+           "_ZN2nsE1x",                 // characters after the name
+           "_ZNE",                      // empty
+           "_ZN0E",                     // a zero length
+           "_ZN2n$E",                   // not a C++ identifier
+           "_Z",                        // nothing
+           "_ZN2ns1AIDxE1xE",           // a type the parser does not know
+           "_ZStUlvE_",                 // a closure type as the name (found by the fuzzer)
+           "_ZN2nsUt_E",                // an unnamed type as the name
+           "$str",                      // PTX-only names
            "%r1",
            "",
        }) {
