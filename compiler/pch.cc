@@ -130,7 +130,8 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
   // NVRTC writes its PCH work files to $TMPDIR: the seal lets it only where
   // the PCH folder is (the processes that use PCH point TMPDIR there).
   const char* tmp = ::getenv("TMPDIR");
-  bool tmp_ok = tmp && std::string(tmp).compare(0, pch_dir.size(), pch_dir) == 0;
+  std::string tmp_dir = tmp ? tmp : "";
+  bool tmp_ok = tmp_dir == pch_dir || tmp_dir.rfind(pch_dir + "/", 0) == 0;
   for (int attempt = 0; tmp_ok && attempt < 2; ++attempt) {
     NvrtcOutput out;
     try {
