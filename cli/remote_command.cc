@@ -146,7 +146,12 @@ int remote_check(const GlobalOptions& global) {
                 : "PUT, then GET back and verified";
       return how + (remote->signing() ? " (signature checked)" : "");
     });
-    if (write.ok) {
+    if (write.ok && reapi) {
+      cleanup = run_step([&] {
+        return "nothing to do: REAPI has no delete, so the probe stays at " +
+               remote->backend().url_of(key) + " until the server evicts it; harmless";
+      });
+    } else if (write.ok) {
       cleanup = run_step([&] {
         remote->backend().remove(key);
         return std::string("probe removed");

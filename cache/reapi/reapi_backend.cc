@@ -314,8 +314,7 @@ class ReapiBackend : public RemoteBackend {
 
   // The batch-read stub whose channel accepts replies up to `limit` bytes;
   // made (and connected) on first use. A few exist at most (4x steps).
-  re::ContentAddressableStorage::Stub& batch_read_stub(int64_t limit,
-                                                       Clock::time_point deadline) {
+  re::ContentAddressableStorage::Stub& batch_read_stub(int64_t limit, Clock::time_point deadline) {
     std::shared_ptr<grpc::Channel> channel;
     {
       std::lock_guard<std::mutex> lock(channels_mutex_);
@@ -348,7 +347,8 @@ class ReapiBackend : public RemoteBackend {
         return;
       }
       if (Clock::now() >= give_up) break;
-      channel.WaitForStateChange(state, std::chrono::system_clock::now() + (give_up - Clock::now()));
+      channel.WaitForStateChange(state,
+                                 std::chrono::system_clock::now() + (give_up - Clock::now()));
     }
     if (deadline < start + options_.connect_timeout) {
       throw IoError(what + " timed out after " + std::to_string(options_.timeout.count()) +
@@ -394,9 +394,9 @@ class ReapiBackend : public RemoteBackend {
   }
 
   std::string lying_reply(const std::string& what, const grpc::Status& status) const {
-    return what + ": the server at " + options_.url +
-           " answered with more than was asked for (" + status_name(status.error_code()) + ": " +
-           status.error_message() + "); a lying or broken remote";
+    return what + ": the server at " + options_.url + " answered with more than was asked for (" +
+           status_name(status.error_code()) + ": " + status.error_message() +
+           "); a lying or broken remote";
   }
 
   std::string describe(const std::string& what, const grpc::Status& status) const {
@@ -433,12 +433,10 @@ class ReapiBackend : public RemoteBackend {
     auto has = [&](const char* part) { return m.find(part) != std::string::npos; };
     const bool http1 = has("http1") || has("HTTP/1");
     const bool garbage =
-        (status.error_code() == grpc::StatusCode::UNIMPLEMENTED &&
-         has("No message returned")) ||
+        (status.error_code() == grpc::StatusCode::UNIMPLEMENTED && has("No message returned")) ||
         (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
          (has("Failed parsing HTTP/2") || has("last error: OK") || has("Connection prefix") ||
-          has("Protocol error") ||
-          has("PROTOCOL_ERROR") || has("frame")));
+          has("Protocol error") || has("PROTOCOL_ERROR") || has("frame")));
     if (http1) {
       return " (the peer at " + options_.url +
              " speaks HTTP/1.1: not a REAPI/gRPC server; for an HTTP cache use an http:// URL)";

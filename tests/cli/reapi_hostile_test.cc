@@ -49,8 +49,8 @@ class ReapiHostileTest : public ::testing::Test {
   // Compiles saxpy for `arch` on a fresh machine; the result's bytes.
   std::string compile(const std::string& machine, const std::string& arch,
                       const std::vector<std::string>& remote, CommandResult* result = nullptr) {
-    std::vector<std::string> args = {"compile", kSaxpy, "--arch", arch, "-o",
-                                     dir_ / (machine + ".kcb")};
+    std::vector<std::string> args = {"compile", kSaxpy, "--arch",
+                                     arch,      "-o",   dir_ / (machine + ".kcb")};
     args.insert(args.end(), remote.begin(), remote.end());
     CommandResult r = kcache(machine, args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -130,8 +130,7 @@ TEST_F(ReapiHostileTest, PeerThatAcceptsAndNeverAnswersCostsTheConnectTimeoutNot
   EXPECT_LT(r.seconds, kSecondsBound);
   EXPECT_LT(r.peak_rss_kb, kPeakRssBoundKb);
   EXPECT_EQ(count_of(r.err, "kcache: warning:"), 1) << r.err;
-  EXPECT_NE(r.err.find("could not connect within 1 s (remote_connect_timeout)"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("could not connect within 1 s (remote_connect_timeout)"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("not a REAPI/gRPC server"), std::string::npos) << r.err;
 
@@ -168,8 +167,7 @@ TEST_F(ReapiHostileTest, GarbageBytesPeerIsNamedAsNotAReapiServer) {
   EXPECT_EQ(compile("m", "sm_90", {"--remote", server.url()}, &r), expected);
   EXPECT_LT(r.seconds, kSecondsBound);
   EXPECT_EQ(count_of(r.err, "kcache: warning:"), 1) << r.err;
-  EXPECT_NE(r.err.find("does not speak gRPC: not a REAPI/gRPC server"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("does not speak gRPC: not a REAPI/gRPC server"), std::string::npos) << r.err;
 }
 
 TEST_F(ReapiHostileTest, Http1PeerIsNamedAsNotAReapiServer) {
@@ -189,8 +187,7 @@ TEST_F(ReapiHostileTest, RemoteCheckAgainstAnHonestServerNamesTheRpcs) {
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   EXPECT_NE(check.out.find("GetCapabilities: SHA-256 offered"), std::string::npos) << check.out;
   EXPECT_NE(check.out.find("FindMissingBlobs, BatchUpdateBlobs"), std::string::npos) << check.out;
-  EXPECT_NE(check.out.find("BatchReadBlobs (ByteStream.Read) back and verified"),
-            std::string::npos)
+  EXPECT_NE(check.out.find("BatchReadBlobs (ByteStream.Read) back and verified"), std::string::npos)
       << check.out;
 }
 

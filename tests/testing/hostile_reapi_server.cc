@@ -93,8 +93,6 @@ HostileReapiServer::~HostileReapiServer() {
   waitpid(pid_, nullptr, 0);
 }
 
-std::string HostileReapiServer::url() const {
-  return "grpc://127.0.0.1:" + std::to_string(port_);
-}
+std::string HostileReapiServer::url() const { return "grpc://127.0.0.1:" + std::to_string(port_); }
 
 }  // namespace kcache::testing

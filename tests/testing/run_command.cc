@@ -55,8 +55,7 @@ CommandResult run_command(const std::vector<std::string>& argv,
   wait4(pid, &status, 0, &usage);
   CommandResult result;
   result.peak_rss_kb = usage.ru_maxrss;
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = read_file_or_die(out_path);
   result.err = read_file_or_die(err_path);
