@@ -15,7 +15,8 @@
 // intended use: the precompiler and the JIT each hold one). An object the
 // remote answers with that fails its checks (checksum, key, signature) is
 // never used: it is a miss, counted as `remote_rejected`, and the remote stays
-// in use.
+// in use. A reply larger than what was asked (a lying remote: the backend
+// cuts it off while it arrives, cache/reapi/reapi_backend.cc) is a failure.
 //
 // A remote that takes uploads but never gives them back (a write-only or
 // misconfigured server: reads and writes going to different places) would

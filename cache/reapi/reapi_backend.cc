@@ -358,8 +358,9 @@ class ReapiBackend : public RemoteBackend {
     std::snprintf(seconds, sizeof seconds, "%g", options_.connect_timeout.count() / 1000.0);
     throw IoError(what + ": could not connect within " + seconds +
                   " s (remote_connect_timeout): the peer accepted no gRPC connection (it may "
-                  "accept TCP and never answer the HTTP/2 handshake: not a REAPI/gRPC server, or "
-                  "a hung one)");
+                  "accept TCP and never answer the " +
+                  (tls_ ? "TLS" : "HTTP/2") +
+                  " handshake: not a REAPI/gRPC server, or a hung one)");
   }
 
   // Runs `rpc` (one attempt per call, each with a fresh context) until it

@@ -114,6 +114,16 @@ TEST_F(ReapiHostileTest, EndlessByteStreamIsStoppedAtTheDigestsSize) {
   EXPECT_EQ(counter("reader", "remote_errors"), 1);
 }
 
+// Not the batch-read channel: the one for every other reply, whose limit is
+// gRPC's usual 4 MiB, with its own memory quota.
+TEST_F(ReapiHostileTest, OversizedByteStreamChunkIsCutOffWhileItArrives) {
+  HostileReapiServer server("oversized-chunk");
+  CommandResult r = read_back(server);
+  EXPECT_NE(r.err.find("ByteStream.Read"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("answered with more than was asked for"), std::string::npos) << r.err;
+  EXPECT_EQ(counter("reader", "remote_errors"), 1);
+}
+
 TEST_F(ReapiHostileTest, StalledByteStreamCostsTheRemoteTimeoutOnce) {
   HostileReapiServer server("stalled-bytestream");
   CommandResult r = read_back(server, {"--remote-timeout", "2s"});
@@ -133,6 +143,14 @@ TEST_F(ReapiHostileTest, PeerThatAcceptsAndNeverAnswersCostsTheConnectTimeoutNot
   EXPECT_NE(r.err.find("could not connect within 1 s (remote_connect_timeout)"), std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("not a REAPI/gRPC server"), std::string::npos) << r.err;
+
+  // grpcs://: the TLS handshake is never answered either.
+  const std::string tls_url = "grpcs://" + server.url().substr(7);
+  EXPECT_EQ(compile("tls", "sm_90", {"--remote", tls_url}, &r), expected);
+  EXPECT_LT(r.seconds, kSecondsBound);
+  EXPECT_EQ(count_of(r.err, "kcache: warning:"), 1) << r.err;
+  EXPECT_NE(r.err.find("could not connect within 1 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("TLS handshake"), std::string::npos) << r.err;
 
   CommandResult check = kcache("m", {"remote", "check", "--remote", server.url()});
   EXPECT_EQ(check.exit_code, 1) << check.out << check.err;

@@ -15,6 +15,7 @@ only when asked to read, in one way per MODE:
                        sends the blob, then zeros forever
   stalled-bytestream   batch limit 1 KiB; ByteStream.Read sends half the blob,
                        then nothing, forever
+  oversized-chunk      batch limit 1 KiB; ByteStream.Read sends one 200 MiB chunk
   write-only           takes every upload, answers NOT_FOUND to every
                        GetActionResult
   silent               not gRPC: a TCP socket that accepts and never answers
@@ -77,7 +78,7 @@ def serve_grpc(port, mode):
     cas = {}  # sha256 hex -> bytes
     ac = {}   # action digest hex -> ActionResult bytes
     lock = threading.Lock()
-    streamed = mode in ("endless-bytestream", "stalled-bytestream")
+    streamed = mode in ("endless-bytestream", "stalled-bytestream", "oversized-chunk")
 
     class Capabilities(re_grpc.CapabilitiesServicer):
         def GetCapabilities(self, request, context):
@@ -150,6 +151,9 @@ def serve_grpc(port, mode):
                 data = cas.get(parts[-2])
             if data is None:
                 context.abort(grpc.StatusCode.NOT_FOUND, "no such blob")
+            if mode == "oversized-chunk":
+                yield bs.ReadResponse(data=bytes(OVERSIZED_REPLY))
+                return
             if mode == "stalled-bytestream":
                 yield bs.ReadResponse(data=data[:len(data) // 2])
                 while context.is_active():
@@ -201,7 +205,7 @@ def main():
     if mode in ("silent", "garbage", "http1"):
         serve_raw(port, mode)
     elif mode in ("honest", "oversized-batch", "wrong-digest", "endless-bytestream",
-                  "stalled-bytestream", "write-only"):
+                  "stalled-bytestream", "oversized-chunk", "write-only"):
         serve_grpc(port, mode)
     else:
         sys.exit("unknown mode %r" % mode)
