@@ -37,8 +37,9 @@
 // the server's advertised batch limit), so at most 4x the blob plus 64 KiB is
 // accepted; other replies (action results, capabilities, ByteStream chunks)
 // are held to gRPC's usual 4 MiB. gRPC checks that limit only after a whole
-// message has arrived, so each channel also has a memory quota (a few replies
-// at its limit): a reply that outgrows it is cut off while it arrives. A
+// message has arrived, so each channel also has a memory quota: the receive
+// limits of the calls in flight on it, plus slack (ReplyBudget). A reply that
+// outgrows it is cut off while it arrives. A
 // reply over its limit is a lying remote (IoError: the remote is not used
 // again in this process), as is a ByteStream that sends more than the digest
 // says.
@@ -80,9 +81,8 @@ constexpr size_t kChunkSize = 1 << 20;
 // respect for every client (their ByteStream chunks are smaller), plus room
 // for framing.
 constexpr int kSmallReplyLimit = (4 << 20) + (64 << 10);
-// A channel's memory quota: this many replies at its receive limit, plus
-// slack for the transport's own buffers.
-constexpr int64_t kConcurrentReplies = 8;
+// A channel's memory quota beyond the replies in flight: the transport's own
+// buffers.
 constexpr int64_t kQuotaSlack = 4 << 20;
 // The smallest batch-read receive limit; larger ones are 4x steps up from it.
 constexpr int64_t kBatchReplyFloor = 64 << 10;
@@ -161,6 +161,42 @@ std::string read_file_or_throw(const std::string& path, const std::string& what)
   return read_secret_file(path, what) + "\n";
 }
 
+// The memory one channel may hold for replies: the receive limits of the
+// calls in flight on it (what was asked), plus slack. gRPC's memory quota
+// enforces it while bytes arrive: the transport cancels a call whose reply
+// outgrows it ("Buffers full"). Thread-safe.
+class ReplyBudget {
+ public:
+  ReplyBudget() : quota_("kcache-reapi-replies") { quota_.Resize(kQuotaSlack); }
+  grpc::ResourceQuota& quota() { return quota_; }
+
+  // Room for one reply of up to `limit` bytes while it lives.
+  class Hold {
+   public:
+    Hold(ReplyBudget& budget, int64_t limit) : budget_(budget), limit_(limit) {
+      budget_.add(limit_);
+    }
+    ~Hold() { budget_.add(-limit_); }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    ReplyBudget& budget_;
+    int64_t limit_;
+  };
+
+ private:
+  void add(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_flight_ += bytes;
+    quota_.Resize(static_cast<size_t>(in_flight_ + kQuotaSlack));
+  }
+
+  std::mutex mutex_;
+  int64_t in_flight_ = 0;
+  grpc::ResourceQuota quota_;
+};
+
 class ReapiBackend : public RemoteBackend {
  public:
   explicit ReapiBackend(const RemoteOptions& options) : options_(options) {
@@ -198,7 +234,7 @@ class ReapiBackend : public RemoteBackend {
       }
     }
     credentials_ = credentials;
-    channel_ = make_channel(kSmallReplyLimit);
+    channel_ = make_channel(kSmallReplyLimit, budget_);
     ac_ = re::ActionCache::NewStub(channel_);
     cas_ = re::ContentAddressableStorage::NewStub(channel_);
     capabilities_ = re::Capabilities::NewStub(channel_);
@@ -295,42 +331,45 @@ class ReapiBackend : public RemoteBackend {
     return max_batch == 0 || size + kBatchOverhead <= max_batch;
   }
 
-  std::shared_ptr<grpc::Channel> make_channel(int64_t receive_limit) const {
+  std::shared_ptr<grpc::Channel> make_channel(int64_t receive_limit, ReplyBudget& budget) const {
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(static_cast<int>(receive_limit));
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // ours are bounded by the operation's deadline
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                 static_cast<int>(options_.connect_timeout.count()));
     args.SetUserAgentPrefix("kcache");
-    // gRPC checks the receive limit only once a whole message has arrived;
-    // the memory quota is what stops a reply while it arrives (the transport
-    // cancels the call: "Buffers full"). Room for a few replies at the limit
-    // at once, for threads sharing the channel.
-    grpc::ResourceQuota quota("kcache-reapi-replies");
-    quota.Resize(static_cast<size_t>(receive_limit * kConcurrentReplies + kQuotaSlack));
-    args.SetResourceQuota(quota);
+    args.SetResourceQuota(budget.quota());
     return grpc::CreateCustomChannel(target_, credentials_, args);
   }
 
-  // The batch-read stub whose channel accepts replies up to `limit` bytes;
-  // made (and connected) on first use. A few exist at most (4x steps).
-  re::ContentAddressableStorage::Stub& batch_read_stub(int64_t limit, Clock::time_point deadline) {
+  struct BatchReadChannel {
+    ReplyBudget budget;
     std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<re::ContentAddressableStorage::Stub> stub;
+    bool connected = false;
+  };
+
+  // The batch-read channel that accepts replies up to `limit` bytes; made
+  // (and connected) on first use. A few exist at most (4x steps).
+  BatchReadChannel& batch_read_channel(int64_t limit, Clock::time_point deadline) {
+    std::shared_ptr<grpc::Channel> channel;
+    BatchReadChannel* c = nullptr;
     {
       std::lock_guard<std::mutex> lock(channels_mutex_);
-      BatchReadChannel& c = batch_read_channels_[limit];
-      if (!c.stub) {
-        c.channel = make_channel(limit);
-        c.stub = re::ContentAddressableStorage::NewStub(c.channel);
+      std::unique_ptr<BatchReadChannel>& slot = batch_read_channels_[limit];
+      if (!slot) {
+        slot = std::make_unique<BatchReadChannel>();
+        slot->channel = make_channel(limit, slot->budget);
+        slot->stub = re::ContentAddressableStorage::NewStub(slot->channel);
       }
-      if (c.connected) return *c.stub;
-      channel = c.channel;
+      c = slot.get();
+      if (c->connected) return *c;
+      channel = c->channel;
     }
     wait_until_connected(*channel, "BatchReadBlobs " + options_.url, deadline);
     std::lock_guard<std::mutex> lock(channels_mutex_);
-    BatchReadChannel& c = batch_read_channels_[limit];
-    c.connected = true;
-    return *c.stub;
+    c->connected = true;
+    return *c;
   }
 
   // Waits until `channel` is ready, or has failed (the first call then says
@@ -369,6 +408,14 @@ class ReapiBackend : public RemoteBackend {
   // throws IoError for any other failure.
   template <typename Rpc>
   grpc::Status call(const std::string& what, Clock::time_point deadline, Rpc&& rpc) {
+    return call_within(budget_, kSmallReplyLimit, what, deadline, std::forward<Rpc>(rpc));
+  }
+
+  // The same, on a channel with `budget`, for a reply of up to `limit` bytes.
+  template <typename Rpc>
+  grpc::Status call_within(ReplyBudget& budget, int64_t limit, const std::string& what,
+                           Clock::time_point deadline, Rpc&& rpc) {
+    const ReplyBudget::Hold hold(budget, limit);
     std::chrono::milliseconds backoff(50);
     for (int attempt = 0;; ++attempt) {
       grpc::ClientContext context;
@@ -524,17 +571,18 @@ class ReapiBackend : public RemoteBackend {
 
   std::optional<std::string> batch_read(const re::Digest& digest, int64_t max_batch,
                                         Clock::time_point deadline) {
-    re::ContentAddressableStorage::Stub& cas =
-        batch_read_stub(batch_reply_limit(digest.size_bytes(), max_batch), deadline);
+    const int64_t limit = batch_reply_limit(digest.size_bytes(), max_batch);
+    BatchReadChannel& channel = batch_read_channel(limit, deadline);
     re::BatchReadBlobsRequest request;
     request.set_instance_name(options_.instance_name);
     *request.add_digests() = digest;
     request.set_digest_function(re::DigestFunction::SHA256);
     re::BatchReadBlobsResponse response;
     const std::string what = "BatchReadBlobs " + digest.hash();
-    grpc::Status status = call(what, deadline, [&](grpc::ClientContext* context) {
-      return cas.BatchReadBlobs(context, request, &response);
-    });
+    grpc::Status status =
+        call_within(channel.budget, limit, what, deadline, [&](grpc::ClientContext* context) {
+          return channel.stub->BatchReadBlobs(context, request, &response);
+        });
     if (!status.ok()) return std::nullopt;
     for (re::BatchReadBlobsResponse::Response& r : *response.mutable_responses()) {
       if (r.digest().hash() != digest.hash()) continue;
@@ -555,6 +603,7 @@ class ReapiBackend : public RemoteBackend {
     bs::ReadRequest request;
     request.set_resource_name(resource_prefix() + "blobs/" + digest.hash() + "/" +
                               std::to_string(digest.size_bytes()));
+    const ReplyBudget::Hold hold(budget_, kSmallReplyLimit);
     grpc::ClientContext context;
     prepare(context, deadline);
     std::unique_ptr<grpc::ClientReader<bs::ReadResponse>> reader =
@@ -617,6 +666,7 @@ class ReapiBackend : public RemoteBackend {
     const std::string name = resource_prefix() + "uploads/" + uuid4() + "/blobs/" + digest.hash() +
                              "/" + std::to_string(digest.size_bytes());
     const std::string what = "ByteStream.Write " + digest.hash();
+    const ReplyBudget::Hold hold(budget_, kSmallReplyLimit);
     grpc::ClientContext context;
     prepare(context, deadline);
     bs::WriteResponse response;
@@ -664,14 +714,10 @@ class ReapiBackend : public RemoteBackend {
   std::string target_;
   std::vector<std::pair<std::string, std::string>> headers_;
   std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  ReplyBudget budget_;                      // channel_'s
   std::shared_ptr<grpc::Channel> channel_;  // every call but batch reads
-  struct BatchReadChannel {
-    std::shared_ptr<grpc::Channel> channel;
-    std::unique_ptr<re::ContentAddressableStorage::Stub> stub;
-    bool connected = false;
-  };
   std::mutex channels_mutex_;
-  std::map<int64_t, BatchReadChannel> batch_read_channels_;  // by receive limit
+  std::map<int64_t, std::unique_ptr<BatchReadChannel>> batch_read_channels_;  // by receive limit
   std::unique_ptr<re::ActionCache::Stub> ac_;
   std::unique_ptr<re::ContentAddressableStorage::Stub> cas_;
   std::unique_ptr<re::Capabilities::Stub> capabilities_;

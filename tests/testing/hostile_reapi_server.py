@@ -185,7 +185,7 @@ def serve_grpc(port, mode):
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "not needed")
 
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=8),
+        futures.ThreadPoolExecutor(max_workers=32),
         options=[("grpc.max_receive_message_length", 512 << 20),
                  ("grpc.max_send_message_length", 512 << 20)])
     re_grpc.add_CapabilitiesServicer_to_server(Capabilities(), server)
