@@ -482,9 +482,10 @@ class ReapiBackend : public RemoteBackend {
     const bool http1 = has("http1") || has("HTTP/1");
     const bool garbage =
         (status.error_code() == grpc::StatusCode::UNIMPLEMENTED && has("No message returned")) ||
+        // Only gRPC's words for a handshake that was not HTTP/2 at all: a
+        // real server's protocol errors keep their own message.
         (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
-         (has("Failed parsing HTTP/2") || has("last error: OK") || has("Connection prefix") ||
-          has("Protocol error") || has("PROTOCOL_ERROR") || has("frame")));
+         (has("Failed parsing HTTP/2") || has("last error: OK") || has("Connection prefix")));
     if (http1) {
       return " (the peer at " + options_.url +
              " speaks HTTP/1.1: not a REAPI/gRPC server; for an HTTP cache use an http:// URL)";
