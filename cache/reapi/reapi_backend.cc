@@ -39,10 +39,9 @@
 // are held to gRPC's usual 4 MiB. gRPC checks that limit only after a whole
 // message has arrived, so each channel also has a memory quota: the receive
 // limits of the calls in flight on it, plus slack (ReplyBudget). A reply that
-// outgrows it is cut off while it arrives. A
-// reply over its limit is a lying remote (IoError: the remote is not used
-// again in this process), as is a ByteStream that sends more than the digest
-// says.
+// outgrows it is cut off while it arrives. A reply over its limit is a lying
+// remote (IoError: the remote is not used again in this process), as is a
+// ByteStream that sends more than the digest says.
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 #include <openssl/sha.h>
