@@ -8,6 +8,8 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <climits>
 #include <map>
 #include <optional>
@@ -16,6 +18,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/seal.h"
 #include "compiler/time_macros.h"
 
 namespace kcache::compiler {
@@ -53,7 +56,23 @@ std::string canonical(const std::string& path) {
 // process's history), the time zone, character-set modules, process files.
 // A computed `__has_include` of a name in a library folder is therefore not
 // keyed (docs/KEYS.md); an #include of one still fails and is handed over.
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t n = std::char_traits<char>::length(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// A name the dynamic loader may try for a library: lib*.so*, never a header.
+bool library_name(const std::string& path) {
+  std::string base = path.substr(path.rfind('/') + 1);
+  if (base.compare(0, 3, "lib") != 0 || base.find(".so") == std::string::npos) return false;
+  for (const char* header : {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp"}) {
+    if (ends_with(base, header)) return false;
+  }
+  return true;
+}
+
 bool is_nvrtc_own(const std::string& path, const std::string& real, const ProbeContext& c) {
+  if (under(path, "/dev/shm")) return false;  // files anyone can put there
   for (const char* folder : {"/proc", "/sys", "/dev", "/usr/share/zoneinfo", "/lib", "/lib32",
                              "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib",
                              "/usr/local/lib64"}) {
@@ -73,30 +92,53 @@ bool is_nvrtc_own(const std::string& path, const std::string& real, const ProbeC
   for (const char* file : {"/etc/localtime", "/etc/ld.so.cache", "/etc/ld.so.preload"}) {
     if (path == file) return true;
   }
-  if (path.find("/glibc-hwcaps") != std::string::npos) return true;
-  size_t slash = path.rfind('/');
-  std::string base = path.substr(slash + 1);
-  if (base.compare(0, 3, "lib") == 0 && base.find(".so") != std::string::npos) return true;
+  // NVRTC looks at the working folder it was started in ($PWD): a folder,
+  // never an include, and keying it would give every checkout its own keys.
+  const char* pwd = ::getenv("PWD");
+  char cwd[PATH_MAX];
+  if ((pwd && path == pwd) || (::getcwd(cwd, sizeof cwd) && path == cwd)) return true;
+  // The loader's search for libcuda in folders of its own (RUNPATHs, hwcaps
+  // subfolders): library names only, so a header there is still keyed.
+  if (library_name(path)) return true;
   for (const std::string& d : c.own_dirs) {
     if (under(path, d) || under(real, canonical(d))) return true;
   }
   return false;
 }
 
-// "toolkit<i>:<rel>" for a path beneath toolkit folder i, else nullopt.
-std::optional<std::string> toolkit_name(const std::string& path, const std::string& real,
-                                        const ProbeContext& c) {
-  for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
-    const std::string& d = c.toolkit_dirs[i];
-    if (under(path, d)) {
-      std::string rel = path.substr(d.size() + (d.back() == '/' ? 0 : 1));
-      if (!has_dotdot(rel)) return kToolkitLabel + std::to_string(i) + ":" + rel;
-    }
+// Files in NVRTC's own readable folders (its library folder, the time zones,
+// character sets) are not keyed, which is exact only while they are what
+// NVRTC itself reads there: libraries, zone data, gconv module lists. Any
+// other file there (a header a computed include named by its absolute path)
+// was read unkeyed.
+bool nvrtc_own_kind(const std::string& path) {
+  std::string base = path.substr(path.rfind('/') + 1);
+  if (base.compare(0, 12, "gconv-module") == 0) return true;
+  char magic[4] = {};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return true;  // not readable: NVRTC did not read it either
+  size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  return n == 4 && (std::memcmp(magic, "\x7f" "ELF", 4) == 0 || std::memcmp(magic, "TZif", 4) == 0);
+}
+
+// "toolkit<i>:<rel>" for a path beneath toolkit folder i, else nullopt. By
+// the name NVRTC used only: a user's link into the toolkit is the user's file
+// (handed and keyed by its bytes), since the link can change while the
+// toolkit does not.
+// A name with `..` (a toolkit header's `#include "../x.h"`) is taken by its
+// lexical form where that names the same file the kernel resolved.
+std::optional<std::string> toolkit_name(const std::string& path, const ProbeContext& c) {
+  std::string named = path;
+  if (has_dotdot(path)) {
+    named = resolve_lexically("/", path);
+    if (canonical(named) != canonical(path)) return std::nullopt;
   }
   for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
-    std::string d = canonical(c.toolkit_dirs[i]);
-    if (under(real, d)) {
-      return kToolkitLabel + std::to_string(i) + ":" + real.substr(d.size() + 1);
+    const std::string& d = c.toolkit_dirs[i];
+    if (under(named, d)) {
+      return kToolkitLabel + std::to_string(i) + ":" +
+             named.substr(d.size() + (d.back() == '/' ? 0 : 1));
     }
   }
   return std::nullopt;
@@ -231,10 +273,6 @@ Stat stat_of(const std::string& path, int dir = AT_FDCWD) {
   return s;
 }
 
-bool is_directory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 }  // namespace
 
@@ -245,10 +283,23 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
   for (const std::string& path : probes) {
     if (path.empty() || path.front() != '/') continue;  // the seal gives absolute paths only
     std::string real = canonical(path);
-    if (is_nvrtc_own(path, real, c)) continue;
-    std::optional<std::string> toolkit = toolkit_name(path, real, c);
     Stat st = stat_of(path);
-    if (!st.file && is_directory(path)) continue;  // a folder is never an include
+    std::optional<std::string> toolkit = toolkit_name(path, c);
+    // The toolkit's folders first: a header there is keyed whatever its name
+    // or wherever the toolkit lies (under /usr/lib, on $LD_LIBRARY_PATH).
+    if (!toolkit && is_nvrtc_own(path, real, c)) {
+      const bool readable_to_nvrtc = under(path, c.nvrtc_library_dir) ||
+                                     under(path, "/usr/share/zoneinfo") ||
+                                     path.find("/gconv/") != std::string::npos;
+      if (readable_to_nvrtc && st.file && !nvrtc_own_kind(path)) {
+        out.unkeyable = "NVRTC read " + path +
+                        " from a folder of its own that kcache does not key (name it by a "
+                        "path outside NVRTC's library, time-zone and gconv folders)";
+      }
+      continue;
+    }
+    // A folder is no file to include: keyed as absent like a missing name,
+    // so a file replacing it later is noticed.
     if (!toolkit && st.file) {
       out.user_files.push_back(path);
       continue;
@@ -315,6 +366,34 @@ class FolderHandles {
   std::map<std::string, int> fds_;
 };
 
+void add_asked_absences(const std::string& spelling, const ProbeContext& c, int64_t started_ns,
+                        ClassifiedProbes* into) {
+  if (spelling.empty() || spelling.front() == '/' || has_dotdot(spelling)) return;
+  for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
+    cache::ManifestProbe p;
+    p.path = kToolkitLabel + std::to_string(i) + ":" + spelling;
+    std::optional<DiskPath> disk = disk_path(p.path, c);
+    if (!disk) continue;
+    if (stat_of(disk->full()).file) {
+      into->unkeyable = disk->full() + " appeared while NVRTC compiled";
+      continue;
+    }
+    record_folder(*disk, started_ns, &p);
+    auto same = [&](const cache::ManifestProbe& q) { return q.path == p.path; };
+    auto it = std::find_if(into->keyed.begin(), into->keyed.end(), same);
+    if (it == into->keyed.end()) {
+      into->keyed.insert(std::upper_bound(into->keyed.begin(), into->keyed.end(), p,
+                                          [](const cache::ManifestProbe& a,
+                                             const cache::ManifestProbe& b) {
+                                            return a.path < b.path;
+                                          }),
+                         std::move(p));
+    } else if (it->present) {
+      into->unkeyable = disk->full() + " appeared while NVRTC compiled";
+    }
+  }
+}
+
 bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
   std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
   FolderHandles handles;
@@ -329,7 +408,10 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
       if (it->second == FolderState{p.dev, p.ino, p.mtime_ns, p.ctime_ns}) continue;
     }
     Stat st = handles.stat(*disk);
-    if (st.file != p.present) return false;
+    if (st.file != p.present) {
+      if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
+      return false;
+    }
     const std::string path = disk->full();
     if (!p.present) continue;
     if (st.dev == p.dev && st.ino == p.ino && st.size == p.size && st.mtime_ns == p.mtime_ns &&

@@ -136,5 +136,47 @@ TEST_F(ProbesTest, ACraftedFolderDepthIsAMissNotACrash) {
   EXPECT_FALSE(hold(probes));
 }
 
+// NVRTC may read its own library folder; a file there that is no library
+// was read unkeyed, so the result is not stored.
+TEST_F(ProbesTest, AHeaderInNvrtcsLibraryFolderMakesTheResultUnkeyable) {
+  const std::string lib = dir_ + "/toolkit/lib64";
+  write(lib, "libnvrtc-builtins.so.13.0", std::string("\x7f" "ELF") + "rest of a library");
+  write(lib, "evil.h", "#define V 2\n");
+  context_.own_dirs = {lib};
+  context_.nvrtc_library_dir = lib;
+  ClassifiedProbes ok = classify_probes({lib + "/libnvrtc-builtins.so.13.0"}, context_, now_ns());
+  EXPECT_EQ(ok.unkeyable, "");
+  EXPECT_TRUE(ok.keyed.empty()) << "NVRTC's own library is not keyed";
+  ClassifiedProbes bad = classify_probes({lib + "/evil.h"}, context_, now_ns());
+  EXPECT_NE(bad.unkeyable.find("evil.h"), std::string::npos) << bad.unkeyable;
+}
+
+TEST_F(ProbesTest, AFolderIsKeyedAsNoFile) {
+  std::filesystem::create_directories(dir_ + "/user/kc.h");
+  ::usleep(20000);
+  started_ = now_ns();
+  auto probes = record({dir_ + "/user/kc.h"});
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_FALSE(probes[0].present);
+  EXPECT_TRUE(hold(probes));
+  std::filesystem::remove(dir_ + "/user/kc.h");
+  write(dir_, "user/kc.h", "#define V 2\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, AnAskedNameIsKeyedAbsentInEveryToolkitFolder) {
+  ClassifiedProbes c;
+  add_asked_absences("h.h", context_, started_, &c);
+  ASSERT_EQ(c.keyed.size(), 1u);
+  EXPECT_EQ(c.keyed[0].path, "toolkit0:h.h");
+  EXPECT_TRUE(probes_hold(c.keyed, context_));
+  write(toolkit_, "h.h", "// appeared\n");
+  EXPECT_FALSE(probes_hold(c.keyed, context_));
+  ClassifiedProbes none;
+  add_asked_absences("/abs/h.h", context_, started_, &none);
+  add_asked_absences("../h.h", context_, started_, &none);
+  EXPECT_TRUE(none.keyed.empty());
+}
+
 }  // namespace
 }  // namespace kcache::compiler
