@@ -238,6 +238,7 @@ std::unique_ptr<Driver> open_driver(const std::string& library) {
 
   r.required(d->cuLaunchKernel, "cuLaunchKernel", 4000);
   r.optional(d->cuLaunchKernelEx, "cuLaunchKernelEx", 11060);
+  r.optional(d->cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040);
 
   r.required(d->cuStreamCreate, "cuStreamCreate", 2000);
   r.required(d->cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050);
