@@ -85,6 +85,7 @@ void check_set(const ManifestSet& set) {
   for (const ManifestProbe& p : set.probes) {
     std::string problem = name_problem(p.path, "probe path");
     if (!problem.empty()) bad(problem);
+    if (p.present && p.has_folder) bad("probe " + p.path + " is present and has a folder");
   }
   for (const ManifestAsk& a : set) {
     for (const auto& [text, field] :
@@ -137,11 +138,15 @@ std::string Manifest::encode() const {
     }
     w.u32(static_cast<uint32_t>(set.probes.size()));
     for (const ManifestProbe& p : set.probes) {
-      w.u8(p.present ? 1 : 0);
+      w.u8(p.present ? 1 : p.has_folder ? 2 : 0);
       w.str(p.path);
-      if (!p.present) continue;
-      write_key(w, p.content);
-      for (uint64_t v : {p.dev, p.ino, p.size, p.mtime_ns, p.ctime_ns}) w.u64(v);
+      if (p.present) {
+        write_key(w, p.content);
+        for (uint64_t v : {p.dev, p.ino, p.size, p.mtime_ns, p.ctime_ns}) w.u64(v);
+      } else if (p.has_folder) {
+        w.u32(p.folder_depth);
+        for (uint64_t v : {p.dev, p.ino, p.mtime_ns, p.ctime_ns}) w.u64(v);
+      }
     }
   }
   uint64_t checksum = xxh3_64(w.data());
@@ -210,13 +215,23 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
       for (uint32_t i = 0; i < probes; ++i) {
         ManifestProbe p;
         uint8_t state = body.u8("probe state");
-        if (state > 1) body.fail("probe state is " + std::to_string(state) + ", not 0 or 1");
+        if (state > 2) body.fail("probe state is " + std::to_string(state) + ", not 0, 1 or 2");
         p.present = state == 1;
+        p.has_folder = state == 2;
         p.path = name(body, "probe path");
         if (p.present) {
           p.content = read_key(body);
           for (uint64_t* v : {&p.dev, &p.ino, &p.size, &p.mtime_ns, &p.ctime_ns}) {
             *v = body.u64("probe stat");
+          }
+        } else if (p.has_folder) {
+          p.folder_depth = body.u32("probe folder depth");
+          if (p.folder_depth > kMaxManifestNameBytes) {
+            body.fail("probe folder depth " + std::to_string(p.folder_depth) +
+                      " is deeper than a name can be");
+          }
+          for (uint64_t* v : {&p.dev, &p.ino, &p.mtime_ns, &p.ctime_ns}) {
+            *v = body.u64("probe folder stat");
           }
         }
         set.probes.push_back(std::move(p));

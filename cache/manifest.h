@@ -24,10 +24,15 @@
 //   ask      ::= spelling:str includer:str angled:u8(0|1) header_count:u32
 //                header{header_count}
 //   header   ::= name:str content_hash:u64               (XXH3-64 of the content)
-//   probe    ::= state:u8 path:str                        (state 0: absent)
+//   probe    ::= state:u8(=0) path:str                    (absent)
 //              | state:u8(=1) path:str content:bytes(16) dev:u64 ino:u64 size:u64
 //                mtime_ns:u64 ctime_ns:u64               (present: XXH3-128 of it,
 //                                                          and its stat when recorded)
+//              | state:u8(=2) path:str folder_depth:u32 dev:u64 ino:u64
+//                mtime_ns:u64 ctime_ns:u64               (absent, and the stat of the
+//                                                          deepest folder on its path
+//                                                          that existed, folder_depth
+//                                                          components below the base)
 //   checksum ::= u64, XXH3-64 of every byte before it
 //
 // Bounds: 1 <= set_count <= kMaxManifestSets (newest first);
@@ -113,11 +118,18 @@ struct ManifestProbe {
   std::string path;
   bool present = false;
   Hash128 content;  // present only: XXH3-128 of the bytes
+  // Present: the file's stat. Absent with has_folder: the stat of the deepest
+  // folder on the path that existed (folder_depth components below the
+  // toolkit folder, or below / for an absolute path), which lets a lookup
+  // check many absent names with one stat of their folder.
   uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
+  bool has_folder = false;
+  uint32_t folder_depth = 0;
   friend bool operator==(const ManifestProbe& a, const ManifestProbe& b) {
     return a.path == b.path && a.present == b.present && a.content == b.content &&
            a.dev == b.dev && a.ino == b.ino && a.size == b.size && a.mtime_ns == b.mtime_ns &&
-           a.ctime_ns == b.ctime_ns;
+           a.ctime_ns == b.ctime_ns && a.has_folder == b.has_folder &&
+           a.folder_depth == b.folder_depth;
   }
 };
 

@@ -39,6 +39,10 @@ Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) 
 
 Database::~Database() { sqlite3_close_v2(db_); }
 
+void Database::keep_wal_on_close() {
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+}
+
 void Database::exec(const char* sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);

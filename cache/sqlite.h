@@ -29,6 +29,8 @@ class Database {
   int64_t changes() const;
   const std::string& path() const { return path_; }
   sqlite3* handle() { return db_; }
+  // Closing will not checkpoint the WAL into the database (nor delete it).
+  void keep_wal_on_close();
   // Throws the right error for a failed call whose result code is `rc`.
   [[noreturn]] void fail(int rc, const std::string& doing) const;
 

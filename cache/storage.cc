@@ -87,7 +87,7 @@ void Storage::store_locally(const std::function<void(Store&)>& write) {
   }
 }
 
-void Storage::upload(const std::function<void(Remote&)>& send) {
+void Storage::upload(const Hash128& key, const std::function<void(Remote&)>& send) {
   if (!remote_usable() || remote_->options().read_only) return;
   try {
     send(*remote_);
@@ -95,8 +95,35 @@ void Storage::upload(const std::function<void(Remote&)>& send) {
     remote_failed("uploading to", e);
     return;
   }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    count_locked("remote_stored", 1);
+  }
+  probe_upload(key);
+}
+
+void Storage::probe_upload(const Hash128& key) {
+  if (upload_came_back_.load() || probed_uploads_.load() >= kWriteOnlyProbeUploads) return;
+  bool found = false;
+  try {
+    found = remote_->backend().exists(key);
+  } catch (const std::exception& e) {
+    remote_failed("reading from", e);
+    return;
+  }
+  if (found) {
+    upload_came_back_.store(true);
+    return;
+  }
+  if (++probed_uploads_ != kWriteOnlyProbeUploads || upload_came_back_.load()) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  count_locked("remote_stored", 1);
+  warn_once("remote-write-only",
+            "the remote cache " + remote_->options().url + " took " +
+                std::to_string(kWriteOnlyProbeUploads) +
+                " uploads but had none of them when asked right after (a miss for the same "
+                "key): it stores but never returns, so every machine compiles and uploads "
+                "again. Check that the server reads from where it writes (instance name, "
+                "storage, a proxy in front); `kcache remote check` tries a write and a read");
 }
 
 std::optional<Entry> Storage::get(const Hash128& key) {
@@ -123,7 +150,7 @@ std::optional<Entry> Storage::get(const Hash128& key) {
 
 void Storage::put(const Entry& entry) {
   store_locally([&](Store& local) { local.put(entry); });
-  upload([&](Remote& remote) { remote.put(entry); });
+  upload(entry.key(), [&](Remote& remote) { remote.put(entry); });
 }
 
 std::optional<Manifest> Storage::get_manifest(const Hash128& key) {
@@ -156,7 +183,7 @@ std::optional<Manifest> Storage::get_manifest(const Hash128& key) {
 
 void Storage::put_manifest(const Manifest& manifest) {
   store_locally([&](Store& local) { write_manifest_file(local.dir(), manifest); });
-  upload([&](Remote& remote) { remote.put_manifest(manifest); });
+  upload(manifest.key(), [&](Remote& remote) { remote.put_manifest(manifest); });
 }
 
 void Storage::count(const std::string& counter, int64_t delta) {

@@ -15,7 +15,15 @@
 // intended use: the precompiler and the JIT each hold one). An object the
 // remote answers with that fails its checks (checksum, key, signature) is
 // never used: it is a miss, counted as `remote_rejected`, and the remote stays
-// in use.
+// in use. A reply larger than what was asked (a lying remote: the backend
+// cuts it off while it arrives, cache/reapi/reapi_backend.cc) is a failure.
+//
+// A remote that takes uploads but never gives them back (a write-only or
+// misconfigured server: reads and writes going to different places) would
+// otherwise cost a silent miss and a fresh upload on every machine. So the
+// first uploads of a process are each looked up right after (one HEAD or
+// GetActionResult): once one is found, no more are; if
+// kWriteOnlyProbeUploads in a row are not, Storage warns once.
 //
 // Counters (in the local store, shown by `kcache -s`): remote_hits,
 // remote_misses, remote_errors, remote_rejected, remote_stored (manifests
@@ -56,6 +64,10 @@ struct StorageOptions {
   // compiles that use time macros as any other (compiler/time_macros.h).
   bool sloppy_time_macros = false;
 };
+
+// Uploads looked up right after, in a row, that were all missing before
+// Storage warns that the remote stores but never returns.
+constexpr int kWriteOnlyProbeUploads = 2;
 
 class Storage {
  public:
@@ -98,13 +110,18 @@ class Storage {
   template <typename T>
   std::optional<T> fetch_remote(const std::function<std::optional<T>()>& fetch);
   void store_locally(const std::function<void(Store&)>& write);
-  void upload(const std::function<void(Remote&)>& send);
+  void upload(const Hash128& key, const std::function<void(Remote&)>& send);
+  void probe_upload(const Hash128& key);
 
   StorageOptions options_;
   std::mutex mutex_;  // guards local_ (a Store is used by one thread at a time), warned_
   std::unique_ptr<Store> local_;
   std::unique_ptr<Remote> remote_;
   std::atomic<bool> remote_failed_{false};
+  // The write-only probe (above): uploads probed so far, and whether one
+  // came back (then probing stops).
+  std::atomic<int> probed_uploads_{0};
+  std::atomic<bool> upload_came_back_{false};
   std::vector<std::string> warned_;
 };
 

@@ -101,6 +101,12 @@ class SqliteStore : public Store {
     } catch (const std::exception& e) {
       warn_(std::string("could not record cache statistics: ") + e.what());
     }
+    // A process that only looked entries up (a hit) changed nothing a reader
+    // needs: it leaves its LRU times in the WAL for the next writer to
+    // checkpoint instead of paying SQLite's checkpoint on close (two
+    // fdatasyncs, and two more to make the WAL again next time). Writers still
+    // checkpoint, so a read-only (immutable) opener sees their entries.
+    if (!changed_index_ && !read_only_ && db_) db_->keep_wal_on_close();
   }
 
   std::optional<Entry> get(const Hash128& key, Access access) override {
@@ -155,6 +161,7 @@ class SqliteStore : public Store {
     try {
       const int64_t now = clock_();
       sqlite::Transaction txn(*db_);
+      changed_index_ = true;
       Row previous;
       if (find_row(hex, &previous)) old = previous;
       insert_->bind(1, hex)
@@ -186,6 +193,7 @@ class SqliteStore : public Store {
     Row row;
     {
       sqlite::Transaction txn(*db_);
+      changed_index_ = true;
       if (!find_row(hex, &row)) return false;
       delete_row(hex, row.size);
       txn.commit();
@@ -250,6 +258,7 @@ class SqliteStore : public Store {
     require_writable("zero the statistics");
     pending_counters_.clear();
     sqlite::Transaction txn(*db_);
+    changed_index_ = true;
     db_->exec("UPDATE counters SET value = 0");
     set_meta("stats_zeroed_at", std::to_string(clock_()));
     txn.commit();
@@ -259,6 +268,7 @@ class SqliteStore : public Store {
     require_writable("change the size limit");
     {
       sqlite::Transaction txn(*db_);
+      changed_index_ = true;
       set_meta("max_size", std::to_string(bytes));
       txn.commit();
     }
@@ -270,6 +280,7 @@ class SqliteStore : public Store {
     std::vector<Row> rows;
     {
       sqlite::Transaction txn(*db_);
+      changed_index_ = true;
       sqlite::Statement all(*db_, "SELECT key, file, size FROM entries");
       while (all.step()) rows.push_back(row_from(all));
       db_->exec("DELETE FROM entries");
@@ -347,6 +358,7 @@ class SqliteStore : public Store {
     // The running totals must equal what the rows say.
     {
       sqlite::Transaction txn(*db_);
+      changed_index_ = true;
       db_->exec(
           "UPDATE totals SET total_size = (SELECT COALESCE(SUM(size), 0) FROM entries), "
           "entries = (SELECT COUNT(*) FROM entries)");
@@ -438,6 +450,7 @@ class SqliteStore : public Store {
         "  total_size INTEGER NOT NULL, entries INTEGER NOT NULL);"
         "INSERT OR IGNORE INTO totals VALUES (0, 0, 0);");
     if (!get_meta("version")) {
+      changed_index_ = true;
       set_meta("version", std::to_string(kSchemaVersion));
       set_meta("compatible_version", std::to_string(kCompatibleVersion));
       set_meta("max_size", std::to_string(kDefaultMaxSize));
@@ -487,6 +500,7 @@ class SqliteStore : public Store {
           Entry entry = Entry::decode(std::move(*bytes), file);
           if (entry.key() != *key) continue;  // misnamed: left as a stray for cleanup
           sqlite::Transaction txn(*db_);
+          changed_index_ = true;
           insert_->bind(1, key->hex())
               .bind(2, name)
               .bind(3, kind_code(entry.kind()))
@@ -605,6 +619,7 @@ class SqliteStore : public Store {
     if (read_only_) return;
     try {
       sqlite::Transaction txn(*db_);
+      changed_index_ = true;
       Row row;
       if (find_row(hex, &row) && row.file == file) delete_row(hex, row.size);
       txn.commit();
@@ -709,6 +724,7 @@ class SqliteStore : public Store {
     std::vector<Row> victims;
     {
       sqlite::Transaction txn(*db_);
+      changed_index_ = true;
       int64_t total = 0;
       {
         sqlite::Statement s(*db_, "SELECT total_size FROM totals");
@@ -783,6 +799,7 @@ class SqliteStore : public Store {
   FileSystem& fs_;
   std::function<void(const std::string&)> warn_;
   std::function<int64_t()> clock_;
+  bool changed_index_ = false;  // entries, settings or schema written by this process
   bool read_only_ = false;
   std::unique_ptr<sqlite::Database> db_;
   std::unique_ptr<sqlite::Statement> find_, insert_, delete_, touch_, add_counter_, add_totals_;

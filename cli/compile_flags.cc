@@ -58,8 +58,9 @@ void add_compile_flags(CLI::App& app, CompileFlags& f, bool per_kernel) {
                  "An extra NVRTC option, written --nvrtc-opt=-lineinfo");
   if (!per_kernel) return;
   app.add_flag("--no-lean", f.no_lean,
-               "Keep NVRTC's images exactly: no lean pass (which removes the CCCL variables "
-               "nothing references and assembles the cubin with nvJitLink)");
+               "Keep NVRTC's images exactly: no lean pass (which removes the template and "
+               "library variables nothing references and no host can name, and assembles the "
+               "cubin with nvJitLink)");
   app.add_option("-o,--output", f.output, "Where to write the bundle (.kcb)");
   app.add_option("--cc-out", f.cc_out, "Where to write C++ that embeds the bundle");
   app.add_option("--h-out", f.h_out, "Where to write the header declaring the bundle accessor");

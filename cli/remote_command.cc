@@ -8,6 +8,11 @@
 //   write  PUT a probe entry (signed if an HMAC key is set), GET it back
 //          through the same checks a build applies, then DELETE it (a server
 //          that refuses DELETE, like bazel-remote, leaves a tiny object behind)
+// For grpc:// (the Remote Execution API) the same steps in its terms: read is
+// GetCapabilities then GetActionResult; write is FindMissingBlobs,
+// BatchUpdateBlobs (ByteStream.Write over the batch limit) and
+// UpdateActionResult, then GetActionResult and BatchReadBlobs (ByteStream.Read)
+// back; REAPI has no delete, so the probe stays until the server evicts it.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -79,6 +84,7 @@ int remote_check(const GlobalOptions& global) {
   }
   const cache::RemoteOptions& options = *config.options.remote;
   const Hash128 key = probe_key();
+  const bool reapi = cache::is_reapi_url(options.url);
 
   std::string auth = "none";
   if (!options.bearer_token_file.empty()) auth = "bearer token from " + options.bearer_token_file;
@@ -97,11 +103,10 @@ int remote_check(const GlobalOptions& global) {
   if (open.ok) {
     read = run_step([&] {
       bool found = remote->backend().exists(key);
-      if (cache::is_reapi_url(options.url)) {
-        return std::string(found ? "GetActionResult found it"
-                                 : "GetActionResult: NOT_FOUND, as "
-                                   "expected") +
-               " for a probe key (capabilities read: SHA-256 offered)";
+      if (reapi) {
+        return std::string("GetCapabilities: SHA-256 offered; ") +
+               (found ? "GetActionResult found the probe key"
+                      : "GetActionResult: NOT_FOUND for a probe key, as expected");
       }
       return std::string(found ? "HEAD answered 200" : "HEAD answered 404, as expected") +
              " for a probe key";
@@ -117,6 +122,14 @@ int remote_check(const GlobalOptions& global) {
                          payload);
       remote->put(probe);
       std::optional<cache::Entry> back = remote->get(key);
+      if (!back && reapi) {
+        throw IoError(
+            "FindMissingBlobs, BatchUpdateBlobs and UpdateActionResult for " +
+            remote->backend().url_of(key) +
+            " succeeded but GetActionResult right after answered NOT_FOUND: the server stores "
+            "but never returns (write-only); check remote_instance_name and that its action "
+            "cache and CAS read from where they write");
+      }
       if (!back) {
         throw IoError("PUT " + remote->backend().url_of(key) +
                       " succeeded but a GET right after found nothing; check that the server "
@@ -126,10 +139,19 @@ int remote_check(const GlobalOptions& global) {
         throw CorruptError("the probe read back from " + remote->backend().url_of(key) +
                            " differs from what was written");
       }
-      return std::string("PUT, then GET back and verified") +
-             (remote->signing() ? " (signature checked)" : "");
+      const std::string how =
+          reapi ? "FindMissingBlobs, BatchUpdateBlobs (ByteStream.Write over the batch limit), "
+                  "UpdateActionResult, then GetActionResult and BatchReadBlobs (ByteStream.Read) "
+                  "back and verified"
+                : "PUT, then GET back and verified";
+      return how + (remote->signing() ? " (signature checked)" : "");
     });
-    if (write.ok) {
+    if (write.ok && reapi) {
+      cleanup = run_step([&] {
+        return "nothing to do: REAPI has no delete, so the probe stays at " +
+               remote->backend().url_of(key) + " until the server evicts it; harmless";
+      });
+    } else if (write.ok) {
       cleanup = run_step([&] {
         remote->backend().remove(key);
         return std::string("probe removed");
@@ -180,7 +202,7 @@ int remote_check(const GlobalOptions& global) {
     line(label, (s.ok ? "ok: " : "FAILED: ") + s.detail + " (" + ms + ")");
   };
   line("Remote:", options.url + origin_of(config, "remote"));
-  if (cache::is_reapi_url(options.url)) {
+  if (reapi) {
     line("Protocol:", "Remote Execution API v2 (action cache + CAS), instance \"" +
                           options.instance_name + "\"" +
                           (options.tls_ca_file.empty() ? "" : ", CA " + options.tls_ca_file) +

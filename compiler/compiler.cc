@@ -367,12 +367,21 @@ Compiler::Compiler(Toolkit toolkit, cache::Storage* storage, int max_parallel,
       slots_(max_parallel > 0 ? max_parallel
                               : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
       worker_command_(std::move(worker_command)) {
+  // NVRTC writes the toolkit's folders into its output (__FILE__ in CCCL's
+  // assertions, -G and -lineinfo line tables), so they are keyed, by the
+  // name a link resolves to: the same toolkit reached as /usr/local/cuda or
+  // /usr/local/cuda-13.0, or through Bazel's links, gives one name.
   for (const std::string& d : toolkit_.include_dirs) {
-    probe_context_.toolkit_dirs.push_back(absolute_path(d));
+    char real[PATH_MAX];
+    std::string dir = absolute_path(d);
+    probe_context_.toolkit_dirs.push_back(::realpath(dir.c_str(), real) ? std::string(real) : dir);
   }
+  keyed_identity_ = identity_ + "; include folders";
+  for (const std::string& d : probe_context_.toolkit_dirs) keyed_identity_ += " " + d;
   size_t slash = toolkit_.nvrtc.path.rfind('/');
   if (slash != std::string::npos) {
     probe_context_.own_dirs.push_back(toolkit_.nvrtc.path.substr(0, slash));
+    probe_context_.nvrtc_library_dir = toolkit_.nvrtc.path.substr(0, slash);
   }
 }
 
@@ -391,13 +400,24 @@ struct Compiler::Prepared {
 
 namespace {
 
-// Keys __DATE__ and finds __TIME__ in what prepare() hands (time_macros.h).
+// Keys __DATE__ and finds __TIME__ in what prepare() hands (time_macros.h):
+// the source, the headers, and the options and name expressions, which NVRTC
+// expands as well (-D X=__TIME__, a name expression k<__DATE__[5]>).
 void check_time_macros(bool sloppy, const std::string& source, const IncludeGraph& includes,
+                       const std::vector<std::string>& option_texts,
                        cache::CompileRequest* request, std::string* today, bool* uses_time) {
   if (sloppy) return;
   *today = date_macro_value(std::time(nullptr));
-  *uses_time = uses_time_macros(source) || any_uses_time_macros(includes.headers);
-  if (uses_date_macro(source) || any_uses_date_macro(includes.headers)) request->date = *today;
+  auto any_text = [&](bool (*uses)(std::string_view)) {
+    return std::any_of(option_texts.begin(), option_texts.end(),
+                       [&](const std::string& t) { return uses(t); });
+  };
+  *uses_time = uses_time_macros(source) || any_uses_time_macros(includes.headers) ||
+               any_text(uses_time_macros);
+  if (uses_date_macro(source) || any_uses_date_macro(includes.headers) ||
+      any_text(uses_date_macro)) {
+    request->date = *today;
+  }
 }
 
 // Whether a compile must not be stored for its time macros: it uses __TIME__
@@ -454,15 +474,18 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
       options.source_path, p.source,
       {options.include_dirs, toolkit_.include_dirs, options.may_read, -1, scan_options(options)});
 
-  p.request.compiler_identity = identity_;
+  p.request.compiler_identity = keyed_identity_;
   p.request.options = p.key_options;
   p.request.source_name = options.logical_name();
   p.request.source = p.source;
   for (const ResolvedHeader& h : p.includes.headers)
     p.request.headers.push_back({h.name, h.content});
   p.request.name_expressions = options.name_expressions;
-  check_time_macros(storage_ && storage_->sloppy_time_macros(), p.source, p.includes, &p.request,
-                    &p.today, &p.uses_time);
+  std::vector<std::string> option_texts = p.key_options;
+  option_texts.insert(option_texts.end(), options.name_expressions.begin(),
+                      options.name_expressions.end());
+  check_time_macros(storage_ && storage_->sloppy_time_macros(), p.source, p.includes,
+                    option_texts, &p.request, &p.today, &p.uses_time);
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
     p.request.image_pass = std::string(kLeanPassVersion) + "; " +
@@ -636,8 +659,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         input.want_ptx = options.lean;
         input.options.push_back("-arch=" + t.arch);
         input.options.insert(input.options.end(), key_options.begin(), key_options.end());
-        for (const std::string& d : toolkit_.include_dirs) {
-          input.options.push_back("-I" + absolute_path(d));  // NVRTC's cwd is sealed
+        for (const std::string& d : probe_context_.toolkit_dirs) {
+          input.options.push_back("-I" + d);  // absolute: NVRTC's cwd is sealed
         }
         SlotGuard guard(slots_);
         std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
@@ -647,7 +670,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         // NVRTC is sealed (nvrtc.h): an include the scanner could not see (a
         // computed one, say) fails the compile, naming it; kcache finds it
         // the way NVRTC would, hands it over and compiles again.
+        struct timespec slot_start;
+        ::clock_gettime(CLOCK_REALTIME, &slot_start);
+        const int64_t started_ns = static_cast<int64_t>(slot_start.tv_sec) * 1000000000 +
+                                   slot_start.tv_nsec;
+        std::vector<std::string> asked_names;  // what NVRTC searched its folders for
         auto take_ask = [&](const AskedInclude& a, const CompileError& e) {
+          asked_names.push_back(a.name);
           cache::ManifestAsk recorded{a.name, a.includer, a.angled, {}};
           for (ResolvedHeader& h : resolve_asked(a, asked[slot], e)) {
             input.headers.push_back({h.name, h.content});
@@ -696,6 +725,9 @@ CompileResult Compiler::compile(const CompileOptions& options) {
               c.unkeyable = "NVRTC reached " + c.user_files.front() +
                             " by a name kcache cannot hand it under (more `..` than the seal "
                             "is deep?)";
+            }
+            for (const std::string& name : asked_names) {
+              add_asked_absences(name, probe_context, started_ns, &c);
             }
             classified[slot] = std::move(c);
             break;
@@ -772,7 +804,12 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         storable[s] = false;
         warn_unsealed(out.unsealed_why);
       }
-      if (!classified[s].unkeyable.empty()) storable[s] = false;
+      if (!classified[s].unkeyable.empty()) {
+        storable[s] = false;
+        if (::getenv("KCACHE_DEBUG_PROBES")) {
+          std::fprintf(stderr, "unkeyable: %s\n", classified[s].unkeyable.c_str());
+        }
+      }
       if (time_macros_forbid_storing(prepared.today, prepared.uses_time, request.date, asked[s])) {
         storable[s] = false;
         time_macros[s] = true;

@@ -174,6 +174,7 @@ class Compiler {
 
   Toolkit toolkit_;
   std::string identity_;
+  std::string keyed_identity_;  // identity_ and the toolkit's folders NVRTC is given
   cache::Storage* storage_;
   Slots slots_;
   std::vector<std::string> worker_command_;

@@ -18,8 +18,9 @@ namespace kcache::compiler {
 
 // The pass version keyed in cache::CompileRequest::image_pass (with nvJitLink's
 // fingerprint). Bump me when the pass can give a different image for the same
-// PTX.
-constexpr const char* kLeanPassVersion = "lean-v1";
+// PTX. v2: the removal rule is "no host can name it" (mangled_name.h), no
+// longer "named in a CCCL namespace".
+constexpr const char* kLeanPassVersion = "lean-v2";
 
 struct LeanInput {
   cache::TargetKind kind = cache::TargetKind::cubin;

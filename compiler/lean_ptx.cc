@@ -4,6 +4,8 @@
 #include <cctype>
 #include <unordered_map>
 
+#include "compiler/mangled_name.h"
+
 // The PTX this pass relies on (PTX ISA, "Syntax" and "Directives"); anything
 // else at the top level leaves the PTX unchanged:
 //
@@ -123,33 +125,6 @@ constexpr std::string_view kTypes[] = {".b8",   ".b16",    ".b32", ".b64", ".u8"
                                        ".u64",  ".s8",     ".s16", ".s32", ".s64", ".f16", ".f16x2",
                                        ".bf16", ".bf16x2", ".f32", ".f64", ".pred"};
 
-// CCCL's top-level namespaces: their variables are implementation details
-// (static constexpr members, CPO objects) that no one looks up by name.
-constexpr std::string_view kLibraryNamespaces[] = {"cuda", "cub", "thrust", "cooperative_groups"};
-
-// Reads one Itanium <source-name> (<length><identifier>) at `s[i]`.
-std::string_view source_name(std::string_view s, size_t& i) {
-  size_t n = 0, j = i;
-  while (j < s.size() && j - i < 4 && std::isdigit(static_cast<unsigned char>(s[j])))
-    n = n * 10 + static_cast<size_t>(s[j++] - '0');
-  if (j == i || n == 0 || n > s.size() - j) return {};
-  i = j + n;
-  return s.substr(j, n);
-}
-
-// True for a mangled name inside a CCCL namespace: "_ZN4cuda3std...",
-// "_ZN3cub...", also inside NVRTC's per-file anonymous namespace
-// ("_ZN34_INTERNAL_<hash>_<file>4cuda3std..."). A user's own variables, even
-// internal ones, are never removed: cuModuleGetGlobal may ask for them by name.
-bool library_name(std::string_view name) {
-  if (name.substr(0, 3) != "_ZN") return false;
-  size_t i = 3;
-  std::string_view first = source_name(name, i);
-  if (first.substr(0, 10) == "_INTERNAL_") first = source_name(name, i);
-  return std::find(std::begin(kLibraryNamespaces), std::end(kLibraryNamespaces), first) !=
-         std::end(kLibraryNamespaces);
-}
-
 template <size_t N>
 bool one_of(std::string_view word, const std::string_view (&set)[N]) {
   return std::find(std::begin(set), std::end(set), word) != std::end(set);
@@ -241,7 +216,7 @@ class Pass {
     }
     if (k > st.last || !(is(k, ";") || is(k, "="))) return;
     if (is(k, ";") && k != st.last) return;
-    if (!library_name(text(name))) return;
+    if (host_reach(text(name)).reach != HostReach::lowered_name_only) return;
     st.candidate = true;
     st.name = name;
   }

@@ -1,9 +1,10 @@
 // The lean pass: removes from NVRTC's PTX the module-scope internal variables
 // (`.global` without `.visible`/`.extern`/`.weak`/`.common`) that nothing kept
-// references. NVRTC emits every static constexpr data member libcu++/CUB
-// instantiate as such a variable and ptxas keeps them all: a CUB kernel's cubin
-// carries ~1,000 ELF symbols it never uses, and the driver pays for each at
-// load time (docs/PERFORMANCE.md).
+// references and no host can name (docs/LEAN.md). NVRTC emits every static
+// constexpr data member and constexpr variable template that CCCL, CuTe or
+// CUTLASS instantiate as such a variable and ptxas keeps them all: a CUB
+// kernel's cubin carries ~1,000 ELF symbols it never uses, a CuTe GEMM's
+// ~2,600, and the driver pays for each at load time (docs/PERFORMANCE.md).
 //
 // A pure function of text: no CUDA, no I/O; fuzzed by fuzz/lean_ptx_fuzzer.cc.
 //
@@ -13,10 +14,11 @@
 //   - internal: `.global` with no linkage directive, of a plain scalar or
 //     vector type (never .const, .shared, .tex, .surfref, .samplerref, and never
 //     one with an .attribute such as .managed),
-//   - named in a CCCL namespace (cuda::, cub::, thrust::,
-//     cooperative_groups::, also inside NVRTC's per-file anonymous namespace):
-//     a user's `__device__ int x;` is internal in NVRTC's PTX too, and
-//     cuModuleGetGlobal may look it up by its plain name, so it stays,
+//   - named so that only nvrtcGetLoweredName can name it (mangled_name.h:
+//     template instances such as `cute::C<1>::value`, internal linkage,
+//     reserved or versioned names such as `cuda::std::__4::...`): a host can
+//     ask cuModuleGetGlobal for any other variable by a name it knows, so a
+//     user's `__device__ int x;`, also in `namespace cuda`, stays,
 //   - not in `keep` (the lowered names of name expressions), and
 //   - named by no identifier of any kept declaration, function body or kept
 //     initializer (to a fixpoint).

@@ -1,5 +1,6 @@
 #include "compiler/nvrtc.h"
 
+#include <algorithm>
 #include <dlfcn.h>
 #include <nvrtc.h>
 #include <time.h>
@@ -175,7 +176,21 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
   SealResult seal = run_sealed(nvrtc_policy(loaded_path_, input), [&] { out = compile_here(input); });
   out.sealed = seal.sealed;
   out.unsealed_why = std::move(seal.why);
-  out.probes = std::move(seal.probes);
+  // The folders NVRTC may write (its PCH folder, where TMPDIR points) hold
+  // its own work files: never an include, never keyed, never handed.
+  std::vector<std::string> own_dirs;
+  for (const std::string& d : input.writable_dirs) {
+    char real[PATH_MAX];
+    if (d.empty()) continue;
+    own_dirs.push_back(d);
+    if (::realpath(d.c_str(), real)) own_dirs.push_back(real);
+  }
+  for (std::string& p : seal.probes) {
+    bool own = std::any_of(own_dirs.begin(), own_dirs.end(), [&](const std::string& d) {
+      return p == d || p.rfind(d + "/", 0) == 0;
+    });
+    if (!own) out.probes.push_back(std::move(p));
+  }
   out.started_ns = started;
   return out;
 }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/hash.h"
 
 namespace kcache::compiler {
 namespace {
@@ -100,6 +101,9 @@ PathState state_of(const std::string& path) {
 // made it): each PCH file's maker's probes, start time and the state of each
 // probed path then.
 struct Made {
+  // The headers it was handed in memory: NVRTC checks a PCH's source prefix
+  // and options, not the contents of in-memory headers of the same name.
+  std::map<std::string, uint64_t> headers;
   std::vector<std::string> probes;
   std::vector<PathState> states;
   int64_t started_ns = 0;
@@ -130,7 +134,8 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
   // NVRTC writes its PCH work files to $TMPDIR: the seal lets it only where
   // the PCH folder is (the processes that use PCH point TMPDIR there).
   const char* tmp = ::getenv("TMPDIR");
-  bool tmp_ok = tmp && std::string(tmp).compare(0, pch_dir.size(), pch_dir) == 0;
+  std::string tmp_dir = tmp ? tmp : "";
+  bool tmp_ok = tmp_dir == pch_dir || tmp_dir.rfind(pch_dir + "/", 0) == 0;
   for (int attempt = 0; tmp_ok && attempt < 2; ++attempt) {
     NvrtcOutput out;
     try {
@@ -144,6 +149,8 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
     std::lock_guard<std::mutex> lock(made_mutex);
     if (!created.empty()) {
       Made& m = made()[created];
+      m.headers.clear();
+      for (const NvrtcHeader& h : input.headers) m.headers[h.name] = xxh3_64(h.content);
       m.probes = out.probes;
       m.states.clear();
       for (const std::string& p : m.probes) m.states.push_back(state_of(p));
@@ -154,6 +161,14 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
     bool current = it != made().end();
     for (size_t i = 0; current && i < it->second.probes.size(); ++i) {
       current = state_of(it->second.probes[i]) == it->second.states[i];
+    }
+    if (current) {
+      std::map<std::string, uint64_t> handed;
+      for (const NvrtcHeader& h : input.headers) handed[h.name] = xxh3_64(h.content);
+      for (const auto& [name, hash] : it->second.headers) {
+        auto h = handed.find(name);
+        if (h == handed.end() || h->second != hash) current = false;
+      }
     }
     if (!current) {
       // Made elsewhere, or a header it stands for changed since: NVRTC

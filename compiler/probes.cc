@@ -1,16 +1,24 @@
 #include "compiler/probes.h"
 
 #include <stdlib.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <climits>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/seal.h"
 #include "compiler/time_macros.h"
 
 namespace kcache::compiler {
@@ -48,7 +56,23 @@ std::string canonical(const std::string& path) {
 // process's history), the time zone, character-set modules, process files.
 // A computed `__has_include` of a name in a library folder is therefore not
 // keyed (docs/KEYS.md); an #include of one still fails and is handed over.
+bool ends_with(const std::string& s, const char* suffix) {
+  size_t n = std::char_traits<char>::length(suffix);
+  return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
+}
+
+// A name the dynamic loader may try for a library: lib*.so*, never a header.
+bool library_name(const std::string& path) {
+  std::string base = path.substr(path.rfind('/') + 1);
+  if (base.compare(0, 3, "lib") != 0 || base.find(".so") == std::string::npos) return false;
+  for (const char* header : {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp"}) {
+    if (ends_with(base, header)) return false;
+  }
+  return true;
+}
+
 bool is_nvrtc_own(const std::string& path, const std::string& real, const ProbeContext& c) {
+  if (under(path, "/dev/shm")) return false;  // files anyone can put there
   for (const char* folder : {"/proc", "/sys", "/dev", "/usr/share/zoneinfo", "/lib", "/lib32",
                              "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib",
                              "/usr/local/lib64"}) {
@@ -68,55 +92,164 @@ bool is_nvrtc_own(const std::string& path, const std::string& real, const ProbeC
   for (const char* file : {"/etc/localtime", "/etc/ld.so.cache", "/etc/ld.so.preload"}) {
     if (path == file) return true;
   }
-  if (path.find("/glibc-hwcaps") != std::string::npos) return true;
-  size_t slash = path.rfind('/');
-  std::string base = path.substr(slash + 1);
-  if (base.compare(0, 3, "lib") == 0 && base.find(".so") != std::string::npos) return true;
+  // NVRTC looks at the working folder it was started in ($PWD): a folder,
+  // never an include, and keying it would give every checkout its own keys.
+  const char* pwd = ::getenv("PWD");
+  char cwd[PATH_MAX];
+  if ((pwd && path == pwd) || (::getcwd(cwd, sizeof cwd) && path == cwd)) return true;
+  // The loader's search for libcuda in folders of its own (RUNPATHs, hwcaps
+  // subfolders): library names only, so a header there is still keyed.
+  if (library_name(path)) return true;
   for (const std::string& d : c.own_dirs) {
     if (under(path, d) || under(real, canonical(d))) return true;
   }
   return false;
 }
 
-// "toolkit<i>:<rel>" for a path beneath toolkit folder i, else nullopt.
-std::optional<std::string> toolkit_name(const std::string& path, const std::string& real,
-                                        const ProbeContext& c) {
-  for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
-    const std::string& d = c.toolkit_dirs[i];
-    if (under(path, d)) {
-      std::string rel = path.substr(d.size() + (d.back() == '/' ? 0 : 1));
-      if (!has_dotdot(rel)) return kToolkitLabel + std::to_string(i) + ":" + rel;
-    }
+// Files in NVRTC's own readable folders (its library folder, the time zones,
+// character sets) are not keyed, which is exact only while they are what
+// NVRTC itself reads there: libraries, zone data, gconv module lists. Any
+// other file there (a header a computed include named by its absolute path)
+// was read unkeyed.
+bool nvrtc_own_kind(const std::string& path) {
+  std::string base = path.substr(path.rfind('/') + 1);
+  if (base.compare(0, 12, "gconv-module") == 0) return true;
+  char magic[4] = {};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return true;  // not readable: NVRTC did not read it either
+  size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  return n == 4 && (std::memcmp(magic, "\x7f" "ELF", 4) == 0 || std::memcmp(magic, "TZif", 4) == 0);
+}
+
+// "toolkit<i>:<rel>" for a path beneath toolkit folder i, else nullopt. By
+// the name NVRTC used only: a user's link into the toolkit is the user's file
+// (handed and keyed by its bytes), since the link can change while the
+// toolkit does not.
+// A name with `..` (a toolkit header's `#include "../x.h"`) is taken by its
+// lexical form where that names the same file the kernel resolved.
+std::optional<std::string> toolkit_name(const std::string& path, const ProbeContext& c) {
+  std::string named = path;
+  if (has_dotdot(path)) {
+    named = resolve_lexically("/", path);
+    if (canonical(named) != canonical(path)) return std::nullopt;
   }
   for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
-    std::string d = canonical(c.toolkit_dirs[i]);
-    if (under(real, d)) {
-      return kToolkitLabel + std::to_string(i) + ":" + real.substr(d.size() + 1);
+    const std::string& d = c.toolkit_dirs[i];
+    if (under(named, d)) {
+      return kToolkitLabel + std::to_string(i) + ":" +
+             named.substr(d.size() + (d.back() == '/' ? 0 : 1));
     }
   }
   return std::nullopt;
 }
 
-// Where a recorded probe path is on this machine now.
-std::optional<std::string> disk_path(const std::string& recorded, const ProbeContext& c) {
+// A recorded probe path on this machine now: the folder it is below (a
+// toolkit folder, or "/" for an absolute path) and the components under it.
+struct DiskPath {
+  std::string base;
+  std::vector<std::string> components;
+  std::string relative() const {
+    std::string out;
+    for (const std::string& part : components) out += (out.empty() ? "" : "/") + part;
+    return out;
+  }
+  std::string full() const {
+    std::string out = base == "/" ? "" : base;
+    for (const std::string& part : components) out += "/" + part;
+    return out;
+  }
+  // The folder `depth` components below base.
+  std::string folder(size_t depth) const {
+    std::string out = base;
+    for (size_t i = 0; i < depth; ++i) out += (out.back() == '/' ? "" : "/") + components[i];
+    return out;
+  }
+};
+
+std::optional<DiskPath> disk_path(const std::string& recorded, const ProbeContext& c) {
+  DiskPath out;
+  std::string rel;
   if (recorded.compare(0, std::char_traits<char>::length(kToolkitLabel), kToolkitLabel) != 0) {
-    return recorded.empty() || recorded.front() != '/' ? std::nullopt
-                                                       : std::optional<std::string>(recorded);
+    if (recorded.empty() || recorded.front() != '/') return std::nullopt;
+    out.base = "/";
+    rel = recorded.substr(1);
+  } else {
+    size_t colon = recorded.find(':');
+    if (colon == std::string::npos) return std::nullopt;
+    std::string index = recorded.substr(std::char_traits<char>::length(kToolkitLabel),
+                                        colon - std::char_traits<char>::length(kToolkitLabel));
+    if (index.empty() || index.size() > 3 ||
+        index.find_first_not_of("0123456789") != std::string::npos) {
+      return std::nullopt;
+    }
+    size_t i = static_cast<size_t>(std::stoul(index));
+    rel = recorded.substr(colon + 1);
+    if (i >= c.toolkit_dirs.size() || rel.empty() || rel.front() == '/') return std::nullopt;
+    out.base = c.toolkit_dirs[i];
   }
-  size_t colon = recorded.find(':');
-  if (colon == std::string::npos) return std::nullopt;
-  std::string index = recorded.substr(std::char_traits<char>::length(kToolkitLabel),
-                                      colon - std::char_traits<char>::length(kToolkitLabel));
-  if (index.empty() || index.size() > 3 ||
-      index.find_first_not_of("0123456789") != std::string::npos) {
-    return std::nullopt;
+  size_t start = 0;
+  while (start <= rel.size()) {
+    size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    std::string part = rel.substr(start, end - start);
+    // The seal records lexically resolved names: no empty, "." or ".." parts.
+    if (part.empty() || part == "." || part == "..") return std::nullopt;
+    out.components.push_back(std::move(part));
+    start = end + 1;
   }
-  size_t i = static_cast<size_t>(std::stoul(index));
-  std::string rel = recorded.substr(colon + 1);
-  if (i >= c.toolkit_dirs.size() || rel.empty() || rel.front() == '/' || has_dotdot(rel)) {
-    return std::nullopt;
+  return out;
+}
+
+// A folder's identity and last change: a name added to, removed from or
+// renamed in it changes its mtime and ctime.
+struct FolderState {
+  uint64_t dev = 0, ino = 0, mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const FolderState& o) const {
+    return dev == o.dev && ino == o.ino && mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
   }
-  return c.toolkit_dirs[i] + "/" + rel;
+};
+
+uint64_t ns_of(const struct timespec& t) {
+  return static_cast<uint64_t>(t.tv_sec) * 1000000000 + static_cast<uint64_t>(t.tv_nsec);
+}
+
+std::optional<FolderState> folder_state(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  return FolderState{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                     ns_of(st.st_mtim), ns_of(st.st_ctim)};
+}
+
+bool no_entry(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) != 0 && errno == ENOENT;
+}
+
+// For an absent path: the deepest folder on it that exists, if the next name
+// has no entry in it at all (not even a dangling link) and the folder has not
+// changed since the compile started. While that folder keeps its state, the
+// path stays absent, so a lookup checks it with one stat shared by every
+// absent name below that folder.
+void record_folder(const DiskPath& path, int64_t started_ns, cache::ManifestProbe* p) {
+  size_t depth = 0;
+  for (; depth < path.components.size(); ++depth) {
+    std::string next = path.folder(depth + 1);
+    if (no_entry(next)) break;
+    if (depth + 1 == path.components.size() || !folder_state(next)) return;
+  }
+  if (depth == path.components.size()) return;
+  std::string folder = path.folder(depth);
+  std::optional<FolderState> state = folder_state(folder);
+  if (!state || static_cast<int64_t>(state->ctime_ns) >= started_ns) return;
+  // Looked at after the folder's stat: the name was absent in that state.
+  if (!no_entry(path.folder(depth + 1))) return;
+  p->has_folder = true;
+  p->folder_depth = static_cast<uint32_t>(depth);
+  p->dev = state->dev;
+  p->ino = state->ino;
+  p->mtime_ns = state->mtime_ns;
+  p->ctime_ns = state->ctime_ns;
 }
 
 struct Stat {
@@ -124,10 +257,11 @@ struct Stat {
   uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
 };
 
-Stat stat_of(const std::string& path) {
+// `path` relative to the open folder `dir` (AT_FDCWD: as it is).
+Stat stat_of(const std::string& path, int dir = AT_FDCWD) {
   Stat s;
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return s;
+  if (::fstatat(dir, path.c_str(), &st, 0) != 0 || !S_ISREG(st.st_mode)) return s;
   s.file = true;
   s.dev = static_cast<uint64_t>(st.st_dev);
   s.ino = static_cast<uint64_t>(st.st_ino);
@@ -139,10 +273,6 @@ Stat stat_of(const std::string& path) {
   return s;
 }
 
-bool is_directory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
 
 }  // namespace
 
@@ -153,10 +283,23 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
   for (const std::string& path : probes) {
     if (path.empty() || path.front() != '/') continue;  // the seal gives absolute paths only
     std::string real = canonical(path);
-    if (is_nvrtc_own(path, real, c)) continue;
-    std::optional<std::string> toolkit = toolkit_name(path, real, c);
     Stat st = stat_of(path);
-    if (!st.file && is_directory(path)) continue;  // a folder is never an include
+    std::optional<std::string> toolkit = toolkit_name(path, c);
+    // The toolkit's folders first: a header there is keyed whatever its name
+    // or wherever the toolkit lies (under /usr/lib, on $LD_LIBRARY_PATH).
+    if (!toolkit && is_nvrtc_own(path, real, c)) {
+      const bool readable_to_nvrtc = under(path, c.nvrtc_library_dir) ||
+                                     under(path, "/usr/share/zoneinfo") ||
+                                     path.find("/gconv/") != std::string::npos;
+      if (readable_to_nvrtc && st.file && !nvrtc_own_kind(path)) {
+        out.unkeyable = "NVRTC read " + path +
+                        " from a folder of its own that kcache does not key (name it by a "
+                        "path outside NVRTC's library, time-zone and gconv folders)";
+      }
+      continue;
+    }
+    // A folder is no file to include: keyed as absent like a missing name,
+    // so a file replacing it later is noticed.
     if (!toolkit && st.file) {
       out.user_files.push_back(path);
       continue;
@@ -191,6 +334,8 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
       p.size = st.size;
       p.mtime_ns = st.mtime_ns;
       p.ctime_ns = st.ctime_ns;
+    } else if (std::optional<DiskPath> disk = disk_path(p.path, c)) {
+      record_folder(*disk, started_ns, &p);
     }
     keyed.emplace(p.path, std::move(p));
   }
@@ -198,12 +343,76 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
   return out;
 }
 
+// The toolkit folders a lookup stats beneath, opened once (O_PATH): a name
+// relative to one costs the kernel a walk of its own components only.
+class FolderHandles {
+ public:
+  ~FolderHandles() {
+    for (const auto& [path, fd] : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  Stat stat(const DiskPath& path) {
+    if (path.base == "/") return stat_of(path.full());
+    auto it = fds_.find(path.base);
+    if (it == fds_.end()) {
+      int fd = ::open(path.base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+      it = fds_.emplace(path.base, fd).first;
+    }
+    return it->second < 0 ? stat_of(path.full()) : stat_of(path.relative(), it->second);
+  }
+
+ private:
+  std::map<std::string, int> fds_;
+};
+
+void add_asked_absences(const std::string& spelling, const ProbeContext& c, int64_t started_ns,
+                        ClassifiedProbes* into) {
+  if (spelling.empty() || spelling.front() == '/' || has_dotdot(spelling)) return;
+  for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
+    cache::ManifestProbe p;
+    p.path = kToolkitLabel + std::to_string(i) + ":" + spelling;
+    std::optional<DiskPath> disk = disk_path(p.path, c);
+    if (!disk) continue;
+    if (stat_of(disk->full()).file) {
+      into->unkeyable = disk->full() + " appeared while NVRTC compiled";
+      continue;
+    }
+    record_folder(*disk, started_ns, &p);
+    auto same = [&](const cache::ManifestProbe& q) { return q.path == p.path; };
+    auto it = std::find_if(into->keyed.begin(), into->keyed.end(), same);
+    if (it == into->keyed.end()) {
+      into->keyed.insert(std::upper_bound(into->keyed.begin(), into->keyed.end(), p,
+                                          [](const cache::ManifestProbe& a,
+                                             const cache::ManifestProbe& b) {
+                                            return a.path < b.path;
+                                          }),
+                         std::move(p));
+    } else if (it->present) {
+      into->unkeyable = disk->full() + " appeared while NVRTC compiled";
+    }
+  }
+}
+
 bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
+  std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
+  FolderHandles handles;
   for (const cache::ManifestProbe& p : probes) {
-    std::optional<std::string> path = disk_path(p.path, c);
-    if (!path) return false;
-    Stat st = stat_of(*path);
-    if (st.file != p.present) return false;
+    std::optional<DiskPath> disk = disk_path(p.path, c);
+    if (!disk) return false;
+    if (p.has_folder) {
+      if (p.present || p.folder_depth >= disk->components.size()) return false;
+      std::string folder = disk->folder(p.folder_depth);
+      auto it = folders.find(folder);
+      if (it == folders.end()) it = folders.emplace(folder, folder_state(folder)).first;
+      if (it->second == FolderState{p.dev, p.ino, p.mtime_ns, p.ctime_ns}) continue;
+    }
+    Stat st = handles.stat(*disk);
+    if (st.file != p.present) {
+      if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
+      return false;
+    }
+    const std::string path = disk->full();
     if (!p.present) continue;
     if (st.dev == p.dev && st.ino == p.ino && st.size == p.size && st.mtime_ns == p.mtime_ns &&
         st.ctime_ns == p.ctime_ns) {
@@ -211,7 +420,7 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     }
     std::optional<std::string> content;
     try {
-      content = read_file(*path);
+      content = read_file(path);
     } catch (const Error&) {
       return false;
     }

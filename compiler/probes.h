@@ -31,6 +31,9 @@ struct ProbeContext {
   std::vector<std::string> toolkit_dirs;
   // Folders whose files are NVRTC's own (its library folder, its PCH folder).
   std::vector<std::string> own_dirs;
+  // NVRTC's library folder: the seal lets NVRTC read it, so a file there that
+  // is no library makes a result unkeyable.
+  std::string nvrtc_library_dir;
   // Not sloppy about time macros (time_macros.h): a toolkit header NVRTC read
   // that uses __TIME__, __TIMESTAMP__ or __DATE__ makes the result unkeyable.
   bool check_time_macros = true;
@@ -47,6 +50,15 @@ struct ClassifiedProbes {
 // may have been read half old, half new, and makes the result unkeyable.
 ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
                                  int64_t started_ns);
+
+// An include NVRTC asked for (it failed with "cannot open") had been searched
+// for in the toolkit's folders and was absent there; the round that asked
+// leaves no record of its own, so these absences are added to `into` (one per
+// toolkit folder, as classify_probes would record them): a header appearing
+// there later changes the key. One there now appeared during the compile and
+// sets `unkeyable`. Absolute names and names with `..` are not searched there.
+void add_asked_absences(const std::string& spelling, const ProbeContext& c, int64_t started_ns,
+                        ClassifiedProbes* into);
 
 // True if every recorded probe still holds on the disk: an absent path is
 // still no file; a present one has the recorded content (taken as unchanged

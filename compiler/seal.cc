@@ -341,31 +341,54 @@ std::vector<std::string> with_link_targets(const std::vector<std::string>& dirs)
   return out;
 }
 
+namespace {
+// What seal_available() found, and any refusal run_sealed() met since: a
+// boundary refused once is not tried again in this process.
+struct Availability {
+  std::mutex m;
+  bool probed = false;
+  bool available = false;
+  std::string reason;
+};
+Availability& availability() {
+  static Availability a;
+  return a;
+}
+
+void mark_refused(const std::string& why) {
+  Availability& a = availability();
+  std::lock_guard<std::mutex> lock(a.m);
+  a.probed = true;
+  a.available = false;
+  a.reason = why;
+}
+}  // namespace
+
 bool seal_available(std::string* why) {
-  static std::once_flag once;
-  static std::string reason;
-  static bool available = false;
-  std::call_once(once, [] {
+  Availability& a = availability();
+  std::lock_guard<std::mutex> lock(a.m);
+  if (!a.probed) {
+    a.probed = true;
     const char* off = ::getenv("KCACHE_SEAL");
     if (off && std::string(off) == "off") {
-      reason = "turned off with KCACHE_SEAL=off";
-      return;
+      a.reason = "turned off with KCACHE_SEAL=off";
+    } else {
+      std::thread probe([&a] {
+        if (landlock_abi() < 1) {
+          a.reason = "the kernel has no Landlock (needs Linux 5.13+ with landlock in lsm=)";
+          return;
+        }
+        int fd = install_supervision(&a.reason);
+        if (fd >= 0) {
+          ::close(fd);
+          a.available = true;
+        }
+      });
+      probe.join();
     }
-    std::thread probe([] {
-      if (landlock_abi() < 1) {
-        reason = "the kernel has no Landlock (needs Linux 5.13+ with landlock in lsm=)";
-        return;
-      }
-      int fd = install_supervision(&reason);
-      if (fd >= 0) {
-        ::close(fd);
-        available = true;
-      }
-    });
-    probe.join();
-  });
-  if (why) *why = reason;
-  return available;
+  }
+  if (why) *why = a.reason;
+  return a.available;
 }
 
 SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn) {
@@ -434,6 +457,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   } else {
     sealed.join();
     out.why = result.why;
+    mark_refused(result.why);
   }
   if (error) std::rethrow_exception(error);
   return out;

@@ -56,7 +56,13 @@ void check_decode(const std::string& bytes) {
     check(!m.sets().empty() && m.sets().size() <= kcache::cache::kMaxManifestSets, "set count");
     for (size_t s = 0; s < m.sets().size(); ++s) {
       const kcache::cache::ManifestSet& set = m.sets()[s];
-      check(!set.empty() && set.size() <= kcache::cache::kMaxManifestAsks, "ask count");
+      check(!(set.empty() && set.probes.empty()) && set.size() <= kcache::cache::kMaxManifestAsks,
+            "ask count");
+      check(set.probes.size() <= kcache::cache::kMaxManifestProbes, "probe count");
+      for (const kcache::cache::ManifestProbe& p : set.probes) {
+        check(clean(p.path), "clean probe path");
+        check(!(p.present && p.has_folder), "a probe is present or has a folder, not both");
+      }
       check(std::find(m.sets().begin(), m.sets().begin() + s, set) == m.sets().begin() + s,
             "no repeated set");
       for (const kcache::cache::ManifestAsk& a : set) {
@@ -66,7 +72,10 @@ void check_decode(const std::string& bytes) {
         for (const kcache::cache::ManifestHeader& h : a.headers) check(clean(h.name), "clean name");
       }
     }
-    check(m.encode() == bytes, "encode(decode(x)) == x");
+    // Older formats are read and written back as the newest.
+    const bool newest = static_cast<unsigned char>(bytes[8]) == kcache::cache::kManifestFormatVersion &&
+                        bytes[9] == 0;
+    if (newest) check(m.encode() == bytes, "encode(decode(x)) == x");
   } catch (const kcache::Error&) {
     // CorruptError or IncompatibleVersionError: what bad input must give.
   }

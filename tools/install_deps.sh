@@ -35,3 +35,14 @@ if [ ! -x "$BUILDGRID_VENV/bin/bgd" ]; then
   $SUDO python3 -m venv "$BUILDGRID_VENV"
   $SUDO "$BUILDGRID_VENV/bin/pip" install -q "buildgrid==0.4.4"
 fi
+
+# CUTLASS 4.x and CuTe headers (the `nvidia-cutlass` wheel from PyPI; the
+# headers sit under cutlass_library/source/include): the heaviest code people
+# JIT-compile with NVRTC, compiled through kcache by
+# tests/compiler/cutlass_lean_test (which skips, saying so, without them).
+# Only the headers are used, so no dependencies and no venv.
+CUTLASS_DIR=${KCACHE_CUTLASS_DIR:-/opt/kcache-cutlass}
+if [ ! -f "$CUTLASS_DIR/cutlass_library/source/include/cute/tensor.hpp" ]; then
+  echo "kcache: installing the nvidia-cutlass headers into $CUTLASS_DIR"
+  $SUDO python3 -m pip install -q --no-deps --target "$CUTLASS_DIR" "nvidia-cutlass==4.2.0.0"
+fi

@@ -26,12 +26,29 @@
 // Every call carries a deadline: the whole operation (all its RPCs and
 // retries) ends by options.timeout. UNAVAILABLE (connection refused or
 // broken) and RESOURCE_EXHAUSTED (a server's concurrency limit) are retried
-// with backoff within that budget; nothing else is.
+// with backoff within that budget; nothing else is. Before its first call, a
+// channel must become ready within options.connect_timeout (a peer that
+// accepts TCP and never answers the HTTP/2 handshake costs that, not the
+// whole timeout).
+//
+// A lying server costs bounded memory: every reply is received under a limit
+// set by what was asked. BatchReadBlobs goes through a channel whose receive
+// limit is the blob's size rounded up to a power of 4 (from 64 KiB; capped by
+// the server's advertised batch limit), so at most 4x the blob plus 64 KiB is
+// accepted; other replies (action results, capabilities, ByteStream chunks)
+// are held to gRPC's usual 4 MiB. gRPC checks that limit only after a whole
+// message has arrived, so each channel also has a memory quota: the receive
+// limits of the calls in flight on it, plus slack (ReplyBudget). A reply that
+// outgrows it is cut off while it arrives. A reply over its limit is a lying
+// remote (IoError: the remote is not used again in this process), as is a
+// ByteStream that sends more than the digest says.
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
 #include <openssl/sha.h>
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -59,6 +76,54 @@ constexpr const char* kOutputPath = "kcache/object";
 constexpr int64_t kBatchOverhead = 1024;
 // ByteStream chunks: well below gRPC's 4 MiB default message limit.
 constexpr size_t kChunkSize = 1 << 20;
+// Any reply but a batch read: gRPC's default limit, which servers already
+// respect for every client (their ByteStream chunks are smaller), plus room
+// for framing.
+constexpr int kSmallReplyLimit = (4 << 20) + (64 << 10);
+// A channel's memory quota beyond the replies in flight: the transport's own
+// buffers.
+constexpr int64_t kQuotaSlack = 4 << 20;
+// The smallest batch-read receive limit; larger ones are 4x steps up from it.
+constexpr int64_t kBatchReplyFloor = 64 << 10;
+
+const char* status_name(int code) {
+  static const char* names[] = {"OK",
+                                "CANCELLED",
+                                "UNKNOWN",
+                                "INVALID_ARGUMENT",
+                                "DEADLINE_EXCEEDED",
+                                "NOT_FOUND",
+                                "ALREADY_EXISTS",
+                                "PERMISSION_DENIED",
+                                "RESOURCE_EXHAUSTED",
+                                "FAILED_PRECONDITION",
+                                "ABORTED",
+                                "OUT_OF_RANGE",
+                                "UNIMPLEMENTED",
+                                "INTERNAL",
+                                "UNAVAILABLE",
+                                "DATA_LOSS",
+                                "UNAUTHENTICATED"};
+  return code >= 0 && code <= 16 ? names[code] : "an unknown status code";
+}
+
+// gRPC refused a reply larger than the channel's receive limit ("Received
+// message larger than max (N vs. M)"), or cut it off while it arrived because
+// it outgrew the channel's memory quota ("Buffers full").
+bool reply_over_limit(const grpc::Status& status) {
+  const std::string& m = status.error_message();
+  return status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED &&
+         (m.find("larger than max") != std::string::npos ||
+          m.find("Buffers full") != std::string::npos);
+}
+
+// The receive limit of a batch read of `size` bytes (see the top).
+int64_t batch_reply_limit(int64_t size, int64_t max_batch) {
+  int64_t limit = kBatchReplyFloor;
+  while (limit < size + kBatchOverhead) limit *= 4;
+  if (max_batch > 0) limit = std::min(limit, max_batch + kBatchOverhead);
+  return limit;
+}
 
 std::string sha256_hex(std::string_view data) {
   unsigned char digest[SHA256_DIGEST_LENGTH];
@@ -94,6 +159,42 @@ bool is_sha256_hex(const std::string& s) {
 std::string read_file_or_throw(const std::string& path, const std::string& what) {
   return read_secret_file(path, what) + "\n";
 }
+
+// The memory one channel may hold for replies: the receive limits of the
+// calls in flight on it (what was asked), plus slack. gRPC's memory quota
+// enforces it while bytes arrive: the transport cancels a call whose reply
+// outgrows it ("Buffers full"). Thread-safe.
+class ReplyBudget {
+ public:
+  ReplyBudget() : quota_("kcache-reapi-replies") { quota_.Resize(kQuotaSlack); }
+  grpc::ResourceQuota& quota() { return quota_; }
+
+  // Room for one reply of up to `limit` bytes while it lives.
+  class Hold {
+   public:
+    Hold(ReplyBudget& budget, int64_t limit) : budget_(budget), limit_(limit) {
+      budget_.add(limit_);
+    }
+    ~Hold() { budget_.add(-limit_); }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    ReplyBudget& budget_;
+    int64_t limit_;
+  };
+
+ private:
+  void add(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    in_flight_ += bytes;
+    quota_.Resize(static_cast<size_t>(in_flight_ + kQuotaSlack));
+  }
+
+  std::mutex mutex_;
+  int64_t in_flight_ = 0;
+  grpc::ResourceQuota quota_;
+};
 
 class ReapiBackend : public RemoteBackend {
  public:
@@ -131,14 +232,8 @@ class ReapiBackend : public RemoteBackend {
         headers_.push_back(std::move(h));
       }
     }
-    grpc::ChannelArguments args;
-    // An object is at most kMaxRemoteObjectSize; a batch answer holds one.
-    args.SetMaxReceiveMessageSize(static_cast<int>(kMaxRemoteObjectSize + (1 << 20)));
-    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // ours are bounded by the operation's deadline
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-                static_cast<int>(options.connect_timeout.count()));
-    args.SetUserAgentPrefix("kcache");
-    channel_ = grpc::CreateCustomChannel(target_, credentials, args);
+    credentials_ = credentials;
+    channel_ = make_channel(kSmallReplyLimit, budget_);
     ac_ = re::ActionCache::NewStub(channel_);
     cas_ = re::ContentAddressableStorage::NewStub(channel_);
     capabilities_ = re::Capabilities::NewStub(channel_);
@@ -165,7 +260,7 @@ class ReapiBackend : public RemoteBackend {
                          digest.hash() + "/" + std::to_string(digest.size_bytes()));
     }
     std::optional<std::string> data = fits_batch(digest.size_bytes(), max_batch)
-                                          ? batch_read(digest, deadline)
+                                          ? batch_read(digest, max_batch, deadline)
                                           : stream_read(digest, deadline);
     if (!data) return std::nullopt;  // the AC names a blob the CAS lost: a miss
     if (static_cast<int64_t>(data->size()) != digest.size_bytes() ||
@@ -235,18 +330,98 @@ class ReapiBackend : public RemoteBackend {
     return max_batch == 0 || size + kBatchOverhead <= max_batch;
   }
 
+  std::shared_ptr<grpc::Channel> make_channel(int64_t receive_limit, ReplyBudget& budget) const {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(static_cast<int>(receive_limit));
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // ours are bounded by the operation's deadline
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                static_cast<int>(options_.connect_timeout.count()));
+    args.SetUserAgentPrefix("kcache");
+    args.SetResourceQuota(budget.quota());
+    return grpc::CreateCustomChannel(target_, credentials_, args);
+  }
+
+  struct BatchReadChannel {
+    ReplyBudget budget;
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<re::ContentAddressableStorage::Stub> stub;
+    bool connected = false;
+  };
+
+  // The batch-read channel that accepts replies up to `limit` bytes; made
+  // (and connected) on first use. A few exist at most (4x steps).
+  BatchReadChannel& batch_read_channel(int64_t limit, Clock::time_point deadline) {
+    std::shared_ptr<grpc::Channel> channel;
+    BatchReadChannel* c = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(channels_mutex_);
+      std::unique_ptr<BatchReadChannel>& slot = batch_read_channels_[limit];
+      if (!slot) {
+        slot = std::make_unique<BatchReadChannel>();
+        slot->channel = make_channel(limit, slot->budget);
+        slot->stub = re::ContentAddressableStorage::NewStub(slot->channel);
+      }
+      c = slot.get();
+      if (c->connected) return *c;
+      channel = c->channel;
+    }
+    wait_until_connected(*channel, "BatchReadBlobs " + options_.url, deadline);
+    std::lock_guard<std::mutex> lock(channels_mutex_);
+    c->connected = true;
+    return *c;
+  }
+
+  // Waits until `channel` is ready, or has failed (the first call then says
+  // why: refused, TLS, ...), for at most the connect timeout. Still
+  // connecting then is a failure: nothing that speaks gRPC answered.
+  void wait_until_connected(grpc::Channel& channel, const std::string& what,
+                            Clock::time_point deadline) {
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point give_up = std::min(deadline, start + options_.connect_timeout);
+    for (;;) {
+      const grpc_connectivity_state state = channel.GetState(/*try_to_connect=*/true);
+      if (state == GRPC_CHANNEL_READY || state == GRPC_CHANNEL_TRANSIENT_FAILURE ||
+          state == GRPC_CHANNEL_SHUTDOWN) {
+        return;
+      }
+      if (Clock::now() >= give_up) break;
+      channel.WaitForStateChange(state,
+                                 std::chrono::system_clock::now() + (give_up - Clock::now()));
+    }
+    if (deadline < start + options_.connect_timeout) {
+      throw IoError(what + " timed out after " + std::to_string(options_.timeout.count()) +
+                    " ms (remote_timeout) while connecting");
+    }
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%g", options_.connect_timeout.count() / 1000.0);
+    throw IoError(what + ": could not connect within " + seconds +
+                  " s (remote_connect_timeout): the peer accepted no gRPC connection (it may "
+                  "accept TCP and never answer the " +
+                  (tls_ ? "TLS" : "HTTP/2") +
+                  " handshake: not a REAPI/gRPC server, or a hung one)");
+  }
+
   // Runs `rpc` (one attempt per call, each with a fresh context) until it
   // succeeds, fails for good, or the deadline passes. Returns the final
   // status when it is NOT_FOUND (for callers to whom that is an answer);
   // throws IoError for any other failure.
   template <typename Rpc>
   grpc::Status call(const std::string& what, Clock::time_point deadline, Rpc&& rpc) {
+    return call_within(budget_, kSmallReplyLimit, what, deadline, std::forward<Rpc>(rpc));
+  }
+
+  // The same, on a channel with `budget`, for a reply of up to `limit` bytes.
+  template <typename Rpc>
+  grpc::Status call_within(ReplyBudget& budget, int64_t limit, const std::string& what,
+                           Clock::time_point deadline, Rpc&& rpc) {
+    const ReplyBudget::Hold hold(budget, limit);
     std::chrono::milliseconds backoff(50);
     for (int attempt = 0;; ++attempt) {
       grpc::ClientContext context;
       prepare(context, deadline);
       grpc::Status status = rpc(&context);
       if (status.ok() || status.error_code() == grpc::StatusCode::NOT_FOUND) return status;
+      if (reply_over_limit(status)) throw IoError(lying_reply(what, status));
       // UNAVAILABLE: connection refused or broken; RESOURCE_EXHAUSTED: the
       // server's concurrency limit (BuildGrid's "Concurrent RPC limit
       // exceeded"), which the spec asks clients to retry.
@@ -265,32 +440,23 @@ class ReapiBackend : public RemoteBackend {
     for (const auto& [name, value] : headers_) context.AddMetadata(name, value);
   }
 
+  std::string lying_reply(const std::string& what, const grpc::Status& status) const {
+    return what + ": the server at " + options_.url + " answered with more than was asked for (" +
+           status_name(status.error_code()) + ": " + status.error_message() +
+           "); a lying or broken remote";
+  }
+
   std::string describe(const std::string& what, const grpc::Status& status) const {
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       return what + " timed out after " + std::to_string(options_.timeout.count()) +
              " ms (remote_timeout)";
     }
-    static const char* names[] = {"OK",
-                                  "CANCELLED",
-                                  "UNKNOWN",
-                                  "INVALID_ARGUMENT",
-                                  "DEADLINE_EXCEEDED",
-                                  "NOT_FOUND",
-                                  "ALREADY_EXISTS",
-                                  "PERMISSION_DENIED",
-                                  "RESOURCE_EXHAUSTED",
-                                  "FAILED_PRECONDITION",
-                                  "ABORTED",
-                                  "OUT_OF_RANGE",
-                                  "UNIMPLEMENTED",
-                                  "INTERNAL",
-                                  "UNAVAILABLE",
-                                  "DATA_LOSS",
-                                  "UNAUTHENTICATED"};
     const int code = static_cast<int>(status.error_code());
-    std::string text = what + " failed: " +
-                       (code >= 0 && code <= 16 ? names[code] : "code " + std::to_string(code));
+    std::string text = what + " failed: " + status_name(code);
+    if (code < 0 || code > 16) text += " " + std::to_string(code);
     if (!status.error_message().empty()) text += ": " + status.error_message();
+    const std::string not_grpc = not_grpc_hint(status);
+    if (!not_grpc.empty()) return text + not_grpc;
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
         status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
       text += " (check remote_token_file / remote_headers_file)";
@@ -305,6 +471,29 @@ class ReapiBackend : public RemoteBackend {
       text += tls_hint(status.error_message());
     }
     return text;
+  }
+
+  // What gRPC says when the peer is not a gRPC server at all (an HTTP/1.1
+  // server, or something sending bytes that are not HTTP/2): name that.
+  std::string not_grpc_hint(const grpc::Status& status) const {
+    const std::string& m = status.error_message();
+    auto has = [&](const char* part) { return m.find(part) != std::string::npos; };
+    const bool http1 = has("http1") || has("HTTP/1");
+    const bool garbage =
+        (status.error_code() == grpc::StatusCode::UNIMPLEMENTED && has("No message returned")) ||
+        // Only gRPC's words for a handshake that was not HTTP/2 at all: a
+        // real server's protocol errors keep their own message.
+        (status.error_code() == grpc::StatusCode::UNAVAILABLE &&
+         (has("Failed parsing HTTP/2") || has("last error: OK") || has("Connection prefix")));
+    if (http1) {
+      return " (the peer at " + options_.url +
+             " speaks HTTP/1.1: not a REAPI/gRPC server; for an HTTP cache use an http:// URL)";
+    }
+    if (garbage && !(tls_ && has("SSL"))) {
+      return " (the peer at " + options_.url +
+             " does not speak gRPC: not a REAPI/gRPC server, or the wrong port)";
+    }
+    return "";
   }
 
   // gRPC reports a failed TLS handshake as UNAVAILABLE with OpenSSL's words;
@@ -343,6 +532,7 @@ class ReapiBackend : public RemoteBackend {
   int64_t batch_limit(Clock::time_point deadline) {
     std::lock_guard<std::mutex> lock(capabilities_mutex_);
     if (max_batch_) return *max_batch_;
+    wait_until_connected(*channel_, "GetCapabilities " + options_.url, deadline);
     re::GetCapabilitiesRequest request;
     request.set_instance_name(options_.instance_name);
     re::ServerCapabilities response;
@@ -379,22 +569,26 @@ class ReapiBackend : public RemoteBackend {
     return result;
   }
 
-  std::optional<std::string> batch_read(const re::Digest& digest, Clock::time_point deadline) {
+  std::optional<std::string> batch_read(const re::Digest& digest, int64_t max_batch,
+                                        Clock::time_point deadline) {
+    const int64_t limit = batch_reply_limit(digest.size_bytes(), max_batch);
+    BatchReadChannel& channel = batch_read_channel(limit, deadline);
     re::BatchReadBlobsRequest request;
     request.set_instance_name(options_.instance_name);
     *request.add_digests() = digest;
     request.set_digest_function(re::DigestFunction::SHA256);
     re::BatchReadBlobsResponse response;
     const std::string what = "BatchReadBlobs " + digest.hash();
-    grpc::Status status = call(what, deadline, [&](grpc::ClientContext* context) {
-      return cas_->BatchReadBlobs(context, request, &response);
-    });
+    grpc::Status status =
+        call_within(channel.budget, limit, what, deadline, [&](grpc::ClientContext* context) {
+          return channel.stub->BatchReadBlobs(context, request, &response);
+        });
     if (!status.ok()) return std::nullopt;
     for (re::BatchReadBlobsResponse::Response& r : *response.mutable_responses()) {
       if (r.digest().hash() != digest.hash()) continue;
       if (r.status().code() == static_cast<int>(grpc::StatusCode::NOT_FOUND)) return std::nullopt;
       if (r.status().code() != 0) {
-        throw IoError(what + " failed: code " + std::to_string(r.status().code()) + ": " +
+        throw IoError(what + " failed: " + status_name(r.status().code()) + ": " +
                       r.status().message());
       }
       if (r.compressor() != re::Compressor::IDENTITY) {
@@ -409,6 +603,7 @@ class ReapiBackend : public RemoteBackend {
     bs::ReadRequest request;
     request.set_resource_name(resource_prefix() + "blobs/" + digest.hash() + "/" +
                               std::to_string(digest.size_bytes()));
+    const ReplyBudget::Hold hold(budget_, kSmallReplyLimit);
     grpc::ClientContext context;
     prepare(context, deadline);
     std::unique_ptr<grpc::ClientReader<bs::ReadResponse>> reader =
@@ -420,12 +615,17 @@ class ReapiBackend : public RemoteBackend {
       if (data.size() + chunk.data().size() > static_cast<size_t>(digest.size_bytes())) {
         context.TryCancel();
         reader->Finish();
-        throw CorruptError("ByteStream.Read " + digest.hash() + " sent more bytes than its digest");
+        throw IoError("ByteStream.Read " + digest.hash() + ": the server at " + options_.url +
+                      " sent more than the " + std::to_string(digest.size_bytes()) +
+                      " bytes its digest says; a lying or broken remote");
       }
       data += chunk.data();
     }
     grpc::Status status = reader->Finish();
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) return std::nullopt;
+    if (reply_over_limit(status)) {
+      throw IoError(lying_reply("ByteStream.Read " + digest.hash(), status));
+    }
     if (!status.ok()) throw IoError(describe("ByteStream.Read " + digest.hash(), status));
     return data;
   }
@@ -456,7 +656,7 @@ class ReapiBackend : public RemoteBackend {
     });
     for (const auto& r : response.responses()) {
       if (r.status().code() != 0) {
-        throw IoError(what + " failed: code " + std::to_string(r.status().code()) + ": " +
+        throw IoError(what + " failed: " + status_name(r.status().code()) + ": " +
                       r.status().message());
       }
     }
@@ -466,6 +666,7 @@ class ReapiBackend : public RemoteBackend {
     const std::string name = resource_prefix() + "uploads/" + uuid4() + "/blobs/" + digest.hash() +
                              "/" + std::to_string(digest.size_bytes());
     const std::string what = "ByteStream.Write " + digest.hash();
+    const ReplyBudget::Hold hold(budget_, kSmallReplyLimit);
     grpc::ClientContext context;
     prepare(context, deadline);
     bs::WriteResponse response;
@@ -512,7 +713,11 @@ class ReapiBackend : public RemoteBackend {
   bool tls_ = false;
   std::string target_;
   std::vector<std::pair<std::string, std::string>> headers_;
-  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
+  ReplyBudget budget_;                      // channel_'s
+  std::shared_ptr<grpc::Channel> channel_;  // every call but batch reads
+  std::mutex channels_mutex_;
+  std::map<int64_t, std::unique_ptr<BatchReadChannel>> batch_read_channels_;  // by receive limit
   std::unique_ptr<re::ActionCache::Stub> ac_;
   std::unique_ptr<re::ContentAddressableStorage::Stub> cas_;
   std::unique_ptr<re::Capabilities::Stub> capabilities_;

@@ -227,8 +227,8 @@ and load it with the kcache runtime. Output groups: `bundles`,
         ),
         "lean": attr.bool(
             default = True,
-            doc = "Lean images: remove the CCCL variables (static constexpr members, ...) that " +
-                  "nothing references from NVRTC's PTX and assemble the cubin with nvJitLink, " +
+            doc = "Lean images: remove the library variables (template static constexpr members, " +
+                  "...) that nothing references and no host can name from NVRTC's PTX and assemble the cubin with nvJitLink, " +
                   "so the image loads many times faster. False: NVRTC's bytes exactly " +
                   "(`kcache compile --no-lean`).",
         ),

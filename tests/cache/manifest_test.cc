@@ -19,15 +19,23 @@ ManifestSet set_of(const std::string& header, uint64_t hash) {
           {"sys.h", "v7.cuh", true, {{"sys.h", 7}}}};
 }
 
-Manifest sample() {
-  Manifest m(kKey);
-  m.add(set_of("deep.cuh", 0x0123456789abcdefull));
+ManifestSet set_with_probes() {
   ManifestSet with_probes = set_of("other.cuh", 1);
   ManifestProbe read{"toolkit0:cuda/std/cstdint", true, {0x1122334455667788ull, 0x99aabbccddeeff00ull},
                      2049, 123456, 512, 1700000000123456789ull, 1700000001123456789ull};
   ManifestProbe absent{"/abs/config.h", false, {}, 0, 0, 0, 0, 0};
-  with_probes.probes = {absent, read};
-  m.add(with_probes);
+  ManifestProbe absent_in_folder{"toolkit1:cub/x.cuh", false, {}, 2049, 77, 0,
+                                 1700000000000000001ull, 1700000000000000002ull};
+  absent_in_folder.has_folder = true;
+  absent_in_folder.folder_depth = 1;
+  with_probes.probes = {absent, read, absent_in_folder};
+  return with_probes;
+}
+
+Manifest sample() {
+  Manifest m(kKey);
+  m.add(set_of("deep.cuh", 0x0123456789abcdefull));
+  m.add(set_with_probes());
   return m;
 }
 
@@ -89,7 +97,8 @@ TEST(ManifestTest, RoundTripsEveryFieldNewestFirst) {
   Manifest m = Manifest::decode(sample().encode(), kKey);
   EXPECT_EQ(m.key(), kKey);
   ASSERT_EQ(m.sets().size(), 2u);
-  EXPECT_EQ(m.sets()[0], set_of("other.cuh", 1));
+  EXPECT_EQ(m.sets()[0], set_with_probes());
+  EXPECT_EQ(m.sets()[0].probes.size(), 3u);
   EXPECT_EQ(m.sets()[1], set_of("deep.cuh", 0x0123456789abcdefull));
   EXPECT_TRUE(m.sets()[0][1].angled);
   EXPECT_EQ(m.encode(), sample().encode());
@@ -174,7 +183,7 @@ TEST(ManifestTest, ProbesRoundTripAndASetMayHoldOnlyProbes) {
   Manifest m = Manifest::decode(sample().encode(), kKey);
   ASSERT_EQ(m.sets().size(), 2u);
   EXPECT_EQ(m.sets()[0].probes, sample().sets()[0].probes);
-  EXPECT_EQ(m.sets()[0].probes.size(), 2u);
+  EXPECT_EQ(m.sets()[0].probes.size(), 3u);
   Manifest only(kKey);
   ManifestSet probes_only;
   probes_only.probes = {{"toolkit0:cub/cub.cuh", false, {}, 0, 0, 0, 0, 0}};
@@ -236,7 +245,9 @@ TEST(ManifestTest, EachBoundNamesItsField) {
   std::vector<std::vector<RawAsk>> many(kMaxManifestSets + 1);
   for (size_t i = 0; i < many.size(); ++i) many[i] = {ask("h" + std::to_string(i))};
   EXPECT_TRUE(has(corrupt_message(craft(many)), "set count 17 is more than 16"));
-  EXPECT_TRUE(has(corrupt_message(craft({{}, {ask(std::string(40, 'a'))}})), "ask count is 0"));
+  EXPECT_TRUE(has(corrupt_message(craft({{}, {ask(std::string(40, 'a'))}}, 1)), "ask count is 0"));
+  // Format 2: a set may hold only probes, but not nothing at all.
+  EXPECT_TRUE(has(corrupt_message(craft({{}, {ask(std::string(40, 'a'))}})), "set 0 is empty"));
   EXPECT_TRUE(has(corrupt_message(craft({std::vector<RawAsk>(kMaxManifestAsks + 1, ask())})),
                   "ask count 65 is more than 64"));
   RawAsk no_headers = ask();

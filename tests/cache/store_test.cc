@@ -122,6 +122,39 @@ TEST_F(StoreTest, CountersSurviveReopeningAndCountHitsMissesAndTimeSaved) {
   EXPECT_EQ(stats.max_size, kDefaultMaxSize);
 }
 
+// Entries a process wrote reach the database file when it closes (a read-only
+// store is opened immutable and reads no WAL); a process that only had hits
+// skips that checkpoint, and what it recorded is still there next time.
+int64_t rows_seen_without_the_wal(const std::string& db_path) {
+  sqlite3* db = nullptr;
+  std::string uri = "file:" + db_path + "?immutable=1";
+  EXPECT_EQ(sqlite3_open_v2(uri.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr),
+            SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  int64_t n = -1;
+  if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM entries", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    n = sqlite3_column_int64(st, 0);
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
+TEST_F(StoreTest, WritersCheckpointOnCloseAndHitOnlyProcessesDoNot) {
+  { open_store()->put(cubin("a", "x")); }
+  EXPECT_FALSE(exists(store_dir() + "/index.sqlite-wal")) << "a writer checkpoints on close";
+  EXPECT_EQ(rows_seen_without_the_wal(store_dir() + "/index.sqlite"), 1);
+  {
+    auto store = open_store();
+    ASSERT_TRUE(store->get(key_of("a")));
+  }
+  EXPECT_TRUE(exists(store_dir() + "/index.sqlite-wal")) << "a hit-only process left no WAL";
+  { open_store()->put(cubin("b", "y")); }
+  EXPECT_EQ(rows_seen_without_the_wal(store_dir() + "/index.sqlite"), 2);
+  EXPECT_EQ(open_store()->stats().counter("hits"), 1);
+}
+
 TEST_F(StoreTest, ZeroStatsKeepsEntries) {
   auto store = open_store();
   store->put(cubin("a", "x"));

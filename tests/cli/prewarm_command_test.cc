@@ -72,6 +72,34 @@ TEST_F(PrewarmCommandTest, FolderCompilesEveryKernelThenEveryOneHits) {
   EXPECT_TRUE(contains(compile.out, "\"hits\": 1")) << compile.out;
 }
 
+// Kernels with the same text and a header of the same name but other bytes
+// in each folder share a precompiled header's source prefix: NVRTC checks
+// the prefix and options, not the in-memory headers, so a PCH made for one
+// must not be used for the others (each result equals a --no-store compile).
+TEST_F(PrewarmCommandTest, APchIsNotReusedAcrossHeadersOfTheSameNameWithOtherBytes) {
+  const std::string source =
+      "#include \"config.h\"\n#include <cuda/std/limits>\n"
+      "extern \"C\" __global__ void k(int* o) { *o = VAL; }\n";
+  for (const char* d : {"a", "b", "c"}) {
+    write(dir_, std::string("pw/") + d + "/k.cu", source);
+    write(dir_, std::string("pw/") + d + "/config.h",
+          std::string("#define VAL ") + std::to_string(10 * (d[0] - 'a' + 1)) + "\n");
+  }
+  CommandResult warm = kcache({"prewarm", "pw", "--ptx", "compute_80", "-j", "1"});
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  for (const char* d : {"a", "b", "c"}) {
+    const std::string k = std::string("pw/") + d + "/k.cu";
+    CommandResult hit = kcache({"compile", k, "--ptx", "compute_80", "-o", "hit.kcb"});
+    CommandResult fresh =
+        kcache({"compile", k, "--ptx", "compute_80", "--no-store", "-o", "fresh.kcb"});
+    ASSERT_EQ(hit.exit_code, 0) << hit.err;
+    ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+    EXPECT_EQ(FileSystem::real().read_file(dir_ + "/hit.kcb"),
+              FileSystem::real().read_file(dir_ + "/fresh.kcb"))
+        << k << ": prewarm stored another folder's config.h";
+  }
+}
+
 TEST_F(PrewarmCommandTest, ManifestLinesAreCompileCommandLines) {
   write(dir_, "kernels.txt",
         "# kernels this team builds\n"

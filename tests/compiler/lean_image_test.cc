@@ -159,6 +159,8 @@ TEST_F(LeanImageTest, NameExpressionsAndUserVariablesSurvive) {
   write(dir, "k.cu",
         "#include <cuda/std/type_traits>\n"
         "__device__ int counter;\n"
+        "namespace cuda { namespace my { __device__ int knob = 11; } }\n"
+        "namespace cub { __device__ int knob; }\n"
         "extern \"C\" __global__ void k(bool* out) {\n"
         "  out[0] = cuda::std::is_integral<int>::value; counter = 1;\n"
         "}\n");
@@ -175,6 +177,9 @@ TEST_F(LeanImageTest, NameExpressionsAndUserVariablesSurvive) {
   std::set<std::string> symbols = elf_symbols(std::string(r.targets[0].entry->payload()));
   EXPECT_TRUE(symbols.count(lowered)) << "a name expression's variable must stay";
   EXPECT_TRUE(symbols.count("counter")) << "a user's __device__ variable must stay";
+  // Issue 19: unreferenced, in CCCL's namespaces, still a user's.
+  EXPECT_TRUE(symbols.count("_ZN4cuda2my4knobE")) << "a user's variable in namespace cuda";
+  EXPECT_TRUE(symbols.count("_ZN3cub4knobE")) << "a user's variable in namespace cub";
   std::string ptx(r.targets[1].entry->payload());
   EXPECT_NE(ptx.find(lowered), std::string::npos);
   EXPECT_NE(ptx.find(" counter;"), std::string::npos);
@@ -185,7 +190,7 @@ TEST_F(LeanImageTest, DamagedPtxKeepsNvrtcsCubinAndSaysWhy) {
   LeanInput in;
   in.arch = "sm_90";
   in.nvrtc_image = "NVRTC's cubin";
-  in.ptx = ".version 9.0\n.target sm_90\n.global .align 4 .u32 _ZN4cuda1xE;\n.visible .entry k( {";
+  in.ptx = ".version 9.0\n.target sm_90\n.global .align 4 .u32 _ZN4cuda3std3__41xE;\n.visible .entry k( {";
   in.nvjitlink_path = compiler_->toolkit().nvjitlink.path;
   LeanImage out = make_lean_image(in);
   EXPECT_FALSE(out.lean);
@@ -198,7 +203,7 @@ TEST_F(LeanImageTest, PtxThatNvJitLinkRejectsKeepsNvrtcsCubin) {
   in.arch = "sm_90";
   in.nvrtc_image = "NVRTC's cubin";
   in.ptx =
-      ".version 9.0\n.target sm_90\n.address_size 64\n.global .align 4 .u32 _ZN4cuda1xE;\n"
+      ".version 9.0\n.target sm_90\n.address_size 64\n.global .align 4 .u32 _ZN4cuda3std3__41xE;\n"
       ".visible .entry k()\n{\n\tno_such_instruction.u32 %r1;\n}\n";
   in.nvjitlink_path = compiler_->toolkit().nvjitlink.path;
   ASSERT_FALSE(in.nvjitlink_path.empty()) << "the toolkit has no libnvJitLink";
@@ -224,7 +229,7 @@ TEST_F(LeanImageTest, OptionsPtxasNeedsAreMappedAndOthersKeepNvrtcsCubin) {
   LeanInput in;
   in.arch = "sm_90";
   in.nvrtc_image = "NVRTC's cubin";
-  in.ptx = ".version 9.0\n.target sm_90\n.global .align 4 .u32 _ZN4cuda1xE;\n";
+  in.ptx = ".version 9.0\n.target sm_90\n.global .align 4 .u32 _ZN4cuda3std3__41xE;\n";
   in.options = {"-G"};
   LeanImage out = make_lean_image(in);
   EXPECT_EQ(out.image, in.nvrtc_image);

@@ -9,9 +9,10 @@ namespace {
 
 const std::string kHeader = ".version 9.0\n.target sm_90\n.address_size 64\n\n";
 
-// A CCCL-style internal variable, named `cuda::std::<tag>::value`.
+// A CCCL-style internal variable, named `cuda::std::__4::<tag>::value`: in
+// libcu++'s versioned namespace, so no host can name it.
 std::string cccl(const std::string& tag) {
-  return "_ZN4cuda3std" + std::to_string(tag.size()) + tag + "5valueE";
+  return "_ZN4cuda3std3__4" + std::to_string(tag.size()) + tag + "5valueE";
 }
 
 std::string var(const std::string& name, const std::string& init = "") {
@@ -82,6 +83,52 @@ TEST(LeanPtxTest, KeepsAUsersOwnVariablesEvenWhenInternal) {
   LeanPtx lean = lean_ptx(ptx, {});
   EXPECT_FALSE(lean.changed);
   EXPECT_EQ(lean.ptx, ptx);
+}
+
+// Issue 19: the rule is what a host can name, not the namespace.
+TEST(LeanPtxTest, KeepsAUsersVariablesInLibraryNamespaces) {
+  // namespace cuda { namespace my { __device__ int knob = 11; } } and
+  // namespace cub { __device__ int knob; }: cuModuleGetGlobal may ask for them.
+  std::string ptx = kHeader + var("_ZN4cuda2my4knobE", "11") + var("_ZN3cub4knobE") +
+                    var(cccl("a")) + kernel_using("%rd0");
+  LeanPtx lean = lean_ptx(ptx, {});
+  ASSERT_TRUE(lean.changed) << lean.why;
+  EXPECT_TRUE(declared(lean.ptx, "_ZN4cuda2my4knobE"));
+  EXPECT_TRUE(declared(lean.ptx, "_ZN3cub4knobE"));
+  EXPECT_FALSE(has(lean.ptx, cccl("a")));
+  EXPECT_EQ(lean.removed, std::vector<std::string>{cccl("a")});
+}
+
+TEST(LeanPtxTest, RemovesUnreferencedTemplateInstancesOfAnyLibrary) {
+  // cute::C<1>::value, a user's own ns::Traits<int>::size, a variable
+  // template instance: reachable only through nvrtcGetLoweredName.
+  std::vector<std::string> names = {"_ZN4cute1CILi1EE5valueE", "_ZN2ns6TraitsIiE4sizeE",
+                                    "_ZN2ns1vIiEE"};
+  std::string ptx = kHeader;
+  for (const std::string& n : names) ptx += var(n, "1");
+  ptx += kernel_using("%rd0");
+  LeanPtx lean = lean_ptx(ptx, {});
+  ASSERT_TRUE(lean.changed) << lean.why;
+  EXPECT_EQ(lean.removed, names);
+  EXPECT_EQ(lean.ptx, kHeader + kernel_using("%rd0"));
+}
+
+TEST(LeanPtxTest, KeepsNamesTheManglingParserDoesNotUnderstand) {
+  // A local static, an ABI tag, an expression as a template argument.
+  std::string ptx = kHeader + var("_ZZ4mainE1x") + var("_ZN2ns1xB5cxx11E") +
+                    var("_ZN2ns1AIXadL_Z1fvEEE1xE") + kernel_using("%rd0");
+  LeanPtx lean = lean_ptx(ptx, {});
+  EXPECT_FALSE(lean.changed);
+  EXPECT_EQ(lean.ptx, ptx);
+}
+
+TEST(LeanPtxTest, KeepsATemplateInstanceANameExpressionNames) {
+  std::string ptx =
+      kHeader + var("_ZN4cute1CILi1EE5valueE") + var("_ZN4cute1CILi2EE5valueE") + kernel_using("%rd0");
+  LeanPtx lean = lean_ptx(ptx, {"_ZN4cute1CILi2EE5valueE"});
+  ASSERT_TRUE(lean.changed);
+  EXPECT_TRUE(declared(lean.ptx, "_ZN4cute1CILi2EE5valueE"));
+  EXPECT_FALSE(has(lean.ptx, "_ZN4cute1CILi1EE5valueE"));
 }
 
 TEST(LeanPtxTest, KeepsWhatANameExpressionNames) {

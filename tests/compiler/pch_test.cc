@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "common/error.h"
@@ -16,7 +17,16 @@
 namespace kcache::compiler {
 namespace {
 
-using testing::test_dir;
+// The processes that use PCH point TMPDIR at the PCH folder: NVRTC writes its
+// PCH work files there, and the seal lets it write nowhere else. NVRTC
+// refuses a long one ("name of directory for temporary files is too long"),
+// as Bazel's test folders are, so the folder is a short one under /tmp.
+std::string test_dir() {
+  std::string dir = "/tmp/kcache-pch-test-XXXXXX";
+  if (!::mkdtemp(&dir[0])) ADD_FAILURE() << "mkdtemp failed";
+  ::setenv("TMPDIR", dir.c_str(), 1);
+  return dir;
+}
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

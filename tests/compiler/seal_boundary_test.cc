@@ -469,5 +469,102 @@ TEST_F(SealBoundaryTest, LineDirectiveDoesNotMoveTheIncludeSearch) {
   expect_value(options(), 96, "h.cuh edited");
 }
 
+// Found by a review that attacked the seal (each was a stale hit before).
+
+// NVRTC expands -D values and name expressions too: __TIME__ there makes a
+// result that must not be stored, as in the source.
+TEST_F(SealBoundaryTest, TimeMacroInADefineIsCompiledButNotStored) {
+  write(dir_, "k.cu", kKernel);
+  CompileOptions o = options();
+  o.defines = {"V=(__TIME__[7] - '0')"};
+  CompileResult first = cached_->compile(o);
+  CompileResult second = cached_->compile(o);
+  EXPECT_EQ(first.hits() + second.hits(), 0) << "a __TIME__ result was stored";
+  EXPECT_EQ(storage_->local()->stats().counter("uncached_time_macros"), 2);
+}
+
+TEST_F(SealBoundaryTest, TimeMacroInANameExpressionIsCompiledButNotStored) {
+  write(dir_, "k.cu", "template <char C> __global__ void k(char* p) { *p = C; }\n");
+  CompileOptions o = options();
+  o.name_expressions = {"k<__TIME__[7]>"};
+  CompileResult first = cached_->compile(o);
+  CompileResult second = cached_->compile(o);
+  EXPECT_EQ(first.hits() + second.hits(), 0) << "a __TIME__ result was stored";
+}
+
+// NVRTC searched the toolkit's folders for a computed include before asking
+// for it; that absence is keyed although the round that asked left no record.
+TEST_F(SealBoundaryTest, AHeaderAppearingInTheToolkitAfterAnAskIsKeyed) {
+  const std::string copy = dir_ + "/cuda";
+  make_toolkit_copy(real_toolkit_.root, copy);
+  use_toolkit(find_toolkit(copy));
+  write(dir_, "h.h", "#define V 1\n");
+  write(dir_, "k.cu", std::string("#define H \"h.h\"\n#include H\n") + kKernel);
+  CompileResult before = exact(options(), "first");
+  EXPECT_EQ(value(before), 1);
+  write(copy, "include/h.h", "#define V 3\n");
+  CompileResult after = exact(options(), "h.h appeared in the toolkit");
+  EXPECT_NE(after.targets[0].key, before.targets[0].key);
+}
+
+// NVRTC writes the toolkit's folders into its output (__FILE__): a toolkit
+// moved elsewhere gives other bytes, so its folders are keyed.
+TEST_F(SealBoundaryTest, AToolkitMovedElsewhereKeysItsNewFolders) {
+  const std::string first = dir_ + "/cuda1", second = dir_ + "/cuda2";
+  make_toolkit_copy(real_toolkit_.root, first);
+  write(first, "include/kcache_where.h", "#define WHERE __FILE__\n");
+  use_toolkit(find_toolkit(first));
+  write(dir_, "k.cu",
+        "#include <kcache_where.h>\n"
+        "extern \"C\" __global__ void k(char* p) { const char* w = WHERE; "
+        "for (int i = 0; w[i]; ++i) p[i] = w[i]; }\n");
+  CompileResult before = exact(options(), "first");
+  std::filesystem::rename(first, second);
+  use_toolkit(find_toolkit(second));  // the same store
+  CompileResult after = exact(options(), "the toolkit moved");
+  EXPECT_NE(after.targets[0].key, before.targets[0].key);
+}
+
+// A user's link into the toolkit, named by its absolute path: the link is
+// the user's file (it can change while the toolkit does not).
+TEST_F(SealBoundaryTest, AUserLinkIntoTheToolkitIsTheUsersFile) {
+  const std::string link = dir_ + "/link.h";
+  std::filesystem::create_symlink(real_toolkit_.root + "/include/cuda_fp16.h", link);
+  write(dir_, "k.cu",
+        std::string("#include HDR\n#if defined(__CUDA_BF16_H__)\n#define V 2\n"
+                    "#elif defined(__CUDA_FP16_H__)\n#define V 1\n#endif\n") + kKernel);
+  CompileOptions o = options();
+  o.defines = {"HDR=\"" + link + "\""};
+  expect_value(o, 1, "the link to cuda_fp16.h");
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(real_toolkit_.root + "/include/cuda_bf16.h", link);
+  expect_value(o, 2, "the link retargeted to cuda_bf16.h");
+}
+
+// A folder where a computed __has_include looks, later replaced by a header.
+TEST_F(SealBoundaryTest, AFolderReplacedByAHeaderIsNoticed) {
+  const std::string h = dir_ + "/kc.h";
+  std::filesystem::create_directories(h);
+  write(dir_, "k.cu", "#define N \"" + h + "\"\n#if __has_include(N)\n#include N\n#else\n"
+                      "#define V 1\n#endif\n" + kKernel);
+  expect_value(options(), 1, "a folder");
+  std::filesystem::remove(h);
+  write(dir_, "kc.h", "#define V 2\n");
+  expect_value(options(), 2, "a header now");
+}
+
+// A toolkit header whose name looks like a library is the toolkit's header.
+TEST_F(SealBoundaryTest, AToolkitHeaderNamedLikeALibraryIsKeyed) {
+  const std::string copy = dir_ + "/cuda";
+  make_toolkit_copy(real_toolkit_.root, copy);
+  use_toolkit(find_toolkit(copy));
+  write(copy, "include/libkc.so.h", "#define V 1\n");
+  write(dir_, "k.cu", std::string("#include <libkc.so.h>\n") + kKernel);
+  const std::vector<std::string> nvcc_sees_the_copy = {"-I" + copy + "/include"};
+  expect_value(options(), 1, "first", nvcc_sees_the_copy);
+  write(copy, "include/libkc.so.h", "#define V 2\n");
+  expect_value(options(), 2, "edited", nvcc_sees_the_copy);
+}
+
 }  // namespace
 }  // namespace kcache::compiler

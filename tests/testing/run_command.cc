@@ -1,9 +1,11 @@
 #include "tests/testing/run_command.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -17,6 +19,7 @@ CommandResult run_command(const std::vector<std::string>& argv,
                           const std::map<std::string, std::string>& env) {
   TempDir tmp;
   const std::string out_path = tmp / "out", err_path = tmp / "err";
+  const auto start = std::chrono::steady_clock::now();
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -48,8 +51,11 @@ CommandResult run_command(const std::vector<std::string>& argv,
     _exit(127);
   }
   int status = 0;
-  waitpid(pid, &status, 0);
+  rusage usage{};
+  wait4(pid, &status, 0, &usage);
   CommandResult result;
+  result.peak_rss_kb = usage.ru_maxrss;
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = read_file_or_die(out_path);
   result.err = read_file_or_die(err_path);

@@ -12,6 +12,9 @@ struct CommandResult {
   int exit_code = -1;  // 128 + signal if killed
   std::string out;
   std::string err;
+  // The child's peak resident set (wait4's ru_maxrss) and wall time.
+  long peak_rss_kb = 0;
+  double seconds = 0;
 };
 
 // `env` entries are added to (or replace) the current environment; an empty

@@ -1,0 +1,172 @@
+// Issue 19: CuTe and CUTLASS through `kcache compile`, lean by default, as
+// small as nvcc's. NVRTC keeps every constexpr static member and variable
+// template CuTe instantiates (a CuTe GEMM's NVRTC cubin: ~513 KiB, ~2,960 ELF
+// symbols); the lean cubin must be within 2x nvcc's bytes and carry at most a
+// few dozen symbols, and a user's variable in namespace cuda must survive.
+//
+// Needs the CUTLASS 4.x headers of the `nvidia-cutlass` wheel, which
+// tools/install_deps.sh installs into /opt/kcache-cutlass
+// ($KCACHE_CUTLASS_DIR overrides); without them every test skips, saying so.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compiler/toolkit.h"
+#include "tests/compiler/test_files.h"
+#include "tests/testing/run_command.h"
+
+namespace kcache::compiler {
+namespace {
+
+using kcache::testing::CommandResult;
+using kcache::testing::run_command;
+
+const std::string kKernels = "tests/compiler/kernels/cutlass/";
+// A few dozen: nvcc's cubins of these kernels have 21-25.
+constexpr size_t kMaxSymbols = 48;
+
+std::string cutlass_include() {
+  const char* dir = std::getenv("KCACHE_CUTLASS_DIR");
+  return std::string(dir && *dir ? dir : "/opt/kcache-cutlass") + "/cutlass_library/source/include";
+}
+
+struct Cubin {
+  size_t bytes = 0;
+  std::set<std::string> symbols;
+  size_t symbol_count = 0;  // readelf's entries, the null one and sections included
+};
+
+// binutils' readelf, found on $PATH (run_command does not search it).
+std::string readelf() {
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (::access((dir + "/readelf").c_str(), X_OK) == 0) return dir + "/readelf";
+  }
+  return "/usr/bin/readelf";
+}
+
+// The symbol table as `readelf -sW` prints it.
+Cubin inspect(const std::string& path) {
+  Cubin c;
+  c.bytes = std::filesystem::file_size(path);
+  CommandResult r = run_command({readelf(), "-sW", path});
+  EXPECT_EQ(r.exit_code, 0) << "readelf -sW " << path << ": " << r.err;
+  std::istringstream lines(r.out);
+  // "  10: 0000000000000000  1152 FUNC GLOBAL DEFAULT [<other>: 0x10] 11 cute_gemm":
+  // the name is the last field, when there are more than 7.
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string w; fields >> w;) f.push_back(w);
+    if (f.empty() || f[0].size() < 2 || f[0].back() != ':' ||
+        f[0].find_first_not_of("0123456789") != f[0].size() - 1) {
+      continue;
+    }
+    ++c.symbol_count;
+    if (f.size() > 7) c.symbols.insert(f.back());
+  }
+  return c;
+}
+
+class CutlassLeanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(cutlass_include() + "/cute/tensor.hpp")) {
+      GTEST_SKIP() << "no CUTLASS headers at " << cutlass_include()
+                   << ": run tools/install_deps.sh (the nvidia-cutlass wheel) or set "
+                      "KCACHE_CUTLASS_DIR";
+    }
+    dir_ = testing::test_dir();
+    nvcc_ = find_toolkit("").root + "/bin/nvcc";
+  }
+
+  // `kcache compile` of `source` for sm_90 (lean unless `extra` says
+  // --no-lean); returns the cubin's path.
+  std::string kcache_cubin(const std::string& source, const std::string& name,
+                           const std::vector<std::string>& extra = {}) {
+    std::string bundle = dir_ + "/" + name + ".kcb";
+    std::vector<std::string> argv = {kcache::testing::kcache_binary(),
+                                     "compile",
+                                     "--no-store",
+                                     "--arch",
+                                     "sm_90",
+                                     "--ptx",
+                                     "none",
+                                     "--std",
+                                     "c++17",
+                                     "--nvrtc-opt=-default-device",
+                                     "-I",
+                                     cutlass_include(),
+                                     "-o",
+                                     bundle};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    argv.push_back(kKernels + source);
+    CommandResult c = run_command(argv);
+    EXPECT_EQ(c.exit_code, 0) << c.err;
+    CommandResult b = run_command(
+        {kcache::testing::kcache_binary(), "bundle", "--extract", dir_ + "/" + name, bundle});
+    EXPECT_EQ(b.exit_code, 0) << b.err;
+    bundle_listing_ = b.out;
+    return dir_ + "/" + name + "/sm_90.cubin";
+  }
+
+  std::string nvcc_cubin(const std::string& source) {
+    if (::access(nvcc_.c_str(), X_OK) != 0) {
+      ADD_FAILURE() << "no nvcc at " << nvcc_ << ": the comparison needs the toolkit's nvcc";
+      return "";
+    }
+    std::string out = dir_ + "/nvcc-" + source + ".cubin";
+    std::filesystem::create_directories(dir_ + "/nvcc-tmp");
+    CommandResult r = run_command({nvcc_, "-cubin", "-arch=sm_90", "-std=c++17",
+                                   "-I" + cutlass_include(), kKernels + source, "-o", out},
+                                  {{"TMPDIR", dir_ + "/nvcc-tmp"}});
+    EXPECT_EQ(r.exit_code, 0) << r.err << r.out;
+    return out;
+  }
+
+  // The lean cubin against nvcc's; returns the lean one.
+  Cubin expect_as_lean_as_nvcc(const std::string& source, const std::string& entry) {
+    Cubin lean = inspect(kcache_cubin(source, "lean"));
+    EXPECT_NE(bundle_listing_.find("lean: -"), std::string::npos)
+        << "the bundle must record a lean image: " << bundle_listing_;
+    Cubin nvcc = inspect(nvcc_cubin(source));
+    EXPECT_TRUE(lean.symbols.count(entry)) << "the kernel " << entry << " is missing";
+    EXPECT_LE(lean.bytes, 2 * nvcc.bytes)
+        << source << ": lean cubin " << lean.bytes << " B, nvcc's " << nvcc.bytes << " B";
+    EXPECT_LE(lean.symbol_count, kMaxSymbols) << source << ": lean cubin " << lean.symbol_count
+                                              << " symbols, nvcc's " << nvcc.symbol_count;
+    std::cerr << source << ": lean " << lean.bytes << " B, " << lean.symbol_count
+              << " symbols; nvcc " << nvcc.bytes << " B, " << nvcc.symbol_count << " symbols\n";
+    return lean;
+  }
+
+  std::string dir_, nvcc_, bundle_listing_;
+};
+
+TEST_F(CutlassLeanTest, CuteGemmIsAsLeanAsNvccsAndKeepsTheUsersVariable) {
+  Cubin lean = expect_as_lean_as_nvcc("cute_gemm.cu", "cute_gemm");
+  // namespace cuda { namespace my { __device__ int knob = 11; } }, unreferenced.
+  EXPECT_TRUE(lean.symbols.count("_ZN4cuda2my4knobE"))
+      << "a user's variable in namespace cuda must stay for cuModuleGetGlobal";
+  // What NVRTC's image carries and the lean one must not: cute::C<1>::value.
+  Cubin full = inspect(kcache_cubin("cute_gemm.cu", "full", {"--no-lean"}));
+  EXPECT_TRUE(full.symbols.count("_ZN4cute1CILi1EE5valueE"));
+  EXPECT_FALSE(lean.symbols.count("_ZN4cute1CILi1EE5valueE"));
+  EXPECT_TRUE(full.symbols.count("_ZN4cuda2my4knobE"));
+  EXPECT_GT(full.symbol_count, 10 * lean.symbol_count);
+}
+
+TEST_F(CutlassLeanTest, CutlassEpilogueIsAsLeanAsNvccs) {
+  expect_as_lean_as_nvcc("cutlass_epilogue.cu", "cutlass_epilogue");
+}
+
+}  // namespace
+}  // namespace kcache::compiler

@@ -1,0 +1,182 @@
+// What a recorded probe promises on a later lookup: probes_hold is true
+// exactly while every absent path is still absent and every present file has
+// its recorded bytes. Absent paths are checked through the stat of their
+// deepest existing folder where that is exact; these cases are the ones where
+// a folder's state could hide a change.
+#include "compiler/probes.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/compiler/test_files.h"
+
+namespace kcache::compiler {
+namespace {
+
+using testing::test_dir;
+using testing::write;
+
+int64_t now_ns() {
+  struct timespec t;
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+class ProbesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = test_dir();
+    toolkit_ = dir_ + "/toolkit/include";
+    std::filesystem::create_directories(toolkit_ + "/cub");
+    write(toolkit_, "cub/cub.cuh", "// cub\n");
+    context_.toolkit_dirs = {toolkit_};
+    // Folder times are in ns but a file system may round them: the compile
+    // "starts" after the set-up has settled.
+    ::usleep(20000);
+    started_ = now_ns();
+  }
+  // The probes of a compile that named `paths`, as a later lookup sees them.
+  std::vector<cache::ManifestProbe> record(const std::vector<std::string>& paths) {
+    ClassifiedProbes c = classify_probes(paths, context_, started_);
+    EXPECT_EQ(c.unkeyable, "");
+    return c.keyed;
+  }
+  bool hold(const std::vector<cache::ManifestProbe>& probes) {
+    return probes_hold(probes, context_);
+  }
+  std::string dir_, toolkit_;
+  ProbeContext context_;
+  int64_t started_ = 0;
+};
+
+TEST_F(ProbesTest, AnAbsentNameInAnUnchangedFolderIsCheckedByTheFolder) {
+  auto probes = record({toolkit_ + "/cub/missing.cuh", toolkit_ + "/cub/cub.cuh"});
+  ASSERT_EQ(probes.size(), 2u);
+  const cache::ManifestProbe& absent = probes[1];
+  EXPECT_EQ(absent.path, "toolkit0:cub/missing.cuh");
+  EXPECT_TRUE(absent.has_folder);
+  EXPECT_EQ(absent.folder_depth, 1u);
+  EXPECT_TRUE(hold(probes));
+  write(toolkit_, "cub/missing.cuh", "// appeared\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, AMissingFolderChainIsCheckedAtTheDeepestFolderThatExists) {
+  auto probes = record({toolkit_ + "/a/b/c.cuh"});
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_TRUE(probes[0].has_folder);
+  EXPECT_EQ(probes[0].folder_depth, 0u);
+  EXPECT_TRUE(hold(probes));
+  std::filesystem::create_directories(toolkit_ + "/a/b");
+  EXPECT_TRUE(hold(probes)) << "folders alone are no file";
+  write(toolkit_, "a/b/c.cuh", "// appeared\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, ADanglingLinkIsCheckedByItsOwnNameNotByTheFolder) {
+  ASSERT_EQ(::symlink((dir_ + "/elsewhere/x.cuh").c_str(), (toolkit_ + "/cub/x.cuh").c_str()), 0);
+  ::usleep(20000);
+  started_ = now_ns();
+  auto probes = record({toolkit_ + "/cub/x.cuh"});
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_FALSE(probes[0].has_folder) << "the link's target can appear without the folder changing";
+  EXPECT_TRUE(hold(probes));
+  write(dir_, "elsewhere/x.cuh", "// the link's target appeared\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, AFolderChangedDuringTheCompileIsNotTrusted) {
+  write(toolkit_, "cub/new.cuh", "// written after the compile started\n");
+  ::unlink((toolkit_ + "/cub/new.cuh").c_str());
+  started_ = 0;  // the folder's ctime is later than the compile's start
+  auto probes = record({toolkit_ + "/cub/other.cuh"});
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_FALSE(probes[0].has_folder);
+  EXPECT_TRUE(hold(probes));
+}
+
+TEST_F(ProbesTest, AFolderReplacedByAnotherOfTheSameNameFallsBackToTheName) {
+  auto probes = record({toolkit_ + "/cub/missing.cuh"});
+  ASSERT_TRUE(probes[0].has_folder);
+  std::filesystem::rename(toolkit_ + "/cub", toolkit_ + "/cub.old");
+  std::filesystem::create_directories(toolkit_ + "/cub");
+  EXPECT_TRUE(hold(probes));
+  write(toolkit_, "cub/missing.cuh", "// here now\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, AnEditedPresentFileDoesNotHold) {
+  auto probes = record({toolkit_ + "/cub/cub.cuh"});
+  ASSERT_TRUE(probes[0].present);
+  EXPECT_TRUE(hold(probes));
+  write(toolkit_, "cub/cub.cuh", "// edited\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, AnAbsentUserPathIsCheckedByItsFolderToo) {
+  std::filesystem::create_directories(dir_ + "/user");
+  ::usleep(20000);
+  started_ = now_ns();
+  auto probes = record({dir_ + "/user/config.h"});
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_EQ(probes[0].path, dir_ + "/user/config.h");
+  EXPECT_TRUE(probes[0].has_folder);
+  EXPECT_TRUE(hold(probes));
+  write(dir_, "user/config.h", "#define X 1\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, ACraftedFolderDepthIsAMissNotACrash) {
+  auto probes = record({toolkit_ + "/cub/missing.cuh"});
+  probes[0].folder_depth = 7;
+  EXPECT_FALSE(hold(probes));
+}
+
+// NVRTC may read its own library folder; a file there that is no library
+// was read unkeyed, so the result is not stored.
+TEST_F(ProbesTest, AHeaderInNvrtcsLibraryFolderMakesTheResultUnkeyable) {
+  const std::string lib = dir_ + "/toolkit/lib64";
+  write(lib, "libnvrtc-builtins.so.13.0", std::string("\x7f" "ELF") + "rest of a library");
+  write(lib, "evil.h", "#define V 2\n");
+  context_.own_dirs = {lib};
+  context_.nvrtc_library_dir = lib;
+  ClassifiedProbes ok = classify_probes({lib + "/libnvrtc-builtins.so.13.0"}, context_, now_ns());
+  EXPECT_EQ(ok.unkeyable, "");
+  EXPECT_TRUE(ok.keyed.empty()) << "NVRTC's own library is not keyed";
+  ClassifiedProbes bad = classify_probes({lib + "/evil.h"}, context_, now_ns());
+  EXPECT_NE(bad.unkeyable.find("evil.h"), std::string::npos) << bad.unkeyable;
+}
+
+TEST_F(ProbesTest, AFolderIsKeyedAsNoFile) {
+  std::filesystem::create_directories(dir_ + "/user/kc.h");
+  ::usleep(20000);
+  started_ = now_ns();
+  auto probes = record({dir_ + "/user/kc.h"});
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_FALSE(probes[0].present);
+  EXPECT_TRUE(hold(probes));
+  std::filesystem::remove(dir_ + "/user/kc.h");
+  write(dir_, "user/kc.h", "#define V 2\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, AnAskedNameIsKeyedAbsentInEveryToolkitFolder) {
+  ClassifiedProbes c;
+  add_asked_absences("h.h", context_, started_, &c);
+  ASSERT_EQ(c.keyed.size(), 1u);
+  EXPECT_EQ(c.keyed[0].path, "toolkit0:h.h");
+  EXPECT_TRUE(probes_hold(c.keyed, context_));
+  write(toolkit_, "h.h", "// appeared\n");
+  EXPECT_FALSE(probes_hold(c.keyed, context_));
+  ClassifiedProbes none;
+  add_asked_absences("/abs/h.h", context_, started_, &none);
+  add_asked_absences("../h.h", context_, started_, &none);
+  EXPECT_TRUE(none.keyed.empty());
+}
+
+}  // namespace
+}  // namespace kcache::compiler
