@@ -77,7 +77,13 @@ PATH_NO_KCACHE=$PATH
 measure full --@kcache//rules:kcache_tool=@kcache//cli:kcache
 measure source
 # An installed kcache: the tool as built above, copied onto PATH.
-(cd "$kcache_root" && bazel build -c opt //cli:kcache_tool >/dev/null 2>&1)
-cp "$(cd "$kcache_root" && bazel info -c opt bazel-bin 2>/dev/null)/cli/kcache_tool" "$work/bin/kcache"
+# $KCACHE_INSTALLED names a binary to install instead (e.g. the exec-configuration
+# kcache_tool an earlier build left in bazel-out/).
+if [ -n "${KCACHE_INSTALLED:-}" ]; then
+  cp "$KCACHE_INSTALLED" "$work/bin/kcache"
+else
+  (cd "$kcache_root" && bazel build -c opt //cli:kcache_tool >/dev/null 2>&1)
+  cp "$(cd "$kcache_root" && bazel info -c opt bazel-bin 2>/dev/null)/cli/kcache_tool" "$work/bin/kcache"
+fi
 PATH="$work/bin:$PATH_NO_KCACHE" measure installed
 echo "(logs in $work; $(nproc) cores, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))"

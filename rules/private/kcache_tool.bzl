@@ -27,11 +27,12 @@ def _kcache_tool_repository_impl(ctx):
                   "or use \"auto\" (the kcache on PATH, else built from source) or \"source\"").format(choice))
         path = choice
     if path:
-        ctx.symlink(path, "kcache")
+        # Not "kcache": a file named as its target is a dependency cycle.
+        ctx.symlink(path, "bin/kcache")
         ctx.file("BUILD.bazel", """# The installed kcache at {path} (kcache_dependencies(kcache_tool = "{choice}")).
 sh_binary(
     name = "kcache",
-    srcs = ["kcache"],
+    srcs = ["bin/kcache"],
     visibility = ["//visibility:public"],
 )
 """.format(path = path, choice = choice))
