@@ -21,4 +21,12 @@ for verb in compile bundle; do
   "$binary" "$verb" --help >/dev/null || { echo "FAIL: kcache_tool $verb --help"; exit 1; }
 done
 "$binary" --dir "$TEST_TMPDIR/store" -s >/dev/null || { echo "FAIL: kcache_tool -s"; exit 1; }
+# A grpc:// remote needs the plugin this binary is built without: it says how
+# to get it. (A copy, so no plugin beside it or in bazel-bin is found.)
+cp "$binary" "$TEST_TMPDIR/kcache_tool"
+out=$(unset KCACHE_REAPI_LIBRARY RUNFILES_DIR TEST_SRCDIR
+  "$TEST_TMPDIR/kcache_tool" --dir "$TEST_TMPDIR/store" remote check --remote grpc://127.0.0.1:1 2>&1 || true)
+echo "$out"
+echo "$out" | grep -qF -- "--@kcache//rules:kcache_tool=@kcache//cli:kcache" ||
+  { echo "FAIL: a grpc:// remote without the plugin does not say how to get it"; exit 1; }
 echo "PASS"
