@@ -118,4 +118,19 @@ b run "${opt_in[@]}" @kcache//rules:stats 2>"$work/err" >/dev/null
 if grep -q "Compiling.*kcache_tool_unity" "$work/err"; then fail "stats built the tool again"; fi
 if b run @kcache//rules:stats 2>"$work/err"; then fail "stats without a store succeeded"; fi
 grep -q "the KcacheCompile actions use no store" "$work/err" || { cat "$work/err" >&2; fail "no-store message"; }
+
+# --- an installed kcache --------------------------------------------------------
+# kcache_dependencies() "auto" takes the kcache on PATH (the repository is
+# fetched again when PATH changes); a path that does not exist is an error.
+tool=$(ls bazel-out/*-exec-*/bin/external/kcache/cli/kcache_tool | head -1)
+mkdir -p "$work/installed"
+cp "$tool" "$work/installed/kcache"
+PATH="$work/installed:$PATH" b query --output=build @kcache_tool//:kcache >"$work/query"
+grep -q 'sh_binary' "$work/query" || { cat "$work/query" >&2; fail "auto did not take the kcache on PATH"; }
+PATH="$work/installed:$PATH" b build --disk_cache= //mypkg:saxpy_kernel 2>"$work/err"
+grep -q "kcache_tool_unity" "$work/err" && fail "the tool was built although kcache is installed"
+sed -i "s|^kcache_dependencies()|kcache_dependencies(kcache_tool = \"$work/no/such/kcache\")|" WORKSPACE
+if b build //mypkg:saxpy_kernel 2>"$work/err"; then fail "a kcache_tool path that does not exist built"; fi
+grep -qF "kcache_dependencies(kcache_tool = \"$work/no/such/kcache\"): no such file" "$work/err" ||
+  { cat "$work/err" >&2; fail "no message naming the missing kcache_tool"; }
 echo PASS
