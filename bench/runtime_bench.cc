@@ -264,6 +264,36 @@ void register_kernel_calls(const Fixture& saxpy) {
     }
     s.synchronize();
   });
+  // What checking the arguments (module.h) costs: launch() against
+  // launch_raw(), which is launch() before the check.
+  benchmark::RegisterBenchmark("Launch checked (saxpy, n=0)/raw", [](benchmark::State& state) {
+    StreamRef s = queries().stream;
+    LaunchConfig config;
+    config.block = 32;
+    float a = 1;
+    CUdeviceptr p = 0;
+    int n = 0;
+    void* args[] = {&a, &p, &p, &n, nullptr};
+    int64_t i = 0;
+    for (auto _ : state) {
+      launch_raw(s, config, fn, args);
+      if (++i % 256 == 0) s.synchronize();
+    }
+    s.synchronize();
+  });
+  benchmark::RegisterBenchmark("Launch checked (saxpy, n=0)/kcache", [](benchmark::State& state) {
+    StreamRef s = queries().stream;
+    LaunchConfig config;
+    config.block = 32;
+    CUdeviceptr p = 0;
+    int64_t i = 0;
+    for (auto _ : state) {
+      launch(s, config, fn, 1.0f, p, p, 0);
+      if (++i % 256 == 0) s.synchronize();
+    }
+    s.synchronize();
+    state.SetLabel(fn.params().known ? "checked" : "unchecked: no cuFuncGetParamInfo");
+  });
 }
 
 }  // namespace

@@ -71,9 +71,14 @@ MakeReapiBackendFn load() {
     return factory;
   }
   for (const std::string& path : candidates()) tried += "\n  " + path;
-  throw IoError(std::string("grpc:// remotes need ") + kLibrary +
+  // The cuda_kernel rules run //cli:kcache_tool by default, which is built
+  // without the plugin so that a first build does not compile gRPC.
+  throw IoError(std::string("grpc:// remotes need the gRPC plugin ") + kLibrary +
                 ", which is installed next to the kcache binary; not found in:" + tried +
-                "\n(set KCACHE_REAPI_LIBRARY to its path)");
+                "\nTo get it: in Bazel builds run the full tool, "
+                "--@kcache//rules:kcache_tool=@kcache//cli:kcache (its runfiles hold the plugin); "
+                "elsewhere build it (bazel build @kcache//cache/reapi:libkcache_reapi.so) and set "
+                "KCACHE_REAPI_LIBRARY to its path, or use an http:// remote");
 }
 
 // Loads the library and opens the channel on first use, not when Storage is

@@ -31,6 +31,7 @@
 #include "compiler/probes.h"
 #include "compiler/seal.h"
 #include "compiler/time_macros.h"
+#include "compiler/undeclared.h"
 
 namespace kcache::compiler {
 namespace {
@@ -670,11 +671,12 @@ CompileResult Compiler::compile(const CompileOptions& options) {
                             std::to_string(a.line) + ") was not found in: " + searched;
       // may_read is Bazel's worker honouring the action's declared inputs
       // (cli/declared_inputs.h): say which declaration is missing.
-      if (!refused.empty()) {
-        message += "; \"" + a.name + "\" exists at " + refused +
-                   " but is not among this action's inputs: add it to the cuda_kernel's hdrs "
-                   "(or deps)";
+      if (refused.empty()) {  // sandboxed: the file is not there at all (undeclared.h)
+        std::vector<std::string> dirs = options.include_dirs;
+        if (!a.angled && includer_path) dirs.insert(dirs.begin(), folder_of(*includer_path));
+        refused = find_undeclared(a.name, dirs, options.source_path).value_or("");
       }
+      if (!refused.empty()) message += undeclared_hint(a.name, refused);
       throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
     };
 
@@ -841,7 +843,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       if (failures) storage_->count("nvrtc_failures", failures);
     }
     for (size_t s = 0; s < misses.size(); ++s) {
-      if (errors[s]) std::rethrow_exception(errors[s]);  // the first in target order
+      if (!errors[s]) continue;
+      try {
+        std::rethrow_exception(errors[s]);  // the first in target order
+      } catch (const CompileError& e) {
+        // An include the action did not declare: say so (undeclared.h).
+        throw with_undeclared_hints(e, includes.missing, options.source_path);
+      }
     }
 
     int64_t now = static_cast<int64_t>(std::time(nullptr));

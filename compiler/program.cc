@@ -5,13 +5,15 @@
 namespace kcache::compiler {
 namespace {
 
-bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+bool option_starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 // The value of `option` if it is `name=value` (NVRTC's spelling of options
 // with a value).
 std::optional<std::string> value_of(const std::string& option, const char* name) {
   std::string n = std::string(name) + "=";
-  if (!starts_with(option, n.c_str())) return std::nullopt;
+  if (!option_starts_with(option, n.c_str())) return std::nullopt;
   return option.substr(n.size());
 }
 
@@ -69,8 +71,8 @@ ProgramOptions program_options(const ProgramSource& program,
   for (const std::string& option : nvrtc_options) {
     for (const Refused& r : kRefused) {
       std::string p = r.prefix;
-      if (option == p || starts_with(option, (p + "=").c_str()) ||
-          starts_with(option, (p + "-").c_str())) {  // --pch-dir=, --pch-messages=, ...
+      if (option == p || option_starts_with(option, (p + "=").c_str()) ||
+          option_starts_with(option, (p + "-").c_str())) {  // --pch-dir=, --pch-messages=, ...
         return refuse(option, r.why);
       }
     }
@@ -84,11 +86,11 @@ ProgramOptions program_options(const ProgramSource& program,
       return refuse(option, "its value as a separate option is not NVRTC's spelling");
     } else if ((v = value_of(option, "--include-path"))) {
       o.include_dirs.push_back(*v);
-    } else if (starts_with(option, "-I")) {
+    } else if (option_starts_with(option, "-I")) {
       o.include_dirs.push_back(option.substr(2));
     } else if ((v = value_of(option, "--define-macro"))) {
       o.defines.push_back(*v);
-    } else if (starts_with(option, "-D")) {
+    } else if (option_starts_with(option, "-D")) {
       o.defines.push_back(option.substr(2));
     } else if ((v = value_of(option, "-std")) || (v = value_of(option, "--std"))) {
       o.std = *v;
@@ -97,9 +99,9 @@ ProgramOptions program_options(const ProgramSource& program,
     }
   }
   if (arch.empty()) return refuse("(no -arch)", "NVRTC's default target is not kcache's to guess");
-  if (starts_with(arch, "sm_")) {
+  if (option_starts_with(arch, "sm_")) {
     o.archs.push_back(arch);
-  } else if (starts_with(arch, "compute_")) {
+  } else if (option_starts_with(arch, "compute_")) {
     o.ptx_arch = arch;
   } else {
     return refuse("-arch=" + arch, "not an architecture kcache knows");

@@ -60,6 +60,8 @@ const char* builtin_result_name(CUresult result) {
       return "CUDA_ERROR_NOT_SUPPORTED";
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
       return "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+    case CUDA_ERROR_STUB_LIBRARY:
+      return "CUDA_ERROR_STUB_LIBRARY";
     case CUDA_ERROR_UNKNOWN:
       return "CUDA_ERROR_UNKNOWN";
     default:
@@ -72,6 +74,10 @@ const char* hint_for(CUresult result) {
   switch (result) {
     case CUDA_ERROR_NO_DEVICE:
       return "the driver sees no CUDA GPU: check nvidia-smi and CUDA_VISIBLE_DEVICES";
+    case CUDA_ERROR_STUB_LIBRARY:
+      return "this libcuda is the CUDA toolkit's stub (lib/stubs/libcuda.so, for linking only), not "
+             "a driver: install the NVIDIA driver, and take the stubs folder out of "
+             "LD_LIBRARY_PATH (or KCACHE_LIBCUDA)";
     case CUDA_ERROR_INVALID_CONTEXT:
       return "no usable CUDA context is current on this thread: call Device::set_current() first";
     case CUDA_ERROR_NO_BINARY_FOR_GPU:
@@ -204,8 +210,8 @@ std::unique_ptr<Driver> open_driver(const std::string& library) {
     d->cuGetErrorString(init_result, &text);
     std::string message = "cuInit failed on " + library + " (CUDA " +
                           cuda_version_string(d->version) +
-                          "): " + (name ? name : result_name(init_result)) + " (" +
-                          (text ? text : "no description") + ")";
+                          "): " + (name ? name : result_name(init_result)) +
+                          (text ? " (" + std::string(text) + ")" : std::string());
     if (const char* hint = hint_for(init_result)) message += ". " + std::string(hint);
     throw DriverError(message, static_cast<int>(init_result),
                       name ? name : result_name(init_result));
@@ -238,6 +244,7 @@ std::unique_ptr<Driver> open_driver(const std::string& library) {
 
   r.required(d->cuLaunchKernel, "cuLaunchKernel", 4000);
   r.optional(d->cuLaunchKernelEx, "cuLaunchKernelEx", 11060);
+  r.optional(d->cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040);
 
   r.required(d->cuStreamCreate, "cuStreamCreate", 2000);
   r.required(d->cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050);

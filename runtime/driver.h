@@ -57,6 +57,7 @@ struct Driver {
   PFN_cuKernelGetFunction_v12000 cuKernelGetFunction = nullptr;  // optional (12.0)
   PFN_cuFuncGetAttribute_v2020 cuFuncGetAttribute = nullptr;
   PFN_cuFuncSetAttribute_v9000 cuFuncSetAttribute = nullptr;
+  PFN_cuFuncGetParamInfo_v12040 cuFuncGetParamInfo = nullptr;  // optional (12.4): checked launches
 
   PFN_cuLaunchKernel_v4000 cuLaunchKernel = nullptr;
   PFN_cuLaunchKernelEx_v11060 cuLaunchKernelEx = nullptr;  // optional (11.6)

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 #include <mutex>
-#include <set>
+#include <map>
 
 #include "bundle/embedded.h"
 #include "common/error.h"
@@ -23,9 +23,10 @@ struct Module::State {
   CUlibrary library = nullptr;  // one of these two is set
   CUmodule module = nullptr;
   std::vector<std::pair<std::string, std::string>> lowered_names;
-  // Names Functions point to: a node-based set keeps their addresses stable.
+  // Names and parameters Functions point to: a node-based map keeps their
+  // addresses stable.
   mutable std::mutex names_mutex;
-  mutable std::set<std::string, std::less<>> names;
+  mutable std::map<std::string, KernelParams, std::less<>> names;
 };
 
 namespace {
@@ -53,6 +54,25 @@ std::vector<std::pair<std::string, std::string>> copy_lowered_names(const bundle
     names.emplace_back(n.name_expression, n.lowered_name);
   }
   return names;
+}
+
+// The driver's description of a kernel's parameters: cuFuncGetParamInfo
+// answers CUDA_ERROR_INVALID_VALUE for the first index past the last. Unknown
+// where the driver predates it or does not answer (then launches go unchecked).
+KernelParams read_params(const Driver& d, CUfunction function) {
+  KernelParams out;
+  if (!d.cuFuncGetParamInfo) return out;
+  // A kernel's parameters fit in 32,764 bytes (CUDA 12.1+), so at most that many.
+  constexpr size_t kMaxParams = 32764;
+  for (size_t i = 0; i < kMaxParams; ++i) {
+    KernelParams::Param p;
+    CUresult r = d.cuFuncGetParamInfo(function, i, &p.offset, &p.size);
+    if (r == CUDA_ERROR_INVALID_VALUE) break;
+    if (r != CUDA_SUCCESS) return KernelParams{};
+    out.params.push_back(p);
+  }
+  out.known = true;
+  return out;
 }
 
 }  // namespace
@@ -211,8 +231,11 @@ Function Module::function(std::string_view name) const {
   if (r != CUDA_SUCCESS) throw_driver_error(r, call, std::string(name) + " in " + state_->name);
 
   std::lock_guard<std::mutex> lock(state_->names_mutex);
-  auto it = state_->names.emplace(name).first;
-  return Function(function, &*it, &state_->name);
+  auto it = state_->names.find(name);
+  if (it == state_->names.end()) {
+    it = state_->names.emplace(std::string(name), read_params(d, function)).first;
+  }
+  return Function(function, &it->first, &state_->name, &it->second);
 }
 
 const std::string& Module::name() const { return state_->name; }
@@ -223,6 +246,44 @@ bool Module::uses_library_api() const { return state_->library != nullptr; }
 CUcontext Module::context() const { return state_->context; }
 
 std::string Function::describe() const { return *name_ + " in " + *module_name_; }
+
+namespace detail {
+
+void throw_argument_mismatch(const Function& function, const ArgShape* given, size_t count) {
+  const std::vector<KernelParams::Param>& p = function.params().params;
+  const std::string what = "launching " + function.describe() + ": ";
+  if (p.size() != count) {
+    throw InvalidArgument(what + std::to_string(count) + " argument" + (count == 1 ? "" : "s") +
+                          " given, the kernel takes " + std::to_string(p.size()) +
+                          " (parameter sizes: " + [&] {
+                            std::string sizes;
+                            for (const auto& q : p) {
+                              sizes += (sizes.empty() ? "" : ", ") + std::to_string(q.size);
+                            }
+                            return sizes.empty() ? std::string("none") : sizes;
+                          }() + " bytes)");
+  }
+  for (size_t i = 0; i < count; ++i) {
+    if (p[i].size != given[i].size) {
+      throw InvalidArgument(what + "parameter " + std::to_string(i) + " is " +
+                            std::to_string(p[i].size) + " bytes, the argument given is " +
+                            std::to_string(given[i].size) +
+                            " bytes: pass the parameter's exact type (float, not double; "
+                            "int, not size_t; a pointer or CUdeviceptr for a pointer)");
+    }
+    if (p[i].offset % given[i].alignment != 0) {
+      throw InvalidArgument(what + "parameter " + std::to_string(i) + " (" +
+                            std::to_string(p[i].size) + " bytes at offset " +
+                            std::to_string(p[i].offset) + ") cannot hold the argument given, " +
+                            std::to_string(given[i].size) + " bytes aligned to " +
+                            std::to_string(given[i].alignment) +
+                            ": pass the parameter's exact type");
+    }
+  }
+  throw InvalidArgument(what + "the arguments do not match the kernel's parameters");
+}
+
+}  // namespace detail
 
 int Function::attribute(CUfunction_attribute attribute) const {
   int value = 0;

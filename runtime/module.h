@@ -55,7 +55,25 @@ struct LaunchConfig {
 
 class Occupancy;
 
-// A kernel in a loaded module, in the context it was looked up in. Three
+// A kernel's parameters as the driver describes them (cuFuncGetParamInfo,
+// CUDA 12.4+), read once per kernel when it is looked up. `known` is false on
+// older drivers: launches are then not checked.
+struct KernelParams {
+  struct Param {
+    size_t offset = 0;  // in the kernel's parameter buffer
+    size_t size = 0;
+  };
+  bool known = false;
+  std::vector<Param> params;
+};
+
+// The size and alignment of one argument given to launch().
+struct ArgShape {
+  size_t size;
+  size_t alignment;
+};
+
+// A kernel in a loaded module, in the context it was looked up in. Four
 // pointers, trivially copyable; valid while its Module lives.
 class Function {
  public:
@@ -71,15 +89,20 @@ class Function {
   // Occupancy queries with cuda.core's names; see occupancy.h.
   Occupancy occupancy() const noexcept;
 
+  // Its parameters (known only where the driver has cuFuncGetParamInfo).
+  const KernelParams& params() const noexcept { return *params_; }
+
  private:
   friend class Module;
-  Function(CUfunction function, const std::string* name, const std::string* module_name) noexcept
-      : function_(function), name_(name), module_name_(module_name) {}
+  Function(CUfunction function, const std::string* name, const std::string* module_name,
+           const KernelParams* params) noexcept
+      : function_(function), name_(name), module_name_(module_name), params_(params) {}
 
   CUfunction function_;
-  // Both owned by the Module (stable across its moves), so copies stay cheap.
+  // All owned by the Module (stable across its moves), so copies stay cheap.
   const std::string* name_;
   const std::string* module_name_;
+  const KernelParams* params_;
 };
 
 class Module {
@@ -136,14 +159,39 @@ class Module {
 // type the kernel parameter has: pass CUdeviceptr or T* for pointers, float
 // not double for a float). Uses cuLaunchKernelEx when the config asks for
 // clusters or a cooperative launch. Throws DriverError naming the kernel.
+//
+// Checked: where the driver describes the kernel's parameters
+// (cuFuncGetParamInfo, CUDA 12.4+), the number of arguments and each one's
+// size must match them, and each argument's alignment must divide its
+// parameter's offset; otherwise InvalidArgument names the kernel, the
+// parameter and both sizes, and nothing is launched. The parameters are read
+// when the kernel is looked up, so a check costs a few compares.
+// launch_raw is not checked: it cannot know what `args` point to.
 void launch_raw(StreamRef stream, const LaunchConfig& config, const Function& function,
                 void** args);
+
+namespace detail {
+[[noreturn]] void throw_argument_mismatch(const Function& function, const ArgShape* given,
+                                          size_t count);
+
+inline void check_arguments(const Function& function, const ArgShape* given, size_t count) {
+  const KernelParams& p = function.params();
+  if (!p.known) return;
+  bool ok = p.params.size() == count;
+  for (size_t i = 0; ok && i < count; ++i) {
+    ok = p.params[i].size == given[i].size && p.params[i].offset % given[i].alignment == 0;
+  }
+  if (__builtin_expect(!ok, 0)) throw_argument_mismatch(function, given, count);
+}
+}  // namespace detail
 
 template <typename... Args>
 void launch(StreamRef stream, const LaunchConfig& config, const Function& function,
             const Args&... args) {
   static_assert((std::is_trivially_copyable_v<Args> && ...),
                 "kernel arguments are copied byte for byte: pass trivially copyable values");
+  static constexpr ArgShape shapes[] = {{sizeof(Args), alignof(Args)}..., {0, 1}};
+  detail::check_arguments(function, shapes, sizeof...(Args));
   void* pointers[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
   launch_raw(stream, config, function, pointers);
 }

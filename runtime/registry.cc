@@ -60,7 +60,12 @@ Registry& registry() {
 
 }  // namespace
 
-const Module& embedded_module(std::string_view symbol) { return registry().get(symbol); }
+const Module& embedded_module(std::string_view symbol) {
+  // A name no linked cuda_kernel defines is a mistake on any machine: report
+  // it (NotFound, listing what is linked) before asking for a driver.
+  if (!bundle::find_embedded(symbol)) Module::load_embedded(symbol);
+  return registry().get(symbol);
+}
 
 size_t load_all() {
   current_context();  // the driver and context are start-up cost too, bundles or not

@@ -11,8 +11,13 @@ generated @local_cuda//:toolkit.bzl), plus their `a`/`f` variants.
 
 load("@local_cuda//:toolkit.bzl", "CUDA_VERSION", "REAL_ARCHS", "VIRTUAL_ARCHS")
 
+def _arch_order(arch):
+    # "sm_100a" -> (100, "a"): numerically, so sm_100 comes after sm_90.
+    digits = "".join([c for c in arch.elems() if c.isdigit()])
+    return (int(digits) if digits else 0, arch[-1] if not arch[-1].isdigit() else "")
+
 def _valid_list(archs):
-    return ", ".join(archs)
+    return ", ".join(sorted(archs, key = _arch_order))
 
 def validate_archs(label, archs):
     """Fails, listing the valid archs, if any entry is not a real arch of this toolkit."""

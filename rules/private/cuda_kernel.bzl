@@ -51,6 +51,9 @@ def _dep_headers_and_dirs(deps):
     return headers, dirs
 
 def _cuda_kernel_impl(ctx):
+    if not ctx.files.srcs:
+        fail("cuda_kernel {}: srcs is empty, so there is nothing to compile: list the .cu sources, ".format(ctx.label) +
+             "e.g. srcs = [\"saxpy.cu\"] (one bundle each)")
     archs = ctx.attr.archs or ctx.attr._default_archs[BuildSettingInfo].value
     ptx = ctx.attr.ptx or ctx.attr._default_ptx[BuildSettingInfo].value
     if ptx == "none":

@@ -139,6 +139,22 @@ bad_default_arch_test = analysistest.make(
     config_settings = {"//rules:archs": ["sm_1"]},
 )
 
+def _arch_number(arch):
+    return int("".join([c for c in arch.elems() if c.isdigit()]))
+
+def _unknown_arch_sorted_test_impl(ctx):
+    env = analysistest.begin(ctx)
+    causes = analysistest.target_under_test(env)[AnalysisFailureInfo].causes.to_list()
+    message = causes[0].message
+    marker = "Valid archs for CUDA "
+    asserts.true(env, marker in message, "no arch list in: " + message)
+    listed = message[message.rfind(marker):].split(": ", 1)[1].split("\n")[0].strip().split(", ")
+    numbers = [_arch_number(a) for a in listed]
+    asserts.equals(env, sorted(numbers), numbers, "archs not in numeric order: " + ", ".join(listed))
+    return analysistest.end(env)
+
+unknown_arch_sorted_test = analysistest.make(_unknown_arch_sorted_test_impl, expect_failure = True)
+
 def _failing_kernel(name, **kwargs):
     cuda_kernel(name = name, srcs = ["testdata/scale.cu"], tags = ["manual"], **kwargs)
 
@@ -194,6 +210,14 @@ def cuda_kernel_test_suite(name):
         "real_in_ptx": ({"ptx": "sm_90"}, "is a real arch: put it in archs; ptx takes compute_XY"),
         "duplicate_arch": ({"archs": ["sm_80", "sm_80"]}, "arch \"sm_80\" is listed twice"),
     }
+    cuda_kernel(name = "no_srcs", srcs = [], tags = ["manual"])
+    failure_test(
+        name = "no_srcs_test",
+        target_under_test = ":no_srcs",
+        message = "srcs is empty, so there is nothing to compile: list the .cu sources",
+    )
+    unknown_arch_sorted_test(name = "unknown_arch_sorted_test", target_under_test = ":unknown_arch")
+
     for kernel, (attrs, message) in failures.items():
         _failing_kernel(kernel, **attrs)
         failure_test(name = kernel + "_test", target_under_test = ":" + kernel, message = message)
@@ -218,6 +242,8 @@ def cuda_kernel_test_suite(name):
             ":deps_headers_test",
             ":several_srcs_test",
             ":nothing_to_compile_test",
+            ":no_srcs_test",
+            ":unknown_arch_sorted_test",
             ":bad_default_arch_test",
         ] + [":" + kernel + "_test" for kernel in failures],
     )

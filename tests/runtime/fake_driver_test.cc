@@ -49,6 +49,8 @@ struct Fake {
   int (*last_launch_param_count)();
   unsigned long long (*last_launch_param)(int);
   int (*b2d_call_count)();
+  void (*set_params)(const size_t*, const size_t*, int);
+  int (*param_info_calls)();
 };
 
 template <typename F>
@@ -76,6 +78,8 @@ Fake& fake() {
     bind(h, f.last_launch_param_count, "fake_cuda_last_launch_param_count");
     bind(h, f.last_launch_param, "fake_cuda_last_launch_param");
     bind(h, f.b2d_call_count, "fake_cuda_b2d_call_count");
+    bind(h, f.set_params, "fake_cuda_set_params");
+    bind(h, f.param_info_calls, "fake_cuda_param_info_calls");
     return f;
   }();
   return f;
@@ -90,6 +94,7 @@ class FakeDriverTest : public ::testing::Test {
   void SetUp() override {
     fake().set_capability(9, 0);
     fake().set_query_result(CUDA_SUCCESS);
+    fake().set_params(nullptr, nullptr, -1);
   }
 };
 
@@ -301,6 +306,116 @@ TEST_F(FakeDriverTest, LaunchPassesTheConfigStreamAndArgumentsAsGiven) {
   std::memcpy(&d, &bits, sizeof(d));
   EXPECT_EQ(d, 2.5);
   EXPECT_EQ(fake().last_launch_param(2), 7u);
+}
+
+// saxpy(float a, const float* x, float* y, int n) as the driver describes it.
+void describe_saxpy() {
+  const size_t offsets[] = {0, 8, 16, 24}, sizes[] = {4, 8, 8, 4};
+  fake().set_params(offsets, sizes, 4);
+}
+
+// The message of the InvalidArgument `launch` throws, or "" if it launched.
+template <typename... Args>
+std::string launch_error(const Function& f, const Args&... args) {
+  try {
+    launch(StreamRef::legacy_default(), LaunchConfig{1, 32}, f, args...);
+    return "";
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+}
+
+TEST_F(FakeDriverTest, LaunchWithTheKernelsParameterTypesGoesThrough) {
+  describe_saxpy();
+  TestBundle b;
+  b.image("sm_90", "cubin saxpy");
+  Module m = Module::load_bytes(b.serialize(), "saxpy.kcb");
+  Function f = saxpy_function(m);
+  float* x = nullptr;
+  CUdeviceptr y = 0x10;
+  if (!kNewDriver) {
+    EXPECT_FALSE(f.params().known) << "a CUDA 11.8 driver has no cuFuncGetParamInfo";
+    EXPECT_EQ(launch_error(f, 2.0, x), "") << "unchecked where the driver cannot describe them";
+    return;
+  }
+  ASSERT_TRUE(f.params().known);
+  EXPECT_EQ(f.params().params.size(), 4u);
+  EXPECT_EQ(launch_error(f, 2.0f, x, y, 1000), "");
+  EXPECT_EQ(fake().last_launch_param_count(), 4);
+}
+
+TEST_F(FakeDriverTest, LaunchWithTooFewArgumentsIsAnErrorNamingTheKernel) {
+  if (!kNewDriver) GTEST_SKIP() << "no cuFuncGetParamInfo in a CUDA 11.8 driver";
+  describe_saxpy();
+  TestBundle b;
+  b.image("sm_90", "cubin saxpy");
+  Module m = Module::load_bytes(b.serialize(), "saxpy.kcb");
+  CUdeviceptr y = 0x10;
+  EXPECT_EQ(launch_error(saxpy_function(m), 2.0f, y),
+            "launching saxpy in saxpy.kcb: 2 arguments given, the kernel takes 4 (parameter "
+            "sizes: 4, 8, 8, 4 bytes)");
+}
+
+TEST_F(FakeDriverTest, LaunchWithTooManyArgumentsIsAnError) {
+  if (!kNewDriver) GTEST_SKIP() << "no cuFuncGetParamInfo in a CUDA 11.8 driver";
+  describe_saxpy();
+  TestBundle b;
+  b.image("sm_90", "cubin saxpy");
+  Module m = Module::load_bytes(b.serialize(), "saxpy.kcb");
+  CUdeviceptr p = 0x10;
+  EXPECT_EQ(launch_error(saxpy_function(m), 2.0f, p, p, 1, 5),
+            "launching saxpy in saxpy.kcb: 5 arguments given, the kernel takes 4 (parameter "
+            "sizes: 4, 8, 8, 4 bytes)");
+}
+
+TEST_F(FakeDriverTest, LaunchWithAWrongSizeNamesTheParameterAndBothSizes) {
+  if (!kNewDriver) GTEST_SKIP() << "no cuFuncGetParamInfo in a CUDA 11.8 driver";
+  describe_saxpy();
+  TestBundle b;
+  b.image("sm_90", "cubin saxpy");
+  Module m = Module::load_bytes(b.serialize(), "saxpy.kcb");
+  Function f = saxpy_function(m);
+  CUdeviceptr p = 0x10;
+  EXPECT_EQ(launch_error(f, 2.0, p, p, 1).rfind(
+                "launching saxpy in saxpy.kcb: parameter 0 is 4 bytes, the argument given is 8 "
+                "bytes",
+                0),
+            0u)
+      << launch_error(f, 2.0, p, p, 1);
+  EXPECT_NE(launch_error(f, 2.0f, p, p, size_t{1}).find("parameter 3 is 4 bytes, the argument "
+                                                       "given is 8 bytes"),
+            std::string::npos);
+}
+
+TEST_F(FakeDriverTest, LaunchWithAnOverAlignedArgumentIsAnError) {
+  if (!kNewDriver) GTEST_SKIP() << "no cuFuncGetParamInfo in a CUDA 11.8 driver";
+  // k(int, Pair) with struct Pair { int a, b; }: 8 bytes at offset 4.
+  const size_t offsets[] = {0, 4}, sizes[] = {4, 8};
+  fake().set_params(offsets, sizes, 2);
+  TestBundle b;
+  b.image("sm_90", "cubin saxpy");
+  Module m = Module::load_bytes(b.serialize(), "saxpy.kcb");
+  struct Pair {
+    int a, b;
+  };
+  EXPECT_EQ(launch_error(saxpy_function(m), 1, Pair{2, 3}), "");
+  EXPECT_EQ(launch_error(saxpy_function(m), 1, 2.0),
+            "launching saxpy in saxpy.kcb: parameter 1 (8 bytes at offset 4) cannot hold the "
+            "argument given, 8 bytes aligned to 8: pass the parameter's exact type");
+}
+
+TEST_F(FakeDriverTest, ParametersAreReadOnceAtLookUpNotPerLaunch) {
+  if (!kNewDriver) GTEST_SKIP() << "no cuFuncGetParamInfo in a CUDA 11.8 driver";
+  describe_saxpy();
+  TestBundle b;
+  b.image("sm_90", "cubin saxpy");
+  Module m = Module::load_bytes(b.serialize(), "saxpy.kcb");
+  Function f = saxpy_function(m);
+  const int after_lookup = fake().param_info_calls();
+  CUdeviceptr p = 0x10;
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(launch_error(f, 2.0f, p, p, i), "");
+  saxpy_function(m);  // looked up again: the module already knows them
+  EXPECT_EQ(fake().param_info_calls(), after_lookup);
 }
 
 TEST_F(FakeDriverTest, ClustersAndCooperativeLaunchesGoThroughLaunchKernelEx) {

@@ -77,6 +77,40 @@ TEST_F(GpuModuleTest, EmbeddedSaxpyMatchesTheCpuReference) {
   run_saxpy(m.function("saxpy"), s);
 }
 
+// Checked launches (module.h): on a driver with cuFuncGetParamInfo a launch
+// whose arguments do not match saxpy(float, const float*, float*, int) is an
+// error and nothing runs; the right one runs.
+TEST_F(GpuModuleTest, AWrongLaunchIsAnErrorAndTheRightOneRuns) {
+  const Module& m = embedded_module("kcache_tests_runtime_saxpy");
+  Function f = m.function("saxpy");
+  std::printf("driver CUDA %d: parameters %s\n", driver().version,
+              f.params().known ? "known" : "unknown (launches unchecked)");
+  if (!f.params().known) GTEST_SKIP() << "this driver has no cuFuncGetParamInfo (CUDA < 12.4)";
+  ASSERT_EQ(f.params().params.size(), 4u);
+  std::vector<float> y(256, 1.0f);
+  DeviceBuffer dy = DeviceBuffer::from(y);
+  LaunchConfig config;
+  config.block = 256;
+  try {
+    launch(StreamRef::legacy_default(), config, f, 2.0f, dy.get());
+    FAIL() << "two arguments for four parameters launched";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("2 arguments given, the kernel takes 4"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    launch(StreamRef::legacy_default(), config, f, 2.0, dy.get(), dy.get(), 256);
+    FAIL() << "a double for a float launched";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("parameter 0 is 4 bytes, the argument given is 8 bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  Stream s = Stream::create();
+  run_saxpy(f, s);
+}
+
 TEST_F(GpuModuleTest, OnA90DeviceTheArchSpecificCubinIsChosen) {
   DeviceArch arch = Device::current().arch();
   if (arch.major != 9 || arch.minor != 0) GTEST_SKIP() << "needs an sm_90 GPU";

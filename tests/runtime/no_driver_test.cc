@@ -2,6 +2,7 @@
 // machine without a GPU. $KCACHE_LIBCUDA points the runtime at a library that
 // does not exist, so this runs the same on CI and on the GPU machine.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -141,6 +142,39 @@ TEST_F(NoDriverTest, MissingKcbFileIsAnIoErrorNamingThePath) {
     FAIL() << "expected IoError";
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+// A misspelt symbol is NotFound before the driver is needed, so a machine
+// without a GPU shows the mistake, not "no CUDA driver".
+TEST_F(NoDriverTest, EmbeddedModuleNamesAMissingBundleBeforeNeedingADriver) {
+  static const unsigned char kBytes[16] = {};
+  bundle::register_embedded({"kcache_test_linked", kBytes, sizeof(kBytes)});
+  try {
+    embedded_module("kcache_test_wrong");
+    FAIL() << "expected NotFound";
+  } catch (const NotFound& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("no embedded bundle kcache_test_wrong"), std::string::npos) << m;
+    EXPECT_NE(m.find("kcache_test_linked"), std::string::npos) << m;
+  }
+  // A linked one gets as far as the driver, which is missing here.
+  expect_no_driver([] { embedded_module("kcache_test_linked"); });
+}
+
+// The toolkit's stub libcuda (for linking only) answers cuInit with
+// CUDA_ERROR_STUB_LIBRARY (34): named, and what to do.
+TEST_F(NoDriverTest, TheToolkitsStubLibraryIsNamedAsSuch) {
+  if (access(KCACHE_CUDA_STUB, R_OK) != 0) GTEST_SKIP() << "no " << KCACHE_CUDA_STUB;
+  try {
+    open_driver(KCACHE_CUDA_STUB);
+    FAIL() << "the stub opened as a driver";
+  } catch (const DriverError& e) {
+    std::string m = e.what();
+    EXPECT_EQ(e.result(), CUDA_ERROR_STUB_LIBRARY) << m;
+    EXPECT_EQ(e.result_name(), "CUDA_ERROR_STUB_LIBRARY") << m;
+    EXPECT_NE(m.find("the CUDA toolkit's stub"), std::string::npos) << m;
+    EXPECT_EQ(m.find("no description"), std::string::npos) << m;
   }
 }
 

@@ -97,8 +97,8 @@ opt_in=(--action_env=KCACHE_DIR="$store" --sandbox_writable_path="$store")
 bazel --output_user_root="$work/bazel-root" build "${opt_in[@]}" //kernels:list_kernels
 bazel --output_user_root="$work/bazel-root" clean
 bazel --output_user_root="$work/bazel-root" build "${opt_in[@]}" //kernels:list_kernels
-kcache=$(ls bazel-out/*-opt-exec-*/bin/external/kcache/cli/kcache | head -1)
-stats=$("$kcache" --dir "$store" -s --format json)
+# The actions' kcache against the actions' store (rules/private/stats.bzl).
+stats=$(bazel --output_user_root="$work/bazel-root" run "${opt_in[@]}" @kcache//rules:stats -- -s --format json)
 echo "store after a clean rebuild: $stats"
 python3 - "$stats" <<'PY'
 import json, sys

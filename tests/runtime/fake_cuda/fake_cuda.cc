@@ -44,7 +44,13 @@ struct Launch {
   std::vector<unsigned long long> params;  // each read as 8 bytes: tests pass 8-byte args
 } g_launch;
 
-std::vector<int> g_b2d_calls;  // block sizes the occupancy callback was asked about
+std::vector<int> g_b2d_calls;
+
+// What cuFuncGetParamInfo describes for every kernel: (offset, size) pairs, or
+// with g_params_known false, CUDA_ERROR_NOT_SUPPORTED (launches unchecked).
+bool g_params_known = false;
+std::vector<std::pair<size_t, size_t>> g_params;
+int g_param_info_calls = 0;  // block sizes the occupancy callback was asked about
 
 // Handles are distinct non-null addresses; nothing is dereferenced.
 char g_context_storage;
@@ -182,6 +188,15 @@ CUresult func_get_attribute(int* value, CUfunction_attribute, CUfunction) {
   return CUDA_SUCCESS;
 }
 CUresult func_set_attribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult func_get_param_info(CUfunction, size_t index, size_t* offset, size_t* size) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  ++g_param_info_calls;
+  if (!g_params_known) return CUDA_ERROR_NOT_SUPPORTED;
+  if (index >= g_params.size()) return CUDA_ERROR_INVALID_VALUE;
+  *offset = g_params[index].first;
+  *size = g_params[index].second;
+  return CUDA_SUCCESS;
+}
 
 void record_params(void** params) {
   g_launch.params.clear();
@@ -353,6 +368,7 @@ const Entry kEntries[] = {
     {"cuKernelGetFunction", 12000, FN(kernel_get_function)},
     {"cuFuncGetAttribute", 2020, FN(func_get_attribute)},
     {"cuFuncSetAttribute", 9000, FN(func_set_attribute)},
+    {"cuFuncGetParamInfo", 12040, FN(func_get_param_info)},
     {"cuLaunchKernel", 4000, FN(launch_kernel)},
     {"cuLaunchKernelEx", 11060, FN(launch_kernel_ex)},
     {"cuStreamCreate", 2000, FN(not_needed)},
@@ -473,6 +489,14 @@ void fake_cuda_last_launch(unsigned* out) {
 CUstream fake_cuda_last_launch_stream() { return g_launch.stream; }
 int fake_cuda_last_launch_param_count() { return static_cast<int>(g_launch.params.size()); }
 unsigned long long fake_cuda_last_launch_param(int i) { return g_launch.params[i]; }
+// count < 0: the driver cannot describe parameters; else `count` parameters.
+void fake_cuda_set_params(const size_t* offsets, const size_t* sizes, int count) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_params_known = count >= 0;
+  g_params.clear();
+  for (int i = 0; i < count; ++i) g_params.emplace_back(offsets[i], sizes[i]);
+}
+int fake_cuda_param_info_calls() { return g_param_info_calls; }
 int fake_cuda_b2d_call_count() { return static_cast<int>(g_b2d_calls.size()); }
 
 }  // extern "C"

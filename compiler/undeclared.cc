@@ -1,0 +1,75 @@
+#include "compiler/undeclared.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace kcache::compiler {
+namespace {
+
+bool is_regular_file(const std::string& path) {
+  struct stat st{};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The execroot behind a sandbox: `source_path` is a symlink to
+// <execroot>/<source_path>. Empty when it is not (the worker, a plain run).
+std::string execroot_behind(const std::string& source_path) {
+  if (source_path.empty() || source_path.front() == '/') return {};
+  char target[PATH_MAX];
+  const ssize_t n = ::readlink(source_path.c_str(), target, sizeof target - 1);
+  if (n <= 0) return {};
+  const std::string link(target, static_cast<size_t>(n));
+  std::string tail = source_path;
+  while (tail.rfind("./", 0) == 0) tail.erase(0, 2);
+  tail = "/" + tail;
+  if (link.size() <= tail.size() || link.compare(link.size() - tail.size(), tail.size(), tail) != 0) {
+    return {};
+  }
+  return link.substr(0, link.size() - tail.size());
+}
+
+std::string candidate_path(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir == "." ? name : dir + "/" + name;
+}
+
+}  // namespace
+
+std::optional<std::string> find_undeclared(const std::string& name,
+                                           const std::vector<std::string>& dirs,
+                                           const std::string& source_path) {
+  if (name.empty() || name.front() == '/') return std::nullopt;
+  const std::string execroot = execroot_behind(source_path);
+  for (const std::string& dir : dirs) {
+    if (!dir.empty() && dir.front() == '/') continue;
+    const std::string path = candidate_path(dir, name);
+    if (is_regular_file(path)) return path;
+    if (!execroot.empty() && is_regular_file(execroot + "/" + path)) return path;
+  }
+  return std::nullopt;
+}
+
+std::string undeclared_hint(const std::string& name, const std::string& path) {
+  return "; \"" + name + "\" exists at " + path +
+         " but is not among this action's inputs: add it to the cuda_kernel's hdrs (or deps)";
+}
+
+CompileError with_undeclared_hints(const CompileError& error,
+                                   const std::vector<MissingInclude>& missing,
+                                   const std::string& source_path) {
+  std::string hints;
+  for (const MissingInclude& m : missing) {
+    // Only a stub NVRTC compiled (its #error is in the log) failed the build.
+    if (m.stub.empty() || error.log().find("kcache: \"" + m.name + "\"") == std::string::npos) {
+      continue;
+    }
+    if (std::optional<std::string> path = find_undeclared(m.name, m.searched, source_path)) {
+      hints += "\nkcache: \"" + m.name + "\" (included from " + m.included_from +
+               ") was not found" + undeclared_hint(m.name, *path);
+    }
+  }
+  if (hints.empty()) return error;
+  return CompileError(std::string(error.what()) + hints, error.log(), error.options());
+}
+
+}  // namespace kcache::compiler
