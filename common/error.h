@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stdexcept>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -69,10 +70,20 @@ class CompileError : public Error {
         options_(std::move(options)) {}
   const std::string& log() const noexcept { return log_; }
   const std::vector<std::string>& options() const noexcept { return options_; }
+  // The paths a sealed compile named before it failed (compiler/seal.h), and
+  // when it started (CLOCK_REALTIME ns): a failed round's search is keyed too.
+  const std::vector<std::string>& probes() const noexcept { return probes_; }
+  int64_t started_ns() const noexcept { return started_ns_; }
+  void set_probes(std::vector<std::string> probes, int64_t started_ns) {
+    probes_ = std::move(probes);
+    started_ns_ = started_ns;
+  }
 
  private:
   std::string log_;
   std::vector<std::string> options_;
+  std::vector<std::string> probes_;
+  int64_t started_ns_ = 0;
 };
 
 // A CUDA driver failure. `result` is the CUresult value (0 when no driver could

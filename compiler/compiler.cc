@@ -712,6 +712,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         const int64_t started_ns = static_cast<int64_t>(slot_start.tv_sec) * 1000000000 +
                                    slot_start.tv_nsec;
         std::vector<std::string> asked_names;  // what NVRTC searched its folders for
+        // The probes of every round before the last, and when each started.
+        std::vector<std::pair<std::vector<std::string>, int64_t>> earlier_rounds;
         auto take_ask = [&](const AskedInclude& a, const CompileError& e) {
           asked_names.push_back(a.name);
           cache::ManifestAsk recorded{a.name, a.includer, a.angled, {}};
@@ -736,6 +738,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           } catch (const CompileError& e) {
             std::optional<AskedInclude> a = parse_cannot_open(e.log());
             if (!a || round == kMaxIncludeRounds) throw;
+            // Where this round searched before it asked is keyed too.
+            earlier_rounds.emplace_back(e.probes(), e.started_ns());
             take_ask(*a, e);
             continue;
           }
@@ -748,6 +752,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
               try {
                 take_ask(*a, CompileError("NVRTC could not compile " + options.logical_name(),
                                           answered->log, input.options));
+                earlier_rounds.emplace_back(outputs[slot]->probes, outputs[slot]->started_ns);
                 continue;
               } catch (const CompileError& e) {
                 // Found nowhere: NVRTC's own answer stands, but it is the
@@ -783,9 +788,13 @@ CompileResult Compiler::compile(const CompileOptions& options) {
             for (const std::string& name : asked_names) {
               add_asked_absences(name, probe_context, started_ns, &c);
             }
+            for (const auto& [probes, round_started] : earlier_rounds) {
+              merge_earlier_round(classify_probes(probes, probe_context, round_started), &c);
+            }
             classified[slot] = std::move(c);
             break;
           }
+          earlier_rounds.emplace_back(outputs[slot]->probes, outputs[slot]->started_ns);
           for (const std::string& f : fresh) {
             AskedInclude a;
             a.name = f;

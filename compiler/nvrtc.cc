@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <climits>
 #include <exception>
 #include <map>
@@ -227,7 +228,14 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
   struct timespec now;
   ::clock_gettime(CLOCK_REALTIME, &now);
   const int64_t started = static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
-  SealResult seal = run_sealed(nvrtc_policy(loaded_path_, input), [&] { out = compile_here(input); });
+  std::optional<CompileError> failed;
+  SealResult seal = run_sealed(nvrtc_policy(loaded_path_, input), [&] {
+    try {
+      out = compile_here(input);
+    } catch (const CompileError& e) {
+      failed = e;
+    }
+  });
   out.sealed = seal.sealed;
   out.unsealed_why = std::move(seal.why);
   // The folders NVRTC may write (its PCH folder, where TMPDIR points) hold
@@ -246,6 +254,10 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
     if (!own) out.probes.push_back(std::move(p));
   }
   out.started_ns = started;
+  if (failed) {
+    failed->set_probes(std::move(out.probes), started);
+    throw *failed;
+  }
   return out;
 }
 

@@ -155,6 +155,8 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     w.u8(kCompileError);
     w.str(e.what());
     w.str(e.log());
+    write_list(w, e.probes());
+    w.u64(static_cast<uint64_t>(e.started_ns()));
   } catch (const Error& e) {
     w.u8(kOtherError);
     w.u8(static_cast<uint8_t>(e.kind()));
@@ -272,7 +274,10 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
   uint8_t result = r.u8("status");
   if (result == kCompileError) {
     std::string message(r.str("message"));
-    throw CompileError(message, std::string(r.str("log")), input.options);
+    CompileError e(message, std::string(r.str("log")), input.options);
+    std::vector<std::string> probes = read_list(r, "probes");
+    e.set_probes(std::move(probes), static_cast<int64_t>(r.u64("start time")));
+    throw e;
   }
   if (result == kOtherError) {
     auto kind = static_cast<ErrorKind>(r.u8("error kind"));

@@ -94,6 +94,14 @@ bool is_nvrtc_own(const std::string& path, const std::string& real, const ProbeC
   }
   // NVRTC looks at the working folder it was started in ($PWD): a folder,
   // never an include, and keying it would give every checkout its own keys.
+  // The driver's JIT cache (a live driver in the process: CuPy, kcache_jit).
+  if (const char* cache = ::getenv("CUDA_CACHE_PATH")) {
+    if (*cache && (path == cache || under(path, cache))) return true;
+  }
+  if (const char* home = ::getenv("HOME")) {
+    const std::string nv = std::string(home) + "/.nv";
+    if (*home && (path == nv || under(path, nv))) return true;
+  }
   const char* pwd = ::getenv("PWD");
   char cwd[PATH_MAX];
   if ((pwd && path == pwd) || (::getcwd(cwd, sizeof cwd) && path == cwd)) return true;
@@ -390,6 +398,21 @@ void add_asked_absences(const std::string& spelling, const ProbeContext& c, int6
                          std::move(p));
     } else if (it->present) {
       into->unkeyable = disk->full() + " appeared while NVRTC compiled";
+    }
+  }
+}
+
+void merge_earlier_round(const ClassifiedProbes& earlier, ClassifiedProbes* into) {
+  if (!earlier.unkeyable.empty() && into->unkeyable.empty()) into->unkeyable = earlier.unkeyable;
+  auto by_path = [](const cache::ManifestProbe& a, const cache::ManifestProbe& b) {
+    return a.path < b.path;
+  };
+  for (const cache::ManifestProbe& p : earlier.keyed) {
+    auto it = std::lower_bound(into->keyed.begin(), into->keyed.end(), p, by_path);
+    if (it == into->keyed.end() || it->path != p.path) {
+      into->keyed.insert(it, p);
+    } else if (it->present != p.present || (p.present && it->content != p.content)) {
+      into->unkeyable = p.path + " changed between two rounds of NVRTC";
     }
   }
 }

@@ -60,6 +60,12 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
 void add_asked_absences(const std::string& spelling, const ProbeContext& c, int64_t started_ns,
                         ClassifiedProbes* into);
 
+// Adds `earlier`'s keyed probes (a round of NVRTC before the last: one that
+// failed on an include it could not open, or one whose answer kcache had to
+// correct) to `into`. A path that two rounds found in different states
+// changed during the compile and makes the result unkeyable.
+void merge_earlier_round(const ClassifiedProbes& earlier, ClassifiedProbes* into);
+
 // True if every recorded probe still holds on the disk: an absent path is
 // still no file; a present one has the recorded content (taken as unchanged
 // where its stat is the recorded one, else read and hashed).

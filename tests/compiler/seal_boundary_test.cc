@@ -566,5 +566,40 @@ TEST_F(SealBoundaryTest, AToolkitHeaderNamedLikeALibraryIsKeyed) {
   expect_value(options(), 2, "edited", nvcc_sees_the_copy);
 }
 
+// Found by the review's second round: the rounds of NVRTC before the last
+// searched places that the last round never looked at again.
+
+// A toolkit header in a subfolder includes "x.h", which only the user's -I
+// folder has (an ask); then x.h appears next to that toolkit header, which
+// NVRTC (and nvcc) search first.
+TEST_F(SealBoundaryTest, AHeaderAppearingNextToAToolkitHeaderThatAskedIsKeyed) {
+  const std::string copy = dir_ + "/cuda";
+  make_toolkit_copy(real_toolkit_.root, copy);
+  use_toolkit(find_toolkit(copy));
+  write(copy, "include/sub/th.h", "#include \"x.h\"\n");
+  write(dir_, "inc/x.h", "#define V 1\n");
+  write(dir_, "k.cu", std::string("#include <sub/th.h>\n") + kKernel);
+  CompileOptions o = options();
+  o.include_dirs = {dir_ + "/inc"};
+  const std::vector<std::string> nvcc_sees_the_copy = {"-I" + copy + "/include"};
+  expect_value(o, 1, "x.h in the user's folder", nvcc_sees_the_copy);
+  write(copy, "include/sub/x.h", "#define V 2\n");
+  expect_value(o, 2, "x.h next to the toolkit header", nvcc_sees_the_copy);
+}
+
+// A computed `..` include NVRTC also searched beneath the toolkit's folders
+// (include/cccl/../inc/h.h) before it asked.
+TEST_F(SealBoundaryTest, AComputedDotDotIncludeAppearingInTheToolkitIsKeyed) {
+  const std::string copy = dir_ + "/cuda";
+  make_toolkit_copy(real_toolkit_.root, copy);
+  use_toolkit(find_toolkit(copy));
+  write(dir_, "inc/h.h", "#define V 1\n");
+  write(dir_, "src/k.cu", std::string("#define H \"../inc/h.h\"\n#include H\n") + kKernel);
+  CompileResult before = exact(options("src/k.cu"), "first");
+  EXPECT_EQ(value(before), 1);
+  write(copy, "include/inc/h.h", "#define V 2\n");
+  exact(options("src/k.cu"), "inc/h.h appeared beneath the toolkit");
+}
+
 }  // namespace
 }  // namespace kcache::compiler
