@@ -8,6 +8,8 @@
 #include <cerrno>
 
 #include <algorithm>
+#include <thread>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <climits>
@@ -417,10 +419,15 @@ void merge_earlier_round(const ClassifiedProbes& earlier, ClassifiedProbes* into
   }
 }
 
-bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
+namespace {
+
+// Whether probes[begin, end) hold; stops early once `failed` is set.
+bool range_holds(const std::vector<cache::ManifestProbe>& probes, size_t begin, size_t end,
+                 const ProbeContext& c, const std::atomic<bool>& failed) {
   std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
   FolderHandles handles;
-  for (const cache::ManifestProbe& p : probes) {
+  for (size_t i = begin; i < end && !failed.load(std::memory_order_relaxed); ++i) {
+    const cache::ManifestProbe& p = probes[i];
     std::optional<DiskPath> disk = disk_path(p.path, c);
     if (!disk) return false;
     if (p.has_folder) {
@@ -435,7 +442,6 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
       if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
       return false;
     }
-    const std::string path = disk->full();
     if (!p.present) continue;
     if (st.dev == p.dev && st.ino == p.ino && st.size == p.size && st.mtime_ns == p.mtime_ns &&
         st.ctime_ns == p.ctime_ns) {
@@ -443,13 +449,37 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     }
     std::optional<std::string> content;
     try {
-      content = read_file(path);
+      content = read_file(disk->full());
     } catch (const Error&) {
       return false;
     }
     if (!content || xxh3_128(*content) != p.content) return false;
   }
-  return true;
+  return !failed.load();
+}
+
+}  // namespace
+
+bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
+  // A CUB kernel has ~1,500 probes, each a stat whose cost is the kernel's
+  // path walk: on a hit they are most of the work left, and they parallelize.
+  constexpr size_t kPerThread = 256;
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const size_t parts = std::min<size_t>({4, cores, (probes.size() + kPerThread - 1) / kPerThread});
+  std::atomic<bool> failed{false};
+  if (parts <= 1) return range_holds(probes, 0, probes.size(), c, failed);
+  std::vector<std::thread> threads;
+  const size_t step = (probes.size() + parts - 1) / parts;
+  for (size_t t = 1; t < parts; ++t) {
+    threads.emplace_back([&, t] {
+      if (!range_holds(probes, t * step, std::min(probes.size(), (t + 1) * step), c, failed)) {
+        failed = true;
+      }
+    });
+  }
+  if (!range_holds(probes, 0, step, c, failed)) failed = true;
+  for (std::thread& th : threads) th.join();
+  return !failed.load();
 }
 
 std::vector<std::string> probe_key_lines(const std::vector<cache::ManifestProbe>& probes) {
