@@ -8,8 +8,6 @@
 #include <cerrno>
 
 #include <algorithm>
-#include <thread>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <climits>
@@ -419,15 +417,10 @@ void merge_earlier_round(const ClassifiedProbes& earlier, ClassifiedProbes* into
   }
 }
 
-namespace {
-
-// Whether probes[begin, end) hold; stops early once `failed` is set.
-bool range_holds(const std::vector<cache::ManifestProbe>& probes, size_t begin, size_t end,
-                 const ProbeContext& c, const std::atomic<bool>& failed) {
+bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
   std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
   FolderHandles handles;
-  for (size_t i = begin; i < end && !failed.load(std::memory_order_relaxed); ++i) {
-    const cache::ManifestProbe& p = probes[i];
+  for (const cache::ManifestProbe& p : probes) {
     std::optional<DiskPath> disk = disk_path(p.path, c);
     if (!disk) return false;
     if (p.has_folder) {
@@ -442,6 +435,7 @@ bool range_holds(const std::vector<cache::ManifestProbe>& probes, size_t begin, 
       if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
       return false;
     }
+    const std::string path = disk->full();
     if (!p.present) continue;
     if (st.dev == p.dev && st.ino == p.ino && st.size == p.size && st.mtime_ns == p.mtime_ns &&
         st.ctime_ns == p.ctime_ns) {
@@ -449,37 +443,13 @@ bool range_holds(const std::vector<cache::ManifestProbe>& probes, size_t begin, 
     }
     std::optional<std::string> content;
     try {
-      content = read_file(disk->full());
+      content = read_file(path);
     } catch (const Error&) {
       return false;
     }
     if (!content || xxh3_128(*content) != p.content) return false;
   }
-  return !failed.load();
-}
-
-}  // namespace
-
-bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
-  // A CUB kernel has ~1,500 probes, each a stat whose cost is the kernel's
-  // path walk: on a hit they are most of the work left, and they parallelize.
-  constexpr size_t kPerThread = 256;
-  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const size_t parts = std::min<size_t>({4, cores, (probes.size() + kPerThread - 1) / kPerThread});
-  std::atomic<bool> failed{false};
-  if (parts <= 1) return range_holds(probes, 0, probes.size(), c, failed);
-  std::vector<std::thread> threads;
-  const size_t step = (probes.size() + parts - 1) / parts;
-  for (size_t t = 1; t < parts; ++t) {
-    threads.emplace_back([&, t] {
-      if (!range_holds(probes, t * step, std::min(probes.size(), (t + 1) * step), c, failed)) {
-        failed = true;
-      }
-    });
-  }
-  if (!range_holds(probes, 0, step, c, failed)) failed = true;
-  for (std::thread& th : threads) th.join();
-  return !failed.load();
+  return true;
 }
 
 std::vector<std::string> probe_key_lines(const std::vector<cache::ManifestProbe>& probes) {
