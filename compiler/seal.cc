@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -23,6 +24,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <unordered_set>
 
@@ -175,69 +177,189 @@ int install_supervision(std::string* why) {
   return static_cast<int>(fd);
 }
 
-// Reads a NUL-terminated path from this process's memory without trusting
-// the pointer (a bad one is EFAULT here, as it is for the system call).
-std::string read_path(uint64_t address) {
-  std::string out;
-  char buf[256];
-  while (address && out.size() < PATH_MAX) {
-    iovec local{buf, sizeof buf};
-    iovec remote{reinterpret_cast<void*>(address), sizeof buf};
-    ssize_t got = ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
-    if (got <= 0) {
-      // Maybe the string ends just before an unmapped page: go byte by byte.
-      remote.iov_len = local.iov_len = 1;
-      if (::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) != 1) break;
-      got = 1;
-    }
-    const void* nul = std::memchr(buf, '\0', static_cast<size_t>(got));
-    if (nul) {
-      out.append(buf, static_cast<const char*>(nul) - buf);
-      return out;
-    }
-    out.append(buf, static_cast<size_t>(got));
-    address += static_cast<uint64_t>(got);
-  }
-  return out;
+// ---- The supervisor ---------------------------------------------------------
+//
+// THE SEAL'S INVARIANT. While a sealed thread is stopped inside a system call,
+// the supervisor that must answer it waits for nothing that thread may hold.
+// glibc opens files while holding its own locks (a malloc arena's, in
+// heap_trim -> check_may_shrink_heap; the loader's, in dlopen; locale's), and
+// the sealed thread is stopped until the answer comes: a supervisor that then
+// allocated, used stdio, threw, or entered the loader could wait on the very
+// lock the stopped thread holds, for good (found in a prewarm: both threads
+// on the arena's futex). So the code below, from the moment the sealed thread
+// may run until it has been joined:
+//  - touches only memory allocated before (RecordArena, mapped with mmap; the
+//    Supervisor object) and its own stack;
+//  - calls the kernel directly (raw_syscall: no libc wrapper, no errno, no
+//    lazy binding) and otherwise only memcpy/memset/memchr, which lock nothing;
+//  - never allocates, throws, logs or formats with libc.
+// Everything that allocates (resolving names, removing repeats) runs after
+// the sealed thread has been joined, on the arena's bytes.
+// tests/compiler/seal_stress_test holds it to that under glibc tunables that
+// make every free() trim a heap.
+
+long raw_syscall(long nr, long a = 0, long b = 0, long c = 0, long d = 0, long e = 0,
+                 long f = 0) {
+#if defined(__x86_64__)
+  long ret;
+  register long r10 __asm__("r10") = d;
+  register long r8 __asm__("r8") = e;
+  register long r9 __asm__("r9") = f;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(nr), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                   : "rcx", "r11", "memory");
+  return ret;
+#else
+  long ret = ::syscall(nr, a, b, c, d, e, f);
+  return ret < 0 ? -errno : ret;
+#endif
 }
 
-std::string folder_of_fd(int fd) {
-  char link[PATH_MAX];
-  std::string proc = "/proc/self/fd/" + std::to_string(fd);
-  ssize_t n = ::readlink(proc.c_str(), link, sizeof link - 1);
-  return n > 0 ? std::string(link, static_cast<size_t>(n)) : std::string();
+// What the supervisor writes, in order, one record per path call:
+//   record ::= nr:i32 base_len:u32 path_len:u32 base:bytes path:bytes
+// `base` is the folder an *at call's descriptor names (empty for AT_FDCWD or
+// an absolute path). A mapping reserved before the seal and filled only by
+// the supervisor; a compile that names more than it holds is not sealed.
+class RecordArena {
+ public:
+  static constexpr size_t kBytes = size_t{256} << 20;  // CUB names ~1 MiB; reserved, not used
+  RecordArena() {
+    void* p = ::mmap(nullptr, kBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    base_ = p == MAP_FAILED ? nullptr : static_cast<char*>(p);
+  }
+  ~RecordArena() {
+    if (base_) ::munmap(base_, kBytes);
+  }
+  RecordArena(const RecordArena&) = delete;
+  RecordArena& operator=(const RecordArena&) = delete;
+  bool ok() const { return base_ != nullptr; }
+  bool overflowed() const { return overflowed_; }
+
+  // Supervisor side: no allocation.
+  void append(int32_t nr, const char* base, uint32_t base_len, const char* path,
+              uint32_t path_len) {
+    size_t need = 12 + size_t{base_len} + path_len;
+    if (overflowed_ || kBytes - used_ < need) {
+      overflowed_ = true;
+      return;
+    }
+    char* at = base_ + used_;
+    std::memcpy(at, &nr, 4);
+    std::memcpy(at + 4, &base_len, 4);
+    std::memcpy(at + 8, &path_len, 4);
+    std::memcpy(at + 12, base, base_len);
+    std::memcpy(at + 12 + base_len, path, path_len);
+    used_ += need;
+  }
+
+  // After the sealed thread was joined.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (size_t at = 0; at + 12 <= used_;) {
+      int32_t nr;
+      uint32_t base_len, path_len;
+      std::memcpy(&nr, base_ + at, 4);
+      std::memcpy(&base_len, base_ + at + 4, 4);
+      std::memcpy(&path_len, base_ + at + 8, 4);
+      const char* base = base_ + at + 12;
+      f(nr, std::string_view(base, base_len), std::string_view(base + base_len, path_len));
+      at += 12 + size_t{base_len} + path_len;
+    }
+  }
+
+ private:
+  char* base_ = nullptr;
+  size_t used_ = 0;
+  bool overflowed_ = false;
+};
+
+// Reads a NUL-terminated path from this process's memory into `out` (at
+// most kMaxPath bytes) without trusting the pointer (a bad one is EFAULT
+// here, as it is for the system call). Returns its length.
+constexpr size_t kMaxPath = PATH_MAX;
+size_t read_path(long pid, uint64_t address, char* out) {
+  size_t have = 0;
+  while (address && have < kMaxPath) {
+    size_t want = kMaxPath - have < 256 ? kMaxPath - have : 256;
+    iovec local{out + have, want};
+    iovec remote{reinterpret_cast<void*>(address), want};
+    long got = raw_syscall(SYS_process_vm_readv, pid, reinterpret_cast<long>(&local), 1,
+                           reinterpret_cast<long>(&remote), 1, 0);
+    if (got <= 0) {
+      // Maybe the string ends just before an unmapped page: go byte by byte.
+      local.iov_len = remote.iov_len = 1;
+      if (raw_syscall(SYS_process_vm_readv, pid, reinterpret_cast<long>(&local), 1,
+                      reinterpret_cast<long>(&remote), 1, 0) != 1) {
+        break;
+      }
+      got = 1;
+    }
+    const void* nul = std::memchr(out + have, '\0', static_cast<size_t>(got));
+    if (nul) return static_cast<size_t>(static_cast<const char*>(nul) - out);
+    have += static_cast<size_t>(got);
+    address += static_cast<uint64_t>(got);
+  }
+  return 0;  // unterminated or unreadable: the call fails on it too
+}
+
+// The folder descriptor `fd` names, by /proc/self/fd/N, into `out`.
+size_t folder_of_fd(int fd, char* out) {
+  char proc[32] = "/proc/self/fd/";
+  char digits[12];
+  int n = 0;
+  unsigned v = static_cast<unsigned>(fd);
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v && n < 11);
+  size_t at = 14;
+  while (n) proc[at++] = digits[--n];
+  proc[at] = '\0';
+  long got = raw_syscall(SYS_readlink, reinterpret_cast<long>(proc), reinterpret_cast<long>(out),
+                         static_cast<long>(kMaxPath));
+  return got > 0 ? static_cast<size_t>(got) : 0;
 }
 
 // Answers the sealed thread's path calls (each runs as asked: the Landlock
 // domain is the boundary, this only records) until the filter is gone or
-// `stop` is signalled.
+// `stop` is signalled. Follows the invariant above: everything it uses is
+// made by its constructor.
 class Supervisor {
  public:
-  Supervisor(int listener, int stop, std::string cwd, std::string chain_root)
-      : listener_(listener), stop_(stop), cwd_(std::move(cwd)), chain_root_(std::move(chain_root)) {}
-
-  void run() {
+  Supervisor(int listener, int stop, RecordArena* arena)
+      : listener_(listener), stop_(stop), arena_(arena) {
     seccomp_notif_sizes sizes{};
-    if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) return;
-    std::vector<char> req_buf(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)));
-    std::vector<char> resp_buf(
-        std::max<size_t>(sizes.seccomp_notif_resp, sizeof(seccomp_notif_resp)));
+    if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) == 0) {
+      req_.resize(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)));
+      resp_.resize(std::max<size_t>(sizes.seccomp_notif_resp, sizeof(seccomp_notif_resp)));
+    }
+    path_.resize(kMaxPath + 1);
+    base_.resize(kMaxPath + 1);
+    pid_ = ::getpid();
+  }
+
+  // No allocation from here on (the invariant).
+  void run() {
+    if (req_.empty()) return;
     for (;;) {
       pollfd fds[2] = {{listener_, POLLIN, 0}, {stop_, POLLIN, 0}};
-      if (::poll(fds, 2, -1) < 0) {
-        if (errno == EINTR) continue;
-        return;
-      }
+      long r = raw_syscall(SYS_poll, reinterpret_cast<long>(fds), 2, -1);
+      if (r == -EINTR) continue;
+      if (r < 0) return;
       if (fds[0].revents & POLLIN) {
-        auto* req = reinterpret_cast<seccomp_notif*>(req_buf.data());
-        std::memset(req_buf.data(), 0, req_buf.size());
-        if (::ioctl(listener_, SECCOMP_IOCTL_NOTIF_RECV, req) == 0) {
+        auto* req = reinterpret_cast<seccomp_notif*>(req_.data());
+        std::memset(req_.data(), 0, req_.size());
+        if (raw_syscall(SYS_ioctl, listener_, static_cast<long>(SECCOMP_IOCTL_NOTIF_RECV),
+                        reinterpret_cast<long>(req)) == 0) {
           record(req->data);
-          auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_buf.data());
-          std::memset(resp_buf.data(), 0, resp_buf.size());
+          auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_.data());
+          std::memset(resp_.data(), 0, resp_.size());
           resp->id = req->id;
           resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-          ::ioctl(listener_, SECCOMP_IOCTL_NOTIF_SEND, resp);
+          raw_syscall(SYS_ioctl, listener_, static_cast<long>(SECCOMP_IOCTL_NOTIF_SEND),
+                      reinterpret_cast<long>(resp));
         }
         continue;
       }
@@ -246,34 +368,47 @@ class Supervisor {
     }
   }
 
-  std::vector<std::string> take() { return std::move(probes_); }
-
  private:
   void record(const seccomp_data& d) {
     for (const PathCall& c : kPathCalls) {
       if (c.nr != d.nr) continue;
-      std::string path = read_path(d.args[c.path_arg]);
-      if (path.empty()) return;  // fstat(fd) and friends name no path
-      std::string base = cwd_;
-      if (c.at && path.front() != '/' && static_cast<int>(d.args[0]) != AT_FDCWD) {
-        base = folder_of_fd(static_cast<int>(d.args[0]));
+      size_t path_len = read_path(pid_, d.args[c.path_arg], path_.data());
+      if (path_len == 0) return;  // fstat(fd) and friends name no path
+      size_t base_len = 0;
+      if (c.at && path_[0] != '/' && static_cast<int>(d.args[0]) != AT_FDCWD) {
+        base_len = folder_of_fd(static_cast<int>(d.args[0]), base_.data());
       }
-      std::string resolved = path.front() == '/' ? path : resolve_lexically(base, path);
-      if (d.nr == SYS_chdir) cwd_ = resolved;
-      bool in_chain = resolved == chain_root_ ||
-                      resolved.compare(0, chain_root_.size() + 1, chain_root_ + "/") == 0;
-      if (!in_chain && seen_.insert(resolved).second) probes_.push_back(resolved);
+      arena_->append(d.nr, base_.data(), static_cast<uint32_t>(base_len), path_.data(),
+                     static_cast<uint32_t>(path_len));
       return;
     }
   }
 
   int listener_;
   int stop_;
-  std::string cwd_;
-  std::string chain_root_;
-  std::unordered_set<std::string> seen_;
-  std::vector<std::string> probes_;
+  RecordArena* arena_;
+  long pid_ = 0;
+  std::vector<char> req_, resp_, path_, base_;  // sized before run()
 };
+
+// The arena's records as SealResult::probes: relative names resolved against
+// the working directory (which chdir moves), those inside the deleted chain
+// left out, each path once, in first-use order.
+std::vector<std::string> probes_of(const RecordArena& arena, std::string cwd,
+                                   const std::string& chain_root) {
+  std::vector<std::string> probes;
+  std::unordered_set<std::string> seen;
+  arena.for_each([&](int32_t nr, std::string_view base, std::string_view path) {
+    std::string p(path);
+    std::string resolved =
+        p.front() == '/' ? p : resolve_lexically(base.empty() ? cwd : std::string(base), p);
+    if (nr == SYS_chdir) cwd = resolved;
+    bool in_chain = resolved == chain_root ||
+                    resolved.compare(0, chain_root.size() + 1, chain_root + "/") == 0;
+    if (!in_chain && seen.insert(resolved).second) probes.push_back(resolved);
+  });
+  return probes;
+}
 
 // Gives the calling thread a working directory of its own, the innermost of
 // a chain of freshly made folders, all deleted again. Returns its path (and
@@ -395,7 +530,11 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   SealResult result;
   std::exception_ptr error;
   std::string why;
-  if (!seal_available(&why)) {
+  // Everything the supervisor will use is made before the sealed thread can
+  // run `fn` (the invariant above).
+  RecordArena arena;
+  if (!arena.ok()) why = "cannot reserve memory for the seal's record (mmap failed)";
+  if (!arena.ok() || !seal_available(&why)) {
     result.why = why;
     std::thread plain([&] {
       try {
@@ -413,8 +552,9 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
 
   Fd stop(::eventfd(0, EFD_CLOEXEC));
   std::mutex m;
-  std::condition_variable ready;
-  int listener = -2;  // -2: not yet; -1: failed
+  std::condition_variable changed;
+  int listener = -2;        // -2: not yet; -1: failed
+  bool supervised = false;  // the supervisor runs: `fn` may start
   std::string cwd, root;
   std::thread sealed([&] {
     std::string failed;
@@ -424,11 +564,14 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
     int fd = -1;
     if (failed.empty()) fd = install_supervision(&failed);
     {
-      std::lock_guard<std::mutex> lock(m);
+      std::unique_lock<std::mutex> lock(m);
       listener = fd;
       result.why = failed;
+      changed.notify_all();
+      // From here on every path call of this thread waits for the
+      // supervisor: wait until it runs.
+      if (fd >= 0) changed.wait(lock, [&] { return supervised; });
     }
-    ready.notify_all();
     try {
       fn();
     } catch (...) {
@@ -438,13 +581,18 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   int fd;
   {
     std::unique_lock<std::mutex> lock(m);
-    ready.wait(lock, [&] { return listener != -2; });
+    changed.wait(lock, [&] { return listener != -2; });
     fd = listener;
   }
   SealResult out;
   if (fd >= 0) {
-    Supervisor supervisor(fd, stop.get(), cwd, root);
+    Supervisor supervisor(fd, stop.get(), &arena);
     std::thread watch([&] { supervisor.run(); });
+    {
+      std::lock_guard<std::mutex> lock(m);
+      supervised = true;
+    }
+    changed.notify_all();
     sealed.join();
     uint64_t one = 1;
     if (::write(stop.get(), &one, sizeof one) < 0) {
@@ -452,8 +600,13 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
     }
     watch.join();
     ::close(fd);
-    out.probes = supervisor.take();
-    out.sealed = true;
+    if (arena.overflowed()) {
+      out.why = "NVRTC named more paths than the seal records (" +
+                std::to_string(RecordArena::kBytes >> 20) + " MiB of names)";
+    } else {
+      out.probes = probes_of(arena, cwd, root);
+      out.sealed = true;
+    }
   } else {
     sealed.join();
     out.why = result.why;
