@@ -6,6 +6,7 @@
 // on a miss go to stderr; -v prints a line per target, --format json a summary
 // on stdout.
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -135,6 +136,9 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
         ::prctl(PR_SET_PDEATHSIG, SIGKILL);
         return compiler::run_nvrtc_worker(0, 1);
       }
+      // Descriptors a program that started this left open (posix_spawn
+      // cannot close them) are not this process's to hold.
+      ::syscall(SYS_close_range, 3, ~0U, 0);
       // A pool child outlives the thread that started it, which
       // PR_SET_PDEATHSIG would take for its parent; it watches for a new
       // parent (this one died) instead, as well as for EOF on stdin.

@@ -457,9 +457,10 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
   if (options.program && p.targets.size() != 1) {
     throw InvalidArgument("an NVRTC program compiles one target");
   }
-  if (options.program && (pool_ || !worker_command_.empty() || !pch_dir_.empty())) {
-    // Workers and pools carry no program answers (nvrtc_worker.h's protocol).
-    throw InvalidArgument("an NVRTC program compiles in this process: no pool, worker or PCH");
+  if (options.program && (!worker_command_.empty() || !pch_dir_.empty())) {
+    // A program's answers are NVRTC's own: in this process or a pool's
+    // children (which never use a PCH for them), not through a PCH here.
+    throw InvalidArgument("an NVRTC program compiles in this process or a pool: no PCH");
   }
   p.key_options = canonical_options(options);
   if (options.source_text) {
@@ -631,9 +632,11 @@ CompileResult Compiler::compile(const CompileOptions& options) {
   }
 
   if (!misses.empty()) {
-    const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
-    std::vector<int> supported = nvrtc.supported_archs();
-    for (size_t i : misses) {
+    // A program's unsupported arch is NVRTC's to answer (in its record), and
+    // NVRTC is not loaded here for it: the drop-in's compiles run in a pool.
+    for (size_t i : options.program ? std::vector<size_t>{} : misses) {
+      const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
+      std::vector<int> supported = nvrtc.supported_archs();
       const Target& t = result.targets[i].target;
       if (!supported.empty() &&
           std::find(supported.begin(), supported.end(), t.number) == supported.end()) {
@@ -730,6 +733,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
               outputs[slot] = pool_->compile(toolkit_.nvrtc.path, input);
             } else if (here.owns_lock() || worker_command_.empty()) {
               if (!here.owns_lock()) here.lock();
+              const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
               outputs[slot] = pch_dir_.empty() ? nvrtc.compile(input)
                                                : compile_with_pch(nvrtc, input, pch_dir_);
             } else {

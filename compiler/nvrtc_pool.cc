@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cerrno>
 #include <iterator>
 #include <thread>
@@ -54,6 +55,7 @@ struct NvrtcPool::Child {
 NvrtcPool::NvrtcPool(std::vector<std::string> argv, std::string scratch, int max_children)
     : argv_(std::move(argv)),
       scratch_(std::move(scratch)),
+      owner_(::getpid()),
       max_children_(max_children > 0
                         ? max_children
                         : std::max(4, static_cast<int>(std::thread::hardware_concurrency()))) {}
@@ -71,6 +73,21 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
   int n;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (::getpid() != owner_) {
+      // This is a fork() of the process that started the children: they
+      // answer the parent, whose frames would mix with ours. Forget them
+      // (closing our copies only: neither killed nor waited for, they are
+      // not our children) and start our own.
+      for (auto& c : idle_) {
+        ::close(c->to);
+        ::close(c->from);
+        c->to = c->from = -1;
+        c->pid = -1;
+      }
+      idle_.clear();
+      live_ = 0;
+      owner_ = ::getpid();
+    }
     // idle_ is ordered from the least recently used.
     auto match = std::find_if(idle_.rbegin(), idle_.rend(),
                               [&](const std::unique_ptr<Child>& c) { return c->key == key; });
@@ -86,36 +103,69 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
     n = started_++;
     ++live_;
   }
-  // A fresh child: an empty working folder and a PCH folder of its own.
-  std::string home = scratch_ + "/nvrtc-" + std::to_string(n);
-  for (const std::string& d : {home, home + "/cwd", home + "/pch"}) {
-    if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
-      throw IoError(errno_message("cannot create the NVRTC worker's folder", d, errno));
+  // A fresh child: with a scratch folder, an empty working folder and a PCH
+  // folder of its own there; without one, no folder and no PCH.
+  std::vector<std::string> args = argv_;
+  args.push_back("--loop");
+  std::string cwd = "/";
+  if (!scratch_.empty()) {
+    std::string home = scratch_ + "/nvrtc-" + std::to_string(n);
+    for (const std::string& d : {home, home + "/cwd", home + "/pch"}) {
+      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        --live_;
+        throw IoError(errno_message("cannot create the NVRTC worker's folder", d, errno));
+      }
     }
+    args.insert(args.end(), {"--pch-dir", home + "/pch"});
+    cwd = home + "/cwd";
   }
   int in[2], out[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --live_;
     throw IoError(errno_message("cannot create a socket pair", "", errno));
   }
   if (::pipe2(out, O_CLOEXEC) != 0) {
     int err = errno;
     ::close(in[0]);
     ::close(in[1]);
+    std::lock_guard<std::mutex> lock(mutex_);
+    --live_;
     throw IoError(errno_message("cannot create a pipe", "", err));
   }
-  std::vector<std::string> args = argv_;
-  args.insert(args.end(), {"--loop", "--pch-dir", home + "/pch"});
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(&a[0]);
   cargs.push_back(nullptr);
+  // The child is kcache's own process, not a copy of this one's state: every
+  // signal at its default and none blocked (a host may block or ignore
+  // some), a process group of its own (a terminal's Ctrl-C is for the
+  // program, which decides), and no LD_PRELOAD (kcache run preloads the
+  // drop-in into the program, not into kcache).
+  std::vector<char*> env;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
+  }
+  env.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+                                      POSIX_SPAWN_SETPGROUP);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, in[0], 0);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_addchdir_np(&actions, (home + "/cwd").c_str());
+  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   auto c = std::make_unique<Child>();
-  int rc = ::posix_spawn(&c->pid, cargs[0], &actions, nullptr, cargs.data(), environ);
+  int rc = ::posix_spawn(&c->pid, cargs[0], &actions, &attr, cargs.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   ::close(in[0]);
   ::close(out[1]);
   if (rc != 0) {

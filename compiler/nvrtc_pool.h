@@ -31,8 +31,15 @@ namespace kcache::compiler {
 class NvrtcPool {
  public:
   // `argv`: the child command before "--loop", e.g. {"/usr/bin/kcache",
-  // "__nvrtc-worker"}. `scratch`: an existing folder private to this process.
-  // `max_children`: 0 means max(4, CPUs).
+  // "__nvrtc-worker"}. `scratch`: an existing folder private to this process,
+  // or empty for children without PCH that work in "/" (the drop-in's: it
+  // leaves nothing behind in someone else's program). `max_children`: 0
+  // means max(4, CPUs).
+  //
+  // Children start with posix_spawn (never a fork of this process), with
+  // default signals, a process group of their own and no LD_PRELOAD. A
+  // fork() of this process does not share them: its first compile starts
+  // children of its own.
   NvrtcPool(std::vector<std::string> argv, std::string scratch, int max_children = 0);
   ~NvrtcPool();
   NvrtcPool(const NvrtcPool&) = delete;
@@ -55,6 +62,7 @@ class NvrtcPool {
 
   std::vector<std::string> argv_;
   std::string scratch_;
+  pid_t owner_;  // the process the children answer (a fork() is another)
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Child>> idle_;
   int started_ = 0;

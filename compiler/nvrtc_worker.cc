@@ -22,8 +22,9 @@ extern char** environ;
 namespace kcache::compiler {
 namespace {
 
-constexpr std::string_view kRequestMagic{"KCNVRQ1\0", 8};
-constexpr std::string_view kResponseMagic{"KCNVRS1\0", 8};
+// Version 2: program compiles (NvrtcInput::program) and their answers.
+constexpr std::string_view kRequestMagic{"KCNVRQ2\0", 8};
+constexpr std::string_view kResponseMagic{"KCNVRS2\0", 8};
 
 enum Status : uint8_t { kOk = 0, kCompileError = 1, kOtherError = 2 };
 
@@ -101,6 +102,7 @@ std::string encode_worker_request(const std::string& nvrtc_path, const NvrtcInpu
   w.u8(input.want_cubin ? 1 : 0);
   w.u8(input.want_ptx ? 1 : 0);
   write_list(w, input.writable_dirs);
+  w.u8(input.program ? 1 : 0);
   return w.take();
 }
 
@@ -123,6 +125,7 @@ void decode_worker_request(std::string_view bytes, std::string& nvrtc_path, Nvrt
   input.want_cubin = r.u8("want cubin") != 0;
   input.want_ptx = r.u8("want PTX") != 0;
   input.writable_dirs = read_list(r, "writable folders");
+  input.program = r.u8("program") != 0;
   r.expect_end();
 }
 
@@ -135,8 +138,10 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     NvrtcInput input;
     decode_worker_request(request, nvrtc_path, input);
     const Nvrtc& nvrtc = Nvrtc::open(nvrtc_path);
-    NvrtcOutput out =
-        pch_dir.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir);
+    // A program's answers are NVRTC's own: never through a PCH (whose
+    // messages and options are kcache's to filter).
+    NvrtcOutput out = pch_dir.empty() || input.program ? nvrtc.compile(input)
+                                                       : compile_with_pch(nvrtc, input, pch_dir);
     w.u8(kOk);
     w.str(out.image);
     w.str(out.log);
@@ -151,6 +156,8 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     w.str(out.unsealed_why);
     write_list(w, out.probes);
     w.u64(static_cast<uint64_t>(out.started_ns));
+    w.u8(out.program ? 1 : 0);
+    if (out.program) w.str(out.program->encode());
   } catch (const CompileError& e) {
     w.u8(kCompileError);
     w.str(e.what());
@@ -314,6 +321,9 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
   out.unsealed_why = std::string(r.str("why not sealed"));
   out.probes = read_list(r, "probes");
   out.started_ns = static_cast<int64_t>(r.u64("start time"));
+  if (r.u8("has program answers") != 0) {
+    out.program = cache::ProgramRecord::decode(r.str("program answers"), who + "'s answers");
+  }
   r.expect_end();
   return out;
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -29,8 +30,8 @@
 #include "cache/config.h"
 #include "cache/storage.h"
 #include "common/error.h"
+#include "compiler/nvrtc_pool.h"
 #include "compiler/program.h"
-#include "compiler/seal.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::nvrtc_shim {
@@ -175,20 +176,60 @@ const Real& real() {
 
 // ---- The cache ------------------------------------------------------------
 
+// The kcache binary that runs the compile processes: $KCACHE_EXE (kcache run
+// sets it), else beside this library as installed (PREFIX/lib/kcache ->
+// PREFIX/bin/kcache) or as Bazel builds it (bazel-bin/nvrtc_shim ->
+// bazel-bin/cli/kcache). Empty, with `looked` saying where, if none.
+std::string kcache_exe(std::string* looked) {
+  auto usable = [&](const std::string& path) {
+    *looked += (looked->empty() ? "" : ", ") + path;
+    return ::access(path.c_str(), X_OK) == 0;
+  };
+  if (const char* exe = ::getenv("KCACHE_EXE"); exe && *exe) {
+    return usable(exe) ? std::string(exe) : std::string();
+  }
+  Dl_info info;
+  if (!::dladdr(reinterpret_cast<void*>(&kcache_exe), &info) || !info.dli_fname) return "";
+  std::vector<std::string> folders;
+  for (const std::string& lib : {std::string(info.dli_fname), real_path_of(info.dli_fname)}) {
+    size_t slash = lib.rfind('/');
+    std::string folder = slash == std::string::npos ? "." : lib.substr(0, slash);
+    if (std::find(folders.begin(), folders.end(), folder) == folders.end()) {
+      folders.push_back(folder);
+    }
+  }
+  for (const std::string& folder : folders) {
+    for (const char* relative : {"/../../bin/kcache", "/../cli/kcache", "/kcache"}) {
+      if (usable(folder + relative)) return real_path_of(folder + relative);
+    }
+  }
+  return "";
+}
+
 // The compiler every program compiles through, made at the first compile;
 // null (with the reason said once) where kcache cannot work here.
+//
+// Hits are answered in this process from the store, without NVRTC. Misses
+// compile in kcache's compile processes (a pool of `kcache __nvrtc-worker`
+// children started with posix_spawn, kept for the life of this process),
+// which hold the seal and NVRTC: nothing of either ever runs in the program
+// that loaded this library (no seccomp filter, Landlock domain or
+// no_new_privs on any of its threads, its working folder and environment
+// untouched).
 compiler::Compiler* cache_compiler() {
   static compiler::Compiler* c = []() -> compiler::Compiler* {
-    std::string why;
-    if (!compiler::seal_available(&why)) {
-      say("compiles are not cached: NVRTC cannot be sealed here (" + why + ")");
-      return nullptr;
-    }
     try {
       compiler::Toolkit toolkit = compiler::find_toolkit("");
       const RealPath& r = real_path();
       if (!r.error.empty()) {
         say(r.error);
+        return nullptr;
+      }
+      std::string looked;
+      std::string exe = kcache_exe(&looked);
+      if (exe.empty()) {
+        say("compiles are not cached: kcache's compile process was not found (looked for " +
+            looked + "); run the program with `kcache run --`, or set KCACHE_EXE to the kcache binary");
         return nullptr;
       }
       // The real library is the one compiled with and identified (by its
@@ -198,7 +239,12 @@ compiler::Compiler* cache_compiler() {
       }
       static cache::Storage storage(cache::storage_options_or_local_only(
           [](const std::string& w) { say("cache settings: " + w); }));
-      return new compiler::Compiler(std::move(toolkit), &storage);
+      // Never freed: a program's exit must not wait for its compile
+      // processes, which end when their input closes with this process.
+      auto* pool = new compiler::NvrtcPool({exe, "__nvrtc-worker"}, "");
+      auto* out = new compiler::Compiler(std::move(toolkit), &storage);
+      out->use_pool(pool);
+      return out;
     } catch (const std::exception& e) {
       say(std::string("compiles are not cached: ") + e.what());
       return nullptr;
@@ -284,6 +330,12 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
     p->record = std::move(result.record);
     p->lowered_names = std::move(result.lowered_names);
     p->compiled = true;
+    // Where the compile process cannot seal NVRTC nothing is stored: say
+    // so once (the same words each time), as before the first compile.
+    static const std::string kUnsealed = "NVRTC could not be sealed: ";
+    if (result.not_stored.compare(0, kUnsealed.size(), kUnsealed) == 0) {
+      say("compiles are not cached: " + result.not_stored);
+    }
     record_stat(
         result.hit ? "hit" : "miss", display_name(p),
         result.key.hex() + (result.not_stored.empty() ? "" : " not stored: " + result.not_stored));

@@ -6,7 +6,9 @@
 // hit, miss or real).
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -166,6 +168,36 @@ TEST_F(DropInTest, OutputsAreNvrtcsAndTheSecondProcessCompilesNothing) {
         line.size() > 25 && line.compare(line.size() - 25, 25, "nvrtc_shim/libnvrtc.so.13") == 0;
   }
   EXPECT_EQ(shim_lines, lines) << "the real NVRTC was loaded:\n" << maps;
+}
+
+// A library loaded into someone else's program changes nothing of its
+// state: after a miss (compiled in kcache's compile process) and after a hit,
+// no thread has no_new_privs or a seccomp filter, and the working folder and
+// TMPDIR are the program's.
+TEST_F(DropInTest, CompilesLeaveTheProgramsStateAsItWas) {
+  for (const char* phase : {"miss", "hit"}) {
+    std::string out = tmp_ / (std::string("state_") + phase);
+    ::mkdir(out.c_str(), 0755);
+    std::string state_file = tmp_ / (std::string(phase) + ".state");
+    testing::CommandResult r =
+        run_command({runfile("tests/nvrtc_shim/nvrtc_user"), out, tmp_ / "include"},
+                    {{"LD_LIBRARY_PATH", shim_dir_ + ":" + real_dir_},
+                     {"KCACHE_DIR", tmp_ / "store"},
+                     {"KCACHE_SHIM_STATS", stats_file(phase)},
+                     {"TMPDIR", tmp_.path()},
+                     {"NVRTC_USER_HOST_STATE", state_file}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(count(stats(phase), phase), kPrograms) << stats(phase) << r.err;
+    std::string state = read_file(state_file).value_or("");
+    EXPECT_NE(state.find("thread NoNewPrivs:\t0"), std::string::npos) << state;
+    EXPECT_EQ(state.find("NoNewPrivs:\t1"), std::string::npos) << phase << ":\n" << state;
+    EXPECT_EQ(state.find("Seccomp:\t1"), std::string::npos) << phase << ":\n" << state;
+    EXPECT_EQ(state.find("Seccomp:\t2"), std::string::npos) << phase << ":\n" << state;
+    char cwd[PATH_MAX];
+    ASSERT_NE(::getcwd(cwd, sizeof cwd), nullptr);
+    EXPECT_NE(state.find(std::string("cwd ") + cwd + "\n"), std::string::npos) << state;
+    EXPECT_NE(state.find("TMPDIR " + tmp_.path() + "\n"), std::string::npos) << state;
+  }
 }
 
 TEST_F(DropInTest, AProgramThatOpensNvrtcBySonameGetsTheShim) {

@@ -10,6 +10,10 @@
 // PTX, CUBIN, the log and the lowered names.
 #include <nvrtc.h>
 
+#include <dirent.h>
+#include <limits.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -178,6 +182,29 @@ int main(int argc, char** argv) {
     });
   }
   for (std::thread& th : threads) th.join();
+  // For the test: what the compiles left in this process's state, which must
+  // be what it was before (kept apart from the answers).
+  if (const char* state_out = std::getenv("NVRTC_USER_HOST_STATE")) {
+    std::ofstream state(state_out);
+    // Every thread's privileges and filters: no no_new_privs, no seccomp.
+    if (DIR* tasks = ::opendir("/proc/self/task")) {
+      while (dirent* e = ::readdir(tasks)) {
+        if (e->d_name[0] == '.') continue;
+        std::ifstream status(std::string("/proc/self/task/") + e->d_name + "/status");
+        std::string line;
+        while (std::getline(status, line)) {
+          if (line.rfind("NoNewPrivs:", 0) == 0 || line.rfind("Seccomp:", 0) == 0) {
+            state << "thread " << line << "\n";
+          }
+        }
+      }
+      ::closedir(tasks);
+    }
+    char cwd[PATH_MAX];
+    state << "cwd " << (::getcwd(cwd, sizeof cwd) ? cwd : "?") << "\n";
+    const char* tmpdir = std::getenv("TMPDIR");
+    state << "TMPDIR " << (tmpdir ? tmpdir : "(unset)") << "\n";
+  }
   // For the test: which libnvrtc files this process mapped (kept apart from
   // the answers, which must not depend on it).
   if (const char* maps_out = std::getenv("NVRTC_USER_MAPS")) {
