@@ -2,9 +2,9 @@
 GPU (the build machine): CuPy asks the driver for the device's arch before it
 compiles, so that lookup is replaced by sm_90 here, and the compiled module is
 never loaded (no driver). Everything else is CuPy's: its options, its program
-names under CUPY_CACHE_IN_MEMORY=1, its headers and -I folders.
+names (a new temporary folder per compile in its default mode), its headers and -I folders.
 
-    CUPY_CACHE_IN_MEMORY=1 LD_PRELOAD=bazel-bin/nvrtc_shim/libnvrtc.so.13 \\
+    LD_PRELOAD=bazel-bin/nvrtc_shim/libnvrtc.so.13 \\
       KCACHE_DIR=/tmp/store KCACHE_SHIM_STATS=/tmp/stats python3 bench/cupy_compile_no_gpu.py N
 
 Compiles N RawKernel-style sources and one source including CuPy's headers
@@ -42,7 +42,7 @@ def main():
         src = ('extern "C" __global__ void k%d(float* x, int n) {'
                " int t = threadIdx.x; if (t < n) x[t] *= %d.0f; }\n" % (i, i + 2))
         try:
-            compiler._compile_module_with_cache(src, (), None, None, None)
+            compiler._compile_module_with_cache(src, ())
         except Exception as e:  # noqa: BLE001
             if not no_driver(e):
                 raise
@@ -53,7 +53,7 @@ def main():
     try:
         core.compile_with_cache(
             "#include <cupy/carray.cuh>\n#include <cupy/complex.cuh>\n"
-            'extern "C" __global__ void f(float* x) { x[0] = 1; }\n', (), None, None, None)
+            'extern "C" __global__ void f(float* x) { x[0] = 1; }\n')
     except Exception as e:  # noqa: BLE001
         if not no_driver(e):
             raise

@@ -433,6 +433,14 @@ bool time_macros_forbid_storing(const std::string& today, bool uses_time,
   return date && date_macro_value(std::time(nullptr)) != today;
 }
 
+// `request` for every program name (CompileOptions::name_free): no name,
+// and a pass name no named request carries, so the two never share a key.
+cache::CompileRequest any_name_request(cache::CompileRequest request) {
+  request.source_name.clear();
+  request.image_pass += "; any program name";
+  return request;
+}
+
 }  // namespace
 
 Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
@@ -608,21 +616,30 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         }
       }
     };
-    if (storage_ && !prepared.uses_time) {  // a hit would be another second's __TIME__
-      lookup(r.key);
-      if (!r.hit) {
-        if (std::optional<cache::Manifest> m = storage_->get_manifest(cache::manifest_key(r.key))) {
-          for (const cache::ManifestSet& set : m->sets()) {
-            std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set);
-            if (!have) continue;
-            lookup(full_key(request, *have, set, prepared.today));
-            if (r.hit) {
-              storage_->count("manifest_hits", 1);
-              break;
-            }
+    // The scanner key, then its manifest's sets; for a program that may
+    // share its entry with every name, first all that for no name.
+    auto look_up_request = [&](const cache::CompileRequest& req) {
+      Hash128 scanner_key = cache::compute_key(req);
+      lookup(scanner_key);
+      if (r.hit) return;
+      if (std::optional<cache::Manifest> m = storage_->get_manifest(cache::manifest_key(scanner_key))) {
+        for (const cache::ManifestSet& set : m->sets()) {
+          std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set);
+          if (!have) continue;
+          lookup(full_key(req, *have, set, prepared.today));
+          if (r.hit) {
+            storage_->count("manifest_hits", 1);
+            return;
           }
         }
       }
+    };
+    if (storage_ && !prepared.uses_time) {  // a hit would be another second's __TIME__
+      if (options.name_free) {
+        look_up_request(any_name_request(request));
+        r.any_name = r.hit;
+      }
+      if (!r.hit) look_up_request(request);
       // The store counted each get as a hit or a miss; one target is one
       // lookup, so the misses on the way to its answer are taken back.
       if (lookups > 1) storage_->count("misses", 1 - lookups);
@@ -869,6 +886,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     std::vector<bool> storable(misses.size(), true);
     std::vector<bool> time_macros(misses.size(), false);  // not stored for them
     std::vector<std::optional<Hash128>> manifest_keys(misses.size());
+    std::vector<std::optional<cache::Entry>> stored(misses.size());  // if not r.entry
     for (size_t s = 0; s < misses.size(); ++s) {
       TargetResult& r = result.targets[misses[s]];
       NvrtcOutput& out = *outputs[s];
@@ -912,8 +930,26 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       r.lean_bytes_removed = leans[s].bytes_removed;
       r.lean_variables_removed = leans[s].variables_removed;
       r.lean_note = std::move(leans[s].note);
-      r.entry.emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now,
-                      out.program ? out.program->encode() : out.image,
+      std::string payload = out.program ? out.program->encode() : out.image;
+      // A program whose answer does not name it (program.h) is stored under
+      // the key of no name, for every name.
+      if (options.name_free && storable[s]) {
+        if (std::optional<std::string> shared = options.name_free(payload)) {
+          cache::CompileRequest any = any_name_request(request);
+          any.target = r.target.kind;
+          any.arch = r.target.arch;
+          Hash128 any_key = cache::compute_key(any);
+          if (manifest_keys[s]) {
+            manifest_keys[s] = cache::manifest_key(any_key);
+            any_key = full_key(any, asked[s], asks[s], prepared.today);
+          }
+          r.key = any_key;
+          r.any_name = true;
+          stored[s].emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now,
+                            std::move(*shared), out.lowered_names, lean);
+        }
+      }
+      r.entry.emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now, std::move(payload),
                       std::move(out.lowered_names), lean);
       if (!out.log.empty() && result.warnings.find(out.log) == std::string::npos) {
         result.warnings += out.log;
@@ -922,7 +958,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     if (storage_) {
       for (size_t s = 0; s < misses.size(); ++s) {
         if (storable[s]) {
-          storage_->put(*result.targets[misses[s]].entry);
+          storage_->put(stored[s] ? *stored[s] : *result.targets[misses[s]].entry);
           if (manifest_keys[s]) add_to_manifest(*manifest_keys[s], std::move(asks[s]));
         } else {
           storage_->count(time_macros[s] ? "uncached_time_macros" : "uncached_compiles", 1);

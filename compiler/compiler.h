@@ -34,6 +34,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -95,6 +96,12 @@ struct CompileOptions {
   // stored as a result rather than thrown, no stub for a missing include
   // (NVRTC's own message must reach the log), and no bundle.
   bool program = false;
+  // A program whose answer may not depend on its name (program.h decides):
+  // looked up first under the key of no name (any_name_request), then under
+  // its own; on a miss, given the stored payload, returns the payload to
+  // store for every name, or nothing if the answer names the program (then
+  // it is stored under its own key). Null: the name is always keyed.
+  std::function<std::optional<std::string>(const std::string& payload)> name_free;
 
   const std::string& logical_name() const {
     return source_name.empty() ? source_path : source_name;
@@ -118,6 +125,9 @@ struct TargetResult {
   // On a miss that was not stored: why (no seal, time macros, an include
   // found nowhere, ...); empty for a hit or a stored miss.
   std::string not_stored;
+  // The entry is one for every program name (CompileOptions::name_free):
+  // its payload as stored says so (program.h restores the name).
+  bool any_name = false;
 };
 
 struct CompileResult {

@@ -157,7 +157,7 @@ NvrtcOutput program_answers(const Nvrtc::Api& api, nvrtcProgram prog, nvrtcResul
 }  // namespace
 
 std::string sealed_source_name(const std::string& name) {
-  return !name.empty() && name.front() == '/' ? "/kcache-sealed" + name : name;
+  return !name.empty() && name.front() == '/' ? kSealedSourceRoot + name : name;
 }
 
 Nvrtc::Nvrtc(std::string path) : path_(std::move(path)) {
@@ -247,10 +247,17 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
     own_dirs.push_back(d);
     if (::realpath(d.c_str(), real)) own_dirs.push_back(real);
   }
+  // NVRTC looks at the working folder of the process it runs in ($PWD): a
+  // folder, never an include. Told apart here, in that process, so what
+  // another process's environment says never decides what is keyed.
+  char cwd[PATH_MAX];
+  const char* pwd = ::getenv("PWD");
+  const std::string here = ::getcwd(cwd, sizeof cwd) ? cwd : "";
   for (std::string& p : seal.probes) {
-    bool own = std::any_of(own_dirs.begin(), own_dirs.end(), [&](const std::string& d) {
-      return p == d || p.rfind(d + "/", 0) == 0;
-    });
+    bool own = p == here || (pwd && p == pwd) ||
+               std::any_of(own_dirs.begin(), own_dirs.end(), [&](const std::string& d) {
+                 return p == d || p.rfind(d + "/", 0) == 0;
+               });
     if (!own) out.probes.push_back(std::move(p));
   }
   out.started_ns = started;

@@ -142,10 +142,16 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
   // some), a process group of its own (a terminal's Ctrl-C is for the
   // program, which decides), and no LD_PRELOAD (kcache run preloads the
   // drop-in into the program, not into kcache).
+  // $PWD names the child's own working folder (NVRTC looks at it), not the
+  // folder of whatever started it.
+  std::string pwd = "PWD=" + cwd;
   std::vector<char*> env;
   for (char** e = environ; e && *e; ++e) {
-    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0 && std::strncmp(*e, "PWD=", 4) != 0) {
+      env.push_back(*e);
+    }
   }
+  env.push_back(&pwd[0]);
   env.push_back(nullptr);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);

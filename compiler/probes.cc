@@ -92,9 +92,9 @@ bool is_nvrtc_own(const std::string& path, const std::string& real, const ProbeC
   for (const char* file : {"/etc/localtime", "/etc/ld.so.cache", "/etc/ld.so.preload"}) {
     if (path == file) return true;
   }
-  // NVRTC looks at the working folder it was started in ($PWD): a folder,
-  // never an include, and keying it would give every checkout its own keys.
-  // The driver's JIT cache (a live driver in the process: CuPy, kcache_jit).
+  // (NVRTC's look at its working folder, $PWD, is left out by the process
+  // it ran in: nvrtc.cc.) The driver's JIT cache (a live driver in the
+  // process: CuPy, kcache_jit).
   if (const char* cache = ::getenv("CUDA_CACHE_PATH")) {
     if (*cache && (path == cache || under(path, cache))) return true;
   }
@@ -102,9 +102,6 @@ bool is_nvrtc_own(const std::string& path, const std::string& real, const ProbeC
     const std::string nv = std::string(home) + "/.nv";
     if (*home && (path == nv || under(path, nv))) return true;
   }
-  const char* pwd = ::getenv("PWD");
-  char cwd[PATH_MAX];
-  if ((pwd && path == pwd) || (::getcwd(cwd, sizeof cwd) && path == cwd)) return true;
   // The loader's search for libcuda in folders of its own (RUNPATHs, hwcaps
   // subfolders): library names only, so a header there is still keyed.
   if (library_name(path)) return true;
@@ -290,6 +287,17 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
   std::map<std::string, cache::ManifestProbe> keyed;
   for (const std::string& path : probes) {
     if (path.empty() || path.front() != '/') continue;  // the seal gives absolute paths only
+    // Beneath the sealed source's folder, which exists nowhere (seal.h):
+    // nothing to key, and a program's key stays free of its folder's name.
+    if (under(path, kSealedSourceRoot)) {
+      struct stat root;
+      if (::lstat(kSealedSourceRoot, &root) == 0) {
+        out.unkeyable = std::string(kSealedSourceRoot) +
+                        " exists on this machine: kcache hands absolute source names beneath it "
+                        "as a folder that must not exist; remove it";
+      }
+      continue;
+    }
     std::string real = canonical(path);
     Stat st = stat_of(path);
     std::optional<std::string> toolkit = toolkit_name(path, c);

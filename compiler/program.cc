@@ -1,5 +1,7 @@
 #include "compiler/program.h"
 
+#include <string_view>
+
 #include "common/error.h"
 
 namespace kcache::compiler {
@@ -48,7 +50,106 @@ constexpr Refused kRefused[] = {
     {"--optix-ir", "its OptiX-IR is not compiled through the cache"},
 };
 
+// What stands for the program's name in the log of an entry shared by
+// every name (a text NVRTC does not write; a log holding it is not shared).
+constexpr std::string_view kNamePlaceholder = "<kcache: the program's name>";
+
+// Names through which a compile may reach its own source's name without it
+// showing in the answer: where the program's own text (its source, the
+// options it expands in it, its name expressions) or a header it hands (for
+// __BASE_FILE__, which names the main source anywhere) has one of them, the
+// name is always keyed.
+constexpr std::string_view kFileNameMacros[] = {"__FILE__", "__BASE_FILE__", "__builtin_FILE",
+                                                "__FILE_NAME__"};
+
+bool mentions_file_name_macro(std::string_view text, bool base_only = false) {
+  for (std::string_view m : kFileNameMacros) {
+    if (base_only && m != "__BASE_FILE__") continue;
+    if (text.find(m) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
+bool may_share_across_names(const CompileOptions& o) {
+  if (mentions_file_name_macro(o.source_text.value_or(""))) return false;
+  for (const std::vector<std::string>* texts : {&o.defines, &o.nvrtc_options, &o.name_expressions}) {
+    for (const std::string& t : *texts) {
+      if (mentions_file_name_macro(t)) return false;
+    }
+  }
+  for (const cache::Header& h : o.memory_headers) {
+    if (mentions_file_name_macro(h.content, /*base_only=*/true)) return false;
+  }
+  return true;
+}
+
+bool digits_then(std::string_view text, size_t at, std::string_view then) {
+  size_t end = at;
+  while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+  return end > at && text.substr(end, then.size()) == then;
+}
+
+// Whether `at`, where `name` occurs in `log`, is one of NVRTC's diagnostic
+// mentions of the source: "NAME(12): ..." at a line's start, "... in the
+// compilation of "NAME"." and "... at line 12 of NAME" at a line's end.
+bool diagnostic_mention(std::string_view log, size_t at, std::string_view name) {
+  size_t after = at + name.size();
+  auto line_ends_at = [&](size_t i) { return i == log.size() || log[i] == '\n'; };
+  if ((at == 0 || log[at - 1] == '\n') && after < log.size() && log[after] == '(' &&
+      digits_then(log, after + 1, "): ")) {
+    return true;
+  }
+  constexpr std::string_view kCompilation = "in the compilation of \"";
+  if (at >= kCompilation.size() && log.substr(at - kCompilation.size(), kCompilation.size()) ==
+                                       kCompilation &&
+      log.substr(after, 2) == "\"." && line_ends_at(after + 2)) {
+    return true;
+  }
+  if (line_ends_at(after)) {
+    size_t of = log.rfind(" at line ", at);
+    if (of != std::string_view::npos && digits_then(log, of + 9, " of ") &&
+        log.find(" of ", of + 9) + 4 == at) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+std::optional<std::string> shared_record(const std::string& payload, const std::string& name) {
+  cache::ProgramRecord record = cache::ProgramRecord::decode(payload);
+  if (name.empty()) return std::nullopt;
+  for (const cache::ProgramRecord::Output& o : record.outputs) {
+    if (o.bytes.find(name) != std::string::npos) return std::nullopt;
+  }
+  if (record.log.find(kNamePlaceholder) != std::string::npos) return std::nullopt;
+  std::string log;
+  size_t from = 0;
+  for (size_t at = record.log.find(name); at != std::string::npos;
+       at = record.log.find(name, at + name.size())) {
+    if (!diagnostic_mention(record.log, at, name)) return std::nullopt;
+    log.append(record.log, from, at - from);
+    log += kNamePlaceholder;
+    from = at + name.size();
+  }
+  log.append(record.log, from, std::string::npos);
+  record.log = std::move(log);
+  return record.encode();
+}
+
+void restore_name(cache::ProgramRecord& record, const std::string& name) {
+  std::string log;
+  size_t from = 0;
+  for (size_t at = record.log.find(kNamePlaceholder); at != std::string::npos;
+       at = record.log.find(kNamePlaceholder, at + kNamePlaceholder.size())) {
+    log.append(record.log, from, at - from);
+    log += name;
+    from = at + kNamePlaceholder.size();
+  }
+  log.append(record.log, from, std::string::npos);
+  record.log = std::move(log);
+}
 
 ProgramOptions program_options(const ProgramSource& program,
                                const std::vector<std::string>& nvrtc_options) {
@@ -113,11 +214,17 @@ ProgramOptions program_options(const ProgramSource& program,
 }
 
 ProgramResult compile_program(Compiler& compiler, const CompileOptions& options) {
-  CompileResult compiled = compiler.compile(options);
+  CompileOptions shared = options;
+  const std::string name = options.logical_name();
+  if (may_share_across_names(options)) {
+    shared.name_free = [name](const std::string& payload) { return shared_record(payload, name); };
+  }
+  CompileResult compiled = compiler.compile(shared);
   const TargetResult& target = compiled.targets.at(0);
   ProgramResult out;
   out.record = cache::ProgramRecord::decode(target.entry->payload(),
                                             "program record of " + target.key.hex());
+  if (target.hit && target.any_name) restore_name(out.record, name);
   out.lowered_names = target.entry->lowered_names();
   out.hit = target.hit;
   out.key = target.key;

@@ -22,6 +22,7 @@
 // diagnostics about it and -lineinfo name it so rather than by its path.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,24 @@ struct ProgramResult {
 // result the real NVRTC must give instead: a compile that failed over an
 // include kcache found nowhere (the sealed NVRTC's message is not the one
 // an unsealed NVRTC writes).
+//
+// One entry for every name: a program's name (CuPy names each by a new
+// temporary folder) is keyed only where the answer may depend on it. It is
+// not keyed when the program's own text, options and name expressions use no
+// __FILE__, __BASE_FILE__, __FILE_NAME__ or __builtin_FILE (nor its in-memory
+// headers __BASE_FILE__), and no output (PTX, CUBIN, LTO-IR, OptiX-IR) holds
+// the name, and the log names it only in NVRTC's diagnostic places ("NAME(3):
+// error", "in the compilation of "NAME"", "at line 3 of NAME"): such an entry
+// is stored under the key of no name with a placeholder in the log, which a
+// hit replaces with the asking program's name. Otherwise it is keyed as
+// before. (A header's macro that expands __FILE__ in the source and computes
+// on it without keeping it is what this cannot see: docs/KEYS.md.)
 ProgramResult compile_program(Compiler& compiler, const CompileOptions& options);
+
+// The entry payload (an encoded ProgramRecord) to share across every name,
+// or nothing when the answer names the program `name` (see above); and the
+// reverse for a shared record. Exposed for tests.
+std::optional<std::string> shared_record(const std::string& payload, const std::string& name);
+void restore_name(cache::ProgramRecord& record, const std::string& name);
 
 }  // namespace kcache::compiler

@@ -47,6 +47,12 @@ struct SealResult {
   std::vector<std::string> probes;
 };
 
+// The folder an absolute source name is handed under (nvrtc.h): it exists
+// nowhere, so what NVRTC finds absent beneath it says nothing about the disk
+// (probes.h leaves it unkeyed; a quoted include NVRTC searched there comes
+// back as an ask, keyed with its answer).
+constexpr char kSealedSourceRoot[] = "/kcache-sealed";
+
 // Depth of the deleted chain: a relative name needs more `..` than this to
 // climb out of it (and then meets the Landlock domain).
 constexpr int kSealDepth = 32;
