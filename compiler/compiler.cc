@@ -636,7 +636,14 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     };
     if (storage_ && !prepared.uses_time) {  // a hit would be another second's __TIME__
       if (options.name_free) {
-        look_up_request(any_name_request(request));
+        // The request made nameless in place and back: a copy would copy
+        // every header's bytes.
+        std::string name = std::move(request.source_name);
+        const std::string pass = request.image_pass;
+        request = any_name_request(std::move(request));
+        look_up_request(request);
+        request.source_name = std::move(name);
+        request.image_pass = pass;
         r.any_name = r.hit;
       }
       if (!r.hit) look_up_request(request);
