@@ -1,0 +1,194 @@
+// One entry for every program name (compiler/program.h), held to its
+// property: whatever kcache answers a program named N (a hit made under
+// another name, or a fresh compile) is what NVRTC answers for N. Randomized
+// over sources that do and do not reach their own name (diagnostics,
+// __FILE__, assert, a #pragma message, the name in a string) and over names
+// (CuPy's temporary folders, relative names, none).
+#include <dlfcn.h>
+#include <nvrtc.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cache/storage.h"
+#include "compiler/program.h"
+#include "compiler/toolkit.h"
+#include "tests/testing/temp_dir.h"
+
+namespace kcache::compiler {
+namespace {
+
+// The real NVRTC's answers, through its C API as a program calls it.
+struct RealNvrtc {
+  decltype(&::nvrtcCreateProgram) create;
+  decltype(&::nvrtcCompileProgram) compile;
+  decltype(&::nvrtcGetProgramLogSize) log_size;
+  decltype(&::nvrtcGetProgramLog) log;
+  decltype(&::nvrtcGetPTXSize) ptx_size;
+  decltype(&::nvrtcGetPTX) ptx;
+  decltype(&::nvrtcDestroyProgram) destroy;
+
+  explicit RealNvrtc(const std::string& path) {
+    void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    EXPECT_NE(h, nullptr) << path;
+#define KCACHE_RESOLVE(field, name) field = reinterpret_cast<decltype(field)>(::dlsym(h, #name))
+    KCACHE_RESOLVE(create, nvrtcCreateProgram);
+    KCACHE_RESOLVE(compile, nvrtcCompileProgram);
+    KCACHE_RESOLVE(log_size, nvrtcGetProgramLogSize);
+    KCACHE_RESOLVE(log, nvrtcGetProgramLog);
+    KCACHE_RESOLVE(ptx_size, nvrtcGetPTXSize);
+    KCACHE_RESOLVE(ptx, nvrtcGetPTX);
+    KCACHE_RESOLVE(destroy, nvrtcDestroyProgram);
+#undef KCACHE_RESOLVE
+  }
+
+  cache::ProgramRecord answer(const std::string& source, const std::string& name,
+                              const std::vector<std::string>& options) const {
+    nvrtcProgram p = nullptr;
+    EXPECT_EQ(create(&p, source.c_str(), name.empty() ? nullptr : name.c_str(), 0, nullptr,
+                     nullptr),
+              NVRTC_SUCCESS);
+    std::vector<const char*> opts;
+    for (const std::string& o : options) opts.push_back(o.c_str());
+    cache::ProgramRecord r;
+    r.compile_result = compile(p, static_cast<int>(opts.size()), opts.data());
+    size_t n = 0;
+    log_size(p, &n);
+    r.log.resize(n);
+    log(p, &r.log[0]);
+    r.log.resize(n ? n - 1 : 0);  // without the NUL
+    cache::ProgramRecord::Output& ptx_out = r.output(cache::ProgramOutput::ptx);
+    ptx_out.size_result = ptx_size(p, &n);
+    if (ptx_out.size_result == NVRTC_SUCCESS) {
+      ptx_out.bytes.resize(n);
+      ptx(p, &ptx_out.bytes[0]);
+    }
+    destroy(&p);
+    return r;
+  }
+};
+
+// A random program: a kernel, and some of what may bring its name into
+// the answer.
+std::string random_source(std::mt19937& rng, bool* reaches_own_name) {
+  std::uniform_int_distribution<int> coin(0, 3);
+  std::string s;
+  std::string body = "  p[0] = " + std::to_string(rng() % 1000) + ";\n";
+  *reaches_own_name = false;
+  if (coin(rng) == 0) body += "  int unused = 1;\n";                    // a warning: NAME(3):
+  if (coin(rng) == 0) s += "#pragma message(\"note " + std::to_string(rng() % 9) + "\")\n";
+  if (coin(rng) == 0) {  // __FILE__ kept in the PTX
+    s += "__device__ const char where[] = __FILE__;\n";
+    body += "  p[1] = where[0];\n";
+    *reaches_own_name = true;
+  }
+  if (coin(rng) == 0) {  // assert: the builtin macro expands __FILE__ here
+    body += "  assert(p[2] != 7);\n";
+    *reaches_own_name = true;
+  }
+  if (coin(rng) == 0) body += "  undeclared_call();\n";  // an error: the log is the answer
+  if (coin(rng) == 0) body += "  const char* s = \"kern.cu\";\n  p[3] = s[0];\n";
+  return s + "extern \"C\" __global__ void k(int* p) {\n" + body + "}\n";
+}
+
+std::string random_name(std::mt19937& rng) {
+  const char* shapes[] = {"/tmp/tmp%06u/kern.cu", "kern.cu", "sub/dir%u.cu", ""};
+  char buf[64];
+  std::snprintf(buf, sizeof buf, shapes[rng() % 4], static_cast<unsigned>(rng() % 1000000));
+  return buf;
+}
+
+class ProgramNamesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    toolkit_ = find_toolkit("");
+    real_ = std::make_unique<RealNvrtc>(toolkit_.nvrtc.path);
+  }
+
+  // kcache's answer for `source` named `name`, through `store`'s cache.
+  ProgramResult through(const std::string& store, const std::string& source,
+                        const std::string& name) {
+    cache::StorageOptions o;
+    o.local_dir = store;
+    cache::Storage storage(o);
+    Compiler compiler(toolkit_, &storage);
+    ProgramSource p;
+    p.source = source;
+    p.name = name;
+    ProgramOptions mapped = program_options(p, {"-arch=sm_90"});
+    EXPECT_EQ(mapped.unsupported, "");
+    return compile_program(compiler, mapped.options);
+  }
+
+  Toolkit toolkit_;
+  std::unique_ptr<RealNvrtc> real_;
+  testing::TempDir dir_;
+};
+
+TEST_F(ProgramNamesTest, EveryAnswerIsNvrtcsForTheAskingName) {
+  std::mt19937 rng(20261127);
+  const std::string shared = dir_ / "shared";
+  int shared_hits = 0, named = 0;
+  for (int i = 0; i < 24; ++i) {
+    bool reaches_name = false;
+    const std::string source = random_source(rng, &reaches_name);
+    for (int n = 0; n < 3; ++n) {
+      const std::string name = random_name(rng);
+      const std::string shown = name.empty() ? kDefaultProgramName : name;
+      ProgramResult got = through(shared, source, name);
+      cache::ProgramRecord want = real_->answer(source, name, {"-arch=sm_90"});
+      SCOPED_TRACE("program " + std::to_string(i) + " named \"" + shown + "\":\n" + source);
+      EXPECT_EQ(got.record.compile_result, want.compile_result);
+      // A sealed absolute name shows as such in __FILE__ (docs/KEYS.md):
+      // there the answer is a fresh kcache compile's, not NVRTC's.
+      if (reaches_name && !name.empty() && name.front() == '/') {
+        ProgramResult fresh = through(dir_ / ("fresh" + std::to_string(i * 3 + n)), source, name);
+        EXPECT_EQ(got.record, fresh.record);
+      } else {
+        EXPECT_EQ(got.record.log, want.log);
+        EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx), want.output(cache::ProgramOutput::ptx));
+      }
+      shared_hits += got.hit && n > 0;
+      named += reaches_name;
+    }
+  }
+  // The property held where sharing happened, and where it must not.
+  EXPECT_GT(shared_hits, 10);
+  EXPECT_GT(named, 6);
+}
+
+TEST(SharedRecordTest, OnlyDiagnosticMentionsOfTheNameAreShared) {
+  auto record = [](const std::string& log, const std::string& ptx) {
+    cache::ProgramRecord r;
+    r.log = log;
+    r.output(cache::ProgramOutput::ptx).bytes = ptx;
+    return r.encode();
+  };
+  const std::string name = "/tmp/tmpab12/kern.cu";
+  std::optional<std::string> shared = shared_record(
+      record(name + "(3): warning #177-D: unused\n\n1 error detected in the compilation of \"" +
+                 name + "\".\n  detected during instantiation at line 5 of " + name + "\n",
+             ".entry k"),
+      name);
+  ASSERT_TRUE(shared);
+  cache::ProgramRecord r = cache::ProgramRecord::decode(*shared);
+  EXPECT_EQ(r.log.find(name), std::string::npos) << r.log;
+  restore_name(r, "other.cu");
+  EXPECT_EQ(r.log,
+            "other.cu(3): warning #177-D: unused\n\n1 error detected in the compilation of "
+            "\"other.cu\".\n  detected during instantiation at line 5 of other.cu\n");
+  // The name anywhere else: in the PTX, mid-line in the log, a line that
+  // only starts with it: kept under the name.
+  EXPECT_FALSE(shared_record(record("", ".global .b8 f[] = \"" + name + "\""), name));
+  EXPECT_FALSE(shared_record(record("  x = \"" + name + "\";\n", ""), name));
+  EXPECT_FALSE(shared_record(record(name + "x(3): warning\n", ""), name));
+  EXPECT_FALSE(shared_record(record(name + "(3) warning\n", ""), name));
+  EXPECT_FALSE(shared_record(record("<kcache: the program's name>\n", ""), name));
+}
+
+}  // namespace
+}  // namespace kcache::compiler
