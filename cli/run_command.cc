@@ -75,6 +75,11 @@ int run_command(const std::vector<std::string>& command) {
   const char* old_preload = std::getenv("LD_PRELOAD");
   if (old_preload && *old_preload) preload += std::string(":") + old_preload;
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
+  // CuPy's own disk cache is keyed by a kernel's source text alone: after an
+  // -I header changes it answers the old kernel, before NVRTC (and so kcache)
+  // is asked. Under kcache run kcache is the cache, exact for headers; CuPy
+  // keeps its in-memory cache. A user's own setting wins.
+  ::setenv("CUPY_CACHE_IN_MEMORY", "1", /*overwrite=*/0);
   std::vector<char*> argv;
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
