@@ -504,11 +504,40 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
   // Each path is looked at once per resolve: CCCL's headers include the
   // same few hundred names from hundreds of places, and every search walks
   // the -I folders again (a CuPy kernel: 11,000 stats of 1,400 paths).
+  // A folder found missing answers for every name beneath it: the search
+  // of "cuda/std/detail/__config" through six -I folders mostly meets
+  // folders that have no "cuda" at all.
   std::unordered_map<std::string, std::optional<FileId>> looked_at;
-  auto regular_file = [&looked_at](const std::string& path) -> std::optional<FileId> {
-    auto it = looked_at.find(path);
-    if (it == looked_at.end()) it = looked_at.emplace(path, includes_regular_file(path)).first;
+  std::unordered_map<std::string, bool> is_folder;  // path -> a folder there
+  auto folder_at = [&is_folder](const std::string& path) {
+    auto it = is_folder.find(path);
+    if (it == is_folder.end()) {
+      struct stat st;
+      it = is_folder.emplace(path, ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)).first;
+    }
     return it->second;
+  };
+  auto beneath_missing_folder = [&is_folder](const std::string& path) {
+    for (size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0;
+         slash = path.rfind('/', slash - 1)) {
+      auto it = is_folder.find(path.substr(0, slash));
+      if (it != is_folder.end()) return !it->second;  // the nearest known folder decides
+    }
+    return false;
+  };
+  auto regular_file = [&](const std::string& path) -> std::optional<FileId> {
+    auto it = looked_at.find(path);
+    if (it != looked_at.end()) return it->second;
+    std::optional<FileId> found;
+    if (!beneath_missing_folder(path)) {
+      found = includes_regular_file(path);
+      // Not there: which of its folders are missing too, nearest first.
+      for (size_t slash = path.rfind('/'); !found && slash != std::string::npos && slash > 0;
+           slash = path.rfind('/', slash - 1)) {
+        if (folder_at(path.substr(0, slash))) break;
+      }
+    }
+    return looked_at.emplace(path, found).first->second;
   };
   // A user file kcache may not read (MayRead) is as good as absent.
   auto user_file = [&](const std::string& path) -> std::optional<FileId> {
