@@ -209,13 +209,16 @@ NvrtcOutput NvrtcPool::compile(const std::string& nvrtc_path, const NvrtcInput& 
     // compile fails with what happened; the next one starts a new child.
     int status = child->reap();
     retire(std::move(child));
+    ++deaths_in_a_row_;
     return decode_worker_response("", status, input);  // throws, naming the signal
   }
   try {
     NvrtcOutput out = decode_worker_response(response, 0, input);
+    deaths_in_a_row_ = 0;
     give_back(std::move(child));
     return out;
   } catch (const CompileError&) {
+    deaths_in_a_row_ = 0;
     give_back(std::move(child));  // a wrong source: the child is fine
     throw;
   } catch (...) {

@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +54,9 @@ class NvrtcPool {
 
   // Children started so far (restarts included), for tests.
   int started() const;
+  // Exchanges in a row in which a child died or answered nothing (0 after
+  // any answer): a caller that sees it grow gives up on the pool.
+  int deaths_in_a_row() const { return deaths_in_a_row_.load(); }
 
  private:
   struct Child;
@@ -66,6 +70,7 @@ class NvrtcPool {
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Child>> idle_;
   int started_ = 0;
+  std::atomic<int> deaths_in_a_row_{0};
   int live_ = 0;
   int max_children_;
 };

@@ -206,6 +206,13 @@ std::string kcache_exe(std::string* looked) {
   return "";
 }
 
+// The compile processes' pool (cache_compiler() makes it) and the binary.
+compiler::NvrtcPool* compile_pool = nullptr;
+std::string compile_exe;
+// A compile process that ends without answering this many times in a row
+// (a kcache binary that cannot run here) is not started again.
+constexpr int kMaxCompileProcessDeaths = 3;
+
 // The compiler every program compiles through, made at the first compile;
 // null (with the reason said once) where kcache cannot work here.
 //
@@ -244,6 +251,8 @@ compiler::Compiler* cache_compiler() {
       auto* pool = new compiler::NvrtcPool({exe, "__nvrtc-worker"}, "");
       auto* out = new compiler::Compiler(std::move(toolkit), &storage);
       out->use_pool(pool);
+      compile_pool = pool;
+      compile_exe = exe;
       return out;
     } catch (const std::exception& e) {
       say(std::string("compiles are not cached: ") + e.what());
@@ -325,6 +334,9 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
   mapped.options.lean = lean && std::strcmp(lean, "1") == 0;
   compiler::Compiler* c = cache_compiler();
   if (!c) return compile_real(p, n, options, "");  // the reason was said once
+  if (compile_pool->deaths_in_a_row() >= kMaxCompileProcessDeaths) {
+    return compile_real(p, n, options, "");  // said once, below
+  }
   try {
     compiler::ProgramResult result = compiler::compile_program(*c, mapped.options);
     p->record = std::move(result.record);
@@ -341,7 +353,16 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
         result.key.hex() + (result.not_stored.empty() ? "" : " not stored: " + result.not_stored));
     return static_cast<nvrtcResult>(p->record.compile_result);
   } catch (const std::exception& e) {
-    return compile_real(p, n, options, e.what());
+    int deaths = compile_pool->deaths_in_a_row();
+    if (deaths == 0) return compile_real(p, n, options, e.what());
+    // Its compile process ended without answering: the same words each time.
+    say(deaths >= kMaxCompileProcessDeaths
+            ? "compiles are not cached: kcache's compile process (" + compile_exe +
+                  ") ended without answering " + std::to_string(deaths) +
+                  " times in a row; the real NVRTC compiles from now on"
+            : "compiled without the cache: kcache's compile process (" + compile_exe +
+                  ") ended without answering; it is started again for the next compile");
+    return compile_real(p, n, options, "");
   }
 }
 

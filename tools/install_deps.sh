@@ -46,3 +46,12 @@ if [ ! -f "$CUTLASS_DIR/cutlass_library/source/include/cute/tensor.hpp" ]; then
   echo "kcache: installing the nvidia-cutlass headers into $CUTLASS_DIR"
   $SUDO python3 -m pip install -q --no-deps --target "$CUTLASS_DIR" "nvidia-cutlass==4.2.0.0"
 fi
+
+# CuPy (cupy-cuda13x, PyPI) in a venv: tests/nvrtc_shim/cupy_default_mode_test
+# runs CuPy's own compile code through the drop-in (no GPU needed to compile).
+CUPY_VENV=${KCACHE_CUPY_VENV:-/opt/kcache-cupy}
+if [ ! -x "$CUPY_VENV/bin/python3" ] || ! "$CUPY_VENV/bin/python3" -c 'import cupy' 2>/dev/null; then
+  echo "kcache: installing CuPy into $CUPY_VENV"
+  $SUDO python3 -m venv "$CUPY_VENV"
+  $SUDO "$CUPY_VENV/bin/pip" install -q "cupy-cuda13x==14.2.0"
+fi

@@ -200,6 +200,30 @@ TEST_F(DropInTest, CompilesLeaveTheProgramsStateAsItWas) {
   }
 }
 
+// Where no compile process can run (no kcache binary, or one that dies at
+// once), every compile is the real NVRTC's, uncached, and the program is
+// told once; with a working one a dead compile process is started again.
+TEST_F(DropInTest, WithoutACompileProcessTheRealNvrtcAnswersAndSaysSoOnce) {
+  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
+  for (const std::string& exe : {std::string("/no/such/kcache"), std::string("/bin/false")}) {
+    std::string name = exe == "/bin/false" ? "dies" : "none";
+    std::string out = tmp_ / ("noproc_" + name);
+    ::mkdir(out.c_str(), 0755);
+    testing::CommandResult r =
+        run_command({runfile("tests/nvrtc_shim/nvrtc_user"), out, tmp_ / "include"},
+                    {{"LD_LIBRARY_PATH", shim_dir_ + ":" + real_dir_},
+                     {"KCACHE_DIR", tmp_ / "store"},
+                     {"KCACHE_EXE", exe},
+                     {"KCACHE_SHIM_STATS", stats_file(name)}});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(differences(files_of(out), expected), "") << exe;
+    EXPECT_EQ(count(stats(name), "real"), kPrograms) << stats(name);
+    EXPECT_NE(r.err.find("kcache nvrtc: "), std::string::npos) << r.err;
+    // Once per kind of trouble, not once per compile.
+    EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 2) << exe << ":\n" << r.err;
+  }
+}
+
 TEST_F(DropInTest, AProgramThatOpensNvrtcBySonameGetsTheShim) {
   std::map<std::string, std::string> expected = files_of(run("nvrtc_user_dlopen", false));
   EXPECT_EQ(differences(files_of(run("nvrtc_user_dlopen", true, stats_file("first"))), expected),
