@@ -54,6 +54,8 @@ constexpr Forbidden kForbidden[] = {
     {"--std", "use --std"},
     {"-D", "use -D"},
     {"--define-macro", "use -D"},
+    {"-U", "use -U"},
+    {"--undefine-macro", "use -U"},
 };
 
 void check_nvrtc_option(const std::string& option) {
@@ -338,6 +340,15 @@ std::vector<std::string> canonical_options(const CompileOptions& options) {
     if (d.empty() || d.front() == '=')
       throw InvalidArgument("-D needs a macro name: -D NAME[=VALUE]");
     out.push_back("-D" + d);
+  }
+  for (const std::string& m : options.macros) {
+    // NVRTC takes -D= and -U= too (measured): the one spelling keyed is -DNAME / -UNAME.
+    bool define = m.compare(0, 2, "-D") == 0;
+    if ((!define && m.compare(0, 2, "-U") != 0) || m.size() == 2 || m[2] == '=' ||
+        (!define && m.find('=') != std::string::npos)) {
+      throw InvalidArgument("\"" + m + "\" is no macro option: -DNAME[=VALUE] or -UNAME");
+    }
+    out.push_back(m);
   }
   for (const std::string& o : options.nvrtc_options) {
     check_nvrtc_option(o);

@@ -1,5 +1,8 @@
 #include "compiler/program.h"
 
+#include <optional>
+#include <utility>
+
 #include "common/error.h"
 
 namespace kcache::compiler {
@@ -48,6 +51,39 @@ constexpr Refused kRefused[] = {
     {"--optix-ir", "its OptiX-IR is not compiled through the cache"},
 };
 
+// The options program_options maps itself, each with a value.
+enum class Valued { arch, include, define, undefine };
+
+// `option` as one of those and the value written in it ("" where it is the
+// option alone and the value is the next argument), or nullopt.
+std::optional<std::pair<Valued, std::string>> valued_option(const std::string& option) {
+  struct Spelling {
+    const char* name;
+    Valued kind;
+    bool glued;  // short: the value may follow without '=' (-DX, -I/dir)
+  };
+  constexpr Spelling kSpellings[] = {
+      {"--gpu-architecture", Valued::arch, false}, {"-arch", Valued::arch, false},
+      {"--include-path", Valued::include, false},  {"-I", Valued::include, true},
+      {"--define-macro", Valued::define, false},   {"-D", Valued::define, true},
+      {"--undefine-macro", Valued::undefine, false}, {"-U", Valued::undefine, true},
+  };
+  for (const Spelling& s : kSpellings) {
+    const std::string name = s.name;
+    if (option == name) return std::make_pair(s.kind, std::string());
+    if (std::optional<std::string> v = value_of(option, s.name)) return std::make_pair(s.kind, *v);
+    if (s.glued && option_starts_with(option, s.name)) {
+      return std::make_pair(s.kind, option.substr(name.size()));
+    }
+  }
+  return std::nullopt;
+}
+
+// -std=VALUE / --std=VALUE.
+bool v_std(const std::string& option, const char* name) {
+  return value_of(option, name).has_value();
+}
+
 }  // namespace
 
 ProgramOptions program_options(const ProgramSource& program,
@@ -68,7 +104,9 @@ ProgramOptions program_options(const ProgramSource& program,
     return out;
   };
   std::string arch;
-  for (const std::string& option : nvrtc_options) {
+  bool have_std = false;
+  for (size_t i = 0; i < nvrtc_options.size(); ++i) {
+    const std::string& option = nvrtc_options[i];
     for (const Refused& r : kRefused) {
       std::string p = r.prefix;
       if (option == p || option_starts_with(option, (p + "=").c_str()) ||
@@ -76,26 +114,54 @@ ProgramOptions program_options(const ProgramSource& program,
         return refuse(option, r.why);
       }
     }
-    std::optional<std::string> v;
-    if ((v = value_of(option, "-arch")) || (v = value_of(option, "--gpu-architecture"))) {
-      if (!arch.empty()) return refuse(option, "a second target (kcache keys one per program)");
-      arch = *v;
-    } else if (option == "-arch" || option == "--gpu-architecture" || option == "-I" ||
-               option == "--include-path" || option == "-D" || option == "--define-macro" ||
-               option == "-std" || option == "--std") {
-      return refuse(option, "its value as a separate option is not NVRTC's spelling");
-    } else if ((v = value_of(option, "--include-path"))) {
-      o.include_dirs.push_back(*v);
-    } else if (option_starts_with(option, "-I")) {
-      o.include_dirs.push_back(option.substr(2));
-    } else if ((v = value_of(option, "--define-macro"))) {
-      o.defines.push_back(*v);
-    } else if (option_starts_with(option, "-D")) {
-      o.defines.push_back(option.substr(2));
-    } else if ((v = value_of(option, "-std")) || (v = value_of(option, "--std"))) {
-      o.std = *v;
-    } else {
-      o.nvrtc_options.push_back(option);  // keyed and passed as written
+    // The options kcache maps take their value as NVRTC 13's parser does
+    // (measured, docs/NVRTC_SHIM.md): `-D X`, `-DX`, `-D=X` and
+    // `--define-macro X`, `--define-macro=X` are one option; alone, the
+    // next argument is the value whatever it holds (`-D -UX` defines "-UX").
+    std::optional<std::pair<Valued, std::string>> valued = valued_option(option);
+    if (!valued) {
+      if ((v_std(option, "-std") || v_std(option, "--std"))) {
+        if (have_std) return refuse(option, "a second -std (NVRTC warns about it)");
+        have_std = true;
+        o.std = option.substr(option.find('=') + 1);
+      } else if (option == "-std" || option == "--std") {
+        return refuse(option, "NVRTC 13 takes no separate value for it (it fails the compile)");
+      } else {
+        o.nvrtc_options.push_back(option);  // keyed and passed as written, in order
+      }
+      continue;
+    }
+    auto [kind, value] = *valued;
+    if (value.empty() && (option == "-D" || option == "-U" || option == "-I" ||
+                          option == "-arch" || option == "--define-macro" ||
+                          option == "--undefine-macro" || option == "--include-path" ||
+                          option == "--gpu-architecture")) {
+      if (i + 1 == nvrtc_options.size()) return refuse(option, "no value follows it");
+      value = nvrtc_options[++i];
+    }
+    // Values kcache cannot spell back exactly as NVRTC read them (empty,
+    // another '=', leading blanks NVRTC skips): the real NVRTC answers.
+    if (value.empty() || value.front() == '=' || value.front() == ' ' || value.front() == '\t') {
+      return refuse(option + (option == value ? "" : " " + value),
+                    "a value kcache does not map exactly");
+    }
+    switch (kind) {
+      case Valued::arch:
+        if (!arch.empty()) return refuse(option, "a second target (kcache keys one per program)");
+        arch = value;
+        break;
+      case Valued::include:
+        o.include_dirs.push_back(value);
+        break;
+      case Valued::define:
+        o.macros.push_back("-D" + value);
+        break;
+      case Valued::undefine:
+        if (value.find('=') != std::string::npos) {
+          return refuse(option, "an undefine with a value");
+        }
+        o.macros.push_back("-U" + value);
+        break;
     }
   }
   if (arch.empty()) return refuse("(no -arch)", "NVRTC's default target is not kcache's to guess");
@@ -105,9 +171,6 @@ ProgramOptions program_options(const ProgramSource& program,
     o.ptx_arch = arch;
   } else {
     return refuse("-arch=" + arch, "not an architecture kcache knows");
-  }
-  for (const std::string& d : o.defines) {
-    if (d.empty() || d.front() == '=') return refuse("-D" + d, "no macro name");
   }
   return out;
 }

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <map>
+#include <iterator>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "bundle/bundle.h"
@@ -390,6 +392,44 @@ TEST_F(CompileCommandTest, AnEditedComputedIncludeIsNeverAStaleHit) {
   std::string after = compile("b.kcb", true);
   EXPECT_NE(after, before) << "a stale hit: the edited header was not compiled";
   EXPECT_EQ(after, compile("b_fresh.kcb", false));
+}
+
+// -D and -U (also --nvrtc-opt=-UX) keep their order on the command line, as
+// NVRTC applies them (issue 26): `-U X -D X=1` defines X, `-D X=1 -U X`
+// does not, and the two are different keys.
+TEST_F(CompileCommandTest, DefinesAndUndefinesKeepTheirOrder) {
+  write(dir_, "order.cu",
+        "#ifdef X\n__device__ int x_defined_as = X + 0;\n#else\n__device__ int x_not_defined = "
+        "1;\n#endif\nextern \"C\" __global__ void k(int* p) { *p = 1; }\n");
+  struct Case {
+    std::vector<std::string> flags;
+    std::string x;  // what the PTX says
+  };
+  const Case cases[] = {
+      {{"-U", "X", "-D", "X=1"}, "x_defined_as = 1;"},
+      {{"-D", "X=1", "-U", "X"}, "x_not_defined"},
+      {{"--define", "X=2", "--nvrtc-opt=-UX"}, "x_not_defined"},
+      {{"--nvrtc-opt=-UX", "--define=X=2"}, "x_defined_as = 2;"},
+      {{"-D", "X=3", "--nvrtc-opt=--undefine-macro=X", "-D", "X=4"}, "x_defined_as = 4;"},
+  };
+  std::set<std::string> keys;
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"compile", dir_ + "/order.cu", "--source-name", "order.cu",
+                                     "--ptx", "compute_80", "--no-lean", "-o", dir_ + "/o.kcb"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    CommandResult r = kcache(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    bundle::Bundle b = bundle::parse(*read_file(dir_ + "/o.kcb"));
+    ASSERT_EQ(b.images.size(), 1u);
+    EXPECT_TRUE(contains(std::string(b.images[0].data), c.x)) << c.flags.front();
+    keys.insert(std::string(b.images[0].key));
+  }
+  EXPECT_EQ(keys.size(), std::size(cases)) << "two orders shared a key";
+  // -U takes a name only.
+  CommandResult bad = kcache({"compile", dir_ + "/order.cu", "--ptx", "compute_80", "-U", "X=1",
+                              "-o", dir_ + "/o.kcb"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "-UX=1")) << bad.err;
 }
 
 }  // namespace
