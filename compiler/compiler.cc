@@ -186,7 +186,7 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
     if (a.name.front() == '/') path = a.name;
     std::optional<std::string> content;
     if (!options.may_read || options.may_read(path)) {
-      content = read_file(path);
+      content = read_input_file(path);  // a regular file, bounded (issue 27)
     } else if (refused->empty()) {
       std::optional<FileInfo> info = FileSystem::real().stat(path);
       if (info && !info->is_directory) *refused = path;
@@ -482,7 +482,7 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
     if (options.source_path.empty()) throw InvalidArgument("no kernel source given");
     std::optional<std::string> source;
     try {
-      source = read_file(options.source_path);
+      source = read_input_file(options.source_path);
     } catch (const IoError& e) {
       throw IoError(std::string(e.what()) + " (the kernel source)");
     }

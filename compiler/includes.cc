@@ -364,9 +364,17 @@ struct FileId {
 };
 
 // A regular file (symlinks followed), or nullopt.
+// A folder is passed over, as a search passes over a folder of that name; a
+// FIFO, device or socket is an IoError naming it: kcache reads headers only
+// from regular files (read_input_file: a FIFO would block, /dev/zero never end).
 std::optional<FileId> regular_file(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return std::nullopt;
+  if (!S_ISREG(st.st_mode)) {
+    throw IoError("cannot read " + path + ": it is " + describe_file_type(st.st_mode) +
+                  ", not a regular file (kcache reads sources and headers only from regular "
+                  "files)");
+  }
   return FileId{st.st_dev, st.st_ino};
 }
 
@@ -434,7 +442,10 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
     int next_from;        // where its #include_next continues (IncludeSearch::root_next_from)
   };
   std::deque<Pending> queue{{source_path, kMainSource, search.root_next_from}};
-  if (std::optional<FileId> id = regular_file(source_path)) scanned.insert({*id, kMainSource});
+  try {  // the source's text is given; its path may be a program's mere name
+    if (std::optional<FileId> id = regular_file(source_path)) scanned.insert({*id, kMainSource});
+  } catch (const IoError&) {
+  }
 
   auto conflict = [](const std::string& name, const std::string& first, const std::string& second) {
     return InvalidArgument(
@@ -452,7 +463,7 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
     if (it != found.end()) {
       if (it->second.id == id) return;
       index = it->second.header_index;
-      std::optional<std::string> content = read_file(user_path);
+      std::optional<std::string> content = read_input_file(user_path);
       auto o = original.find(index);
       if (!content || *content != (o != original.end() ? o->second : graph.headers[index].content)) {
         throw conflict(name, it->second.path + " (included from " + it->second.included_from + ")",
@@ -466,7 +477,7 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
         throw conflict(name, "the toolkit's (included from " + t->second + ")",
                        user_path + " (included from " + from + ")");
       }
-      std::optional<std::string> content = read_file(user_path);
+      std::optional<std::string> content = read_input_file(user_path);
       if (!content) throw IoError("cannot read " + user_path + ": it vanished while compiling");
       index = graph.headers.size();
       found[name] = Found{id, user_path, from, index};

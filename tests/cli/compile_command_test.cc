@@ -2,6 +2,7 @@
 // prints, what it writes. Tried as a new user would: wrong arch, missing
 // header, unreadable file, missing output folder.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
@@ -430,6 +431,34 @@ TEST_F(CompileCommandTest, DefinesAndUndefinesKeepTheirOrder) {
                               "-o", dir_ + "/o.kcb"});
   EXPECT_EQ(bad.exit_code, 2) << bad.err;
   EXPECT_TRUE(contains(bad.err, "-UX=1")) << bad.err;
+}
+
+// A computed include of a FIFO used to hang `kcache compile` for good, one of
+// /dev/zero to read until std::bad_alloc (issue 27): each is now a one-line
+// error naming the file, well within the time limit (`timeout` ends a hang
+// with 124).
+TEST_F(CompileCommandTest, AComputedIncludeOfAFifoOrDevZeroIsAnErrorNotAHang) {
+  const std::string fifo = dir_ + "/pipe.h";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct Case {
+    std::string header;
+    std::string says;
+  };
+  const Case cases[] = {
+      {fifo, "cannot read " + fifo + ": it is a FIFO (named pipe), not a regular file"},
+      {"/dev/zero", "cannot read /dev/zero: it is a character device, not a regular file"},
+      {"pipe.h", "cannot read " + fifo + ": it is a FIFO (named pipe), not a regular file"},
+  };
+  for (const Case& c : cases) {
+    write(dir_, "k.cu", "#define H \"" + c.header + "\"\n#include H\n__global__ void k() {}\n");
+    CommandResult r = kcache::testing::run_command(
+        {"/usr/bin/timeout", "120", kcache::testing::kcache_binary(), "--dir", dir_ + "/store", "compile",
+         dir_ + "/k.cu", "--ptx", "compute_80", "-o", dir_ + "/k.kcb"});
+    EXPECT_NE(r.exit_code, 124) << c.header << ": kcache compile hung";
+    EXPECT_NE(r.exit_code, 0) << c.header;
+    EXPECT_TRUE(contains(r.err, c.says)) << r.err;
+    EXPECT_LE(lines(r.err), 2) << r.err;
+  }
 }
 
 }  // namespace
