@@ -72,17 +72,21 @@ void add_compile_flags(CLI::App& app, CompileFlags& f, bool per_kernel) {
          "--nvrtc-opt",
          [&f](const std::vector<std::string>& values) {
            for (const std::string& v : values) {
-             // An -U here keeps its place among -D and -U (issue 26).
-             if (v.size() > 2 && v.compare(0, 2, "-U") == 0) {
+             // -D and -U here keep their place among -D and -U (issue 26),
+             // so a rule's nvrtc_opts can order them.
+             if (v.size() > 2 && (v.compare(0, 2, "-U") == 0 || v.compare(0, 2, "-D") == 0)) {
                f.macros.push_back(v);
              } else if (v.compare(0, 17, "--undefine-macro=") == 0 && v.size() > 17) {
                f.macros.push_back("-U" + v.substr(17));
+             } else if (v.compare(0, 15, "--define-macro=") == 0 && v.size() > 15) {
+               f.macros.push_back("-D" + v.substr(15));
              } else {
                f.nvrtc_options.push_back(v);
              }
            }
          },
-         "An extra NVRTC option, written --nvrtc-opt=-lineinfo")
+         "An extra NVRTC option, written --nvrtc-opt=-lineinfo (-D and -U here are "
+         "applied in order with -D and -U)")
       ->trigger_on_parse();
   if (!per_kernel) return;
   app.add_flag("--no-lean", f.no_lean,

@@ -412,6 +412,9 @@ TEST_F(CompileCommandTest, DefinesAndUndefinesKeepTheirOrder) {
       {{"--define", "X=2", "--nvrtc-opt=-UX"}, "x_not_defined"},
       {{"--nvrtc-opt=-UX", "--define=X=2"}, "x_defined_as = 2;"},
       {{"-D", "X=3", "--nvrtc-opt=--undefine-macro=X", "-D", "X=4"}, "x_defined_as = 4;"},
+      // A rule's nvrtc_opts: -D and -U there keep their order too.
+      {{"--nvrtc-opt=-UX", "--nvrtc-opt=-DX=5"}, "x_defined_as = 5;"},
+      {{"--nvrtc-opt=--define-macro=X=6", "--nvrtc-opt=-UX"}, "x_not_defined"},
   };
   std::set<std::string> keys;
   for (const Case& c : cases) {
