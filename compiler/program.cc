@@ -1,7 +1,6 @@
 #include "compiler/program.h"
 
 #include <optional>
-#include <utility>
 
 #include "common/error.h"
 
@@ -54,34 +53,35 @@ constexpr Refused kRefused[] = {
 // The options program_options maps itself, each with a value.
 enum class Valued { arch, include, define, undefine };
 
-// `option` as one of those and the value written in it ("" where it is the
-// option alone and the value is the next argument), or nullopt.
-std::optional<std::pair<Valued, std::string>> valued_option(const std::string& option) {
+// One of those, as written: its value, or `alone` where the option stands
+// by itself and its value is the next argument.
+struct ValuedOption {
+  Valued kind;
+  std::string value;
+  bool alone = false;
+};
+
+std::optional<ValuedOption> valued_option(const std::string& option) {
   struct Spelling {
     const char* name;
     Valued kind;
     bool glued;  // short: the value may follow without '=' (-DX, -I/dir)
   };
   constexpr Spelling kSpellings[] = {
-      {"--gpu-architecture", Valued::arch, false}, {"-arch", Valued::arch, false},
-      {"--include-path", Valued::include, false},  {"-I", Valued::include, true},
-      {"--define-macro", Valued::define, false},   {"-D", Valued::define, true},
+      {"--gpu-architecture", Valued::arch, false},   {"-arch", Valued::arch, false},
+      {"--include-path", Valued::include, false},    {"-I", Valued::include, true},
+      {"--define-macro", Valued::define, false},     {"-D", Valued::define, true},
       {"--undefine-macro", Valued::undefine, false}, {"-U", Valued::undefine, true},
   };
   for (const Spelling& s : kSpellings) {
     const std::string name = s.name;
-    if (option == name) return std::make_pair(s.kind, std::string());
-    if (std::optional<std::string> v = value_of(option, s.name)) return std::make_pair(s.kind, *v);
+    if (option == name) return ValuedOption{s.kind, "", true};
+    if (std::optional<std::string> v = value_of(option, s.name)) return ValuedOption{s.kind, *v};
     if (s.glued && option_starts_with(option, s.name)) {
-      return std::make_pair(s.kind, option.substr(name.size()));
+      return ValuedOption{s.kind, option.substr(name.size())};
     }
   }
   return std::nullopt;
-}
-
-// -std=VALUE / --std=VALUE.
-bool v_std(const std::string& option, const char* name) {
-  return value_of(option, name).has_value();
 }
 
 }  // namespace
@@ -118,12 +118,14 @@ ProgramOptions program_options(const ProgramSource& program,
     // (measured, docs/NVRTC_SHIM.md): `-D X`, `-DX`, `-D=X` and
     // `--define-macro X`, `--define-macro=X` are one option; alone, the
     // next argument is the value whatever it holds (`-D -UX` defines "-UX").
-    std::optional<std::pair<Valued, std::string>> valued = valued_option(option);
+    std::optional<ValuedOption> valued = valued_option(option);
     if (!valued) {
-      if ((v_std(option, "-std") || v_std(option, "--std"))) {
+      std::optional<std::string> std_value = value_of(option, "-std");
+      if (!std_value) std_value = value_of(option, "--std");
+      if (std_value) {
         if (have_std) return refuse(option, "a second -std (NVRTC warns about it)");
         have_std = true;
-        o.std = option.substr(option.find('=') + 1);
+        o.std = *std_value;
       } else if (option == "-std" || option == "--std") {
         return refuse(option, "NVRTC 13 takes no separate value for it (it fails the compile)");
       } else {
@@ -131,23 +133,21 @@ ProgramOptions program_options(const ProgramSource& program,
       }
       continue;
     }
-    auto [kind, value] = *valued;
-    if (value.empty() && (option == "-D" || option == "-U" || option == "-I" ||
-                          option == "-arch" || option == "--define-macro" ||
-                          option == "--undefine-macro" || option == "--include-path" ||
-                          option == "--gpu-architecture")) {
+    std::string written = option;
+    if (valued->alone) {
       if (i + 1 == nvrtc_options.size()) return refuse(option, "no value follows it");
-      value = nvrtc_options[++i];
+      valued->value = nvrtc_options[++i];
+      written += " " + valued->value;
     }
+    const std::string& value = valued->value;
     // Values kcache cannot spell back exactly as NVRTC read them (empty,
     // another '=', leading blanks NVRTC skips): the real NVRTC answers.
     if (value.empty() || value.front() == '=' || value.front() == ' ' || value.front() == '\t') {
-      return refuse(option + (option == value ? "" : " " + value),
-                    "a value kcache does not map exactly");
+      return refuse(written, "a value kcache does not map exactly");
     }
-    switch (kind) {
+    switch (valued->kind) {
       case Valued::arch:
-        if (!arch.empty()) return refuse(option, "a second target (kcache keys one per program)");
+        if (!arch.empty()) return refuse(written, "a second target (kcache keys one per program)");
         arch = value;
         break;
       case Valued::include:
@@ -158,7 +158,7 @@ ProgramOptions program_options(const ProgramSource& program,
         break;
       case Valued::undefine:
         if (value.find('=') != std::string::npos) {
-          return refuse(option, "an undefine with a value");
+          return refuse(written, "an undefine with a value");
         }
         o.macros.push_back("-U" + value);
         break;

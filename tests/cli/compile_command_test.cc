@@ -263,7 +263,7 @@ TEST_F(CompileCommandTest, MissingOrUnreadableSourceIsOneLine) {
   r = kcache({"compile", dir_ + "/folder.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(lines(r.err), 1) << r.err;
-  EXPECT_TRUE(contains(r.err, "folder.cu: it is a directory")) << r.err;
+  EXPECT_TRUE(contains(r.err, "folder.cu: it is a folder, not a regular file")) << r.err;
 }
 
 TEST_F(CompileCommandTest, MissingOutputFolderIsOneLineBeforeAnyCompile) {
