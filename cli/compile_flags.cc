@@ -49,13 +49,45 @@ void add_compile_flags(CLI::App& app, CompileFlags& f, bool per_kernel) {
   app.add_option("--ptx", f.ptx, "A virtual architecture to emit PTX for: compute_90, or none");
   app.add_option("-I,--include-dir", f.include_dirs,
                  "A folder searched for #include (kcache resolves includes itself)");
-  app.add_option("-D,--define", f.defines, "A macro: NAME or NAME=VALUE");
+  // Each occurrence as it is parsed, so -D and -U keep their order.
+  app.add_option_function<std::vector<std::string>>(
+         "-D,--define",
+         [&f](const std::vector<std::string>& values) {
+           for (const std::string& v : values) f.macros.push_back("-D" + v);
+         },
+         "A macro: NAME or NAME=VALUE (applied in order with -U)")
+      ->trigger_on_parse();
+  app.add_option_function<std::vector<std::string>>(
+         "-U,--undefine",
+         [&f](const std::vector<std::string>& values) {
+           for (const std::string& v : values) f.macros.push_back("-U" + v);
+         },
+         "Undefines a macro: NAME (applied in order with -D: -U X -D X=1 defines X)")
+      ->trigger_on_parse();
   app.add_option("--std", f.std, "The C++ dialect: c++17, c++20 (default: NVRTC's)");
   app.add_option("--name-expression", f.name_expressions,
                  "A __global__ function or template instance to look up by name: "
                  "'scale<float>' (its mangled name goes into the bundle)");
-  app.add_option("--nvrtc-opt", f.nvrtc_options,
-                 "An extra NVRTC option, written --nvrtc-opt=-lineinfo");
+  app.add_option_function<std::vector<std::string>>(
+         "--nvrtc-opt",
+         [&f](const std::vector<std::string>& values) {
+           for (const std::string& v : values) {
+             // -D and -U here keep their place among -D and -U (issue 26),
+             // so a rule's nvrtc_opts can order them.
+             if (v.size() > 2 && (v.compare(0, 2, "-U") == 0 || v.compare(0, 2, "-D") == 0)) {
+               f.macros.push_back(v);
+             } else if (v.compare(0, 17, "--undefine-macro=") == 0 && v.size() > 17) {
+               f.macros.push_back("-U" + v.substr(17));
+             } else if (v.compare(0, 15, "--define-macro=") == 0 && v.size() > 15) {
+               f.macros.push_back("-D" + v.substr(15));
+             } else {
+               f.nvrtc_options.push_back(v);
+             }
+           }
+         },
+         "An extra NVRTC option, written --nvrtc-opt=-lineinfo (-D and -U here are "
+         "applied in order with -D and -U)")
+      ->trigger_on_parse();
   if (!per_kernel) return;
   app.add_flag("--no-lean", f.no_lean,
                "Keep NVRTC's images exactly: no lean pass (which removes the template and "
@@ -99,7 +131,7 @@ compiler::CompileOptions to_options(const CompileFlags& f) {
   o.archs = f.archs;
   o.ptx_arch = f.ptx == "none" ? "" : f.ptx;  // as the rule's ptx = "none"
   o.include_dirs = f.include_dirs;
-  o.defines = f.defines;
+  o.macros = f.macros;
   o.std = f.std;
   o.nvrtc_options = f.nvrtc_options;
   o.name_expressions = f.name_expressions;

@@ -24,7 +24,9 @@ struct CompileFlags {
   std::vector<std::string> archs;
   std::string ptx;
   std::vector<std::string> include_dirs;
-  std::vector<std::string> defines;
+  // -D NAME[=VALUE], -U NAME and --nvrtc-opt=-UNAME in the order given, as
+  // "-DNAME[=VALUE]" / "-UNAME": NVRTC applies them in order (issue 26).
+  std::vector<std::string> macros;
   std::string std;
   std::vector<std::string> name_expressions;
   std::vector<std::string> nvrtc_options;

@@ -97,7 +97,7 @@ CompileFlags merge(const CompileFlags& defaults, CompileFlags line) {
   pick(line.archs, defaults.archs);
   pick(line.ptx, defaults.ptx);
   pick(line.include_dirs, defaults.include_dirs);
-  pick(line.defines, defaults.defines);
+  pick(line.macros, defaults.macros);  // -D and -U together: their order matters
   pick(line.std, defaults.std);
   pick(line.name_expressions, defaults.name_expressions);
   pick(line.nvrtc_options, defaults.nvrtc_options);

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -165,6 +166,76 @@ class RealFileSystem : public FileSystem {
 };
 
 }  // namespace
+
+std::string describe_file_type(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG:
+      return "";
+    case S_IFIFO:
+      return "a FIFO (named pipe)";
+    case S_IFCHR:
+      return "a character device";
+    case S_IFBLK:
+      return "a block device";
+    case S_IFSOCK:
+      return "a socket";
+    case S_IFDIR:
+      return "a folder";
+    default:
+      return "not a regular file";
+  }
+}
+
+std::optional<std::string> read_input_file(const std::string& path) {
+  auto not_regular = [&](unsigned mode) {
+    return IoError("cannot read " + path + ": it is " + describe_file_type(mode) +
+                   ", not a regular file (kcache reads sources and headers only from regular "
+                   "files)");
+  };
+  auto too_large = [&] {
+    return IoError("cannot read " + path + ": it is larger than " +
+                   std::to_string(kMaxInputFileBytes >> 20) +
+                   " MiB, the most kcache reads as one source or header (kMaxInputFileBytes)");
+  };
+  // Judged before opening: opening a device can itself act (a tape, a
+  // watchdog), and opening a FIFO for reading waits for a writer.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    throw IoError(errno_message("cannot stat", path, errno));
+  }
+  if (!S_ISREG(st.st_mode)) throw not_regular(st.st_mode);
+  if (static_cast<uint64_t>(st.st_size) > kMaxInputFileBytes) throw too_large();
+  // O_NONBLOCK: should the name be swapped for a FIFO since, the open does
+  // not wait for a writer; fstat on the descriptor then refuses it.
+  FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    throw IoError(errno_message("cannot open", path, errno));
+  }
+  if (::fstat(fd.get(), &st) != 0) throw IoError(errno_message("cannot stat", path, errno));
+  if (!S_ISREG(st.st_mode)) throw not_regular(st.st_mode);
+  if (static_cast<uint64_t>(st.st_size) > kMaxInputFileBytes) throw too_large();
+  // Read until EOF, the file may still grow, but never past the bound.
+  std::string out(static_cast<size_t>(st.st_size), '\0');
+  size_t filled = 0;
+  for (;;) {
+    if (filled == out.size()) {
+      if (out.size() > kMaxInputFileBytes) throw too_large();
+      out.resize(std::min<uint64_t>(kMaxInputFileBytes + 1, out.size() + 4096));
+    }
+    ssize_t n = ::read(fd.get(), &out[filled], out.size() - filled);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(errno_message("cannot read", path, errno));
+    }
+    if (n == 0) break;
+    filled += static_cast<size_t>(n);
+  }
+  if (filled > kMaxInputFileBytes) throw too_large();
+  out.resize(filled);
+  return out;
+}
 
 FileSystem& FileSystem::real() {
   static RealFileSystem instance;

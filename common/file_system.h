@@ -59,6 +59,30 @@ inline void write_file_atomically(const std::string& path, std::string_view data
   FileSystem::real().write_file_atomically(path, data, mode);
 }
 
+// The most bytes kcache reads from one compiler input a user names (a kernel
+// source, a header, found by a scan, an ask or a manifest replay): every
+// header is read into memory whole, hashed and handed to NVRTC, so without a
+// bound a computed include of something endless (`/dev/zero`, a growing log)
+// reads until std::bad_alloc (issue 27). The largest headers real kernels
+// include are a few MiB (the toolkit's largest is under 2 MiB; CUTLASS's and
+// CUB's, generated tables included, are smaller); 64 MiB leaves room for
+// tables of constants included as headers while failing in well under a
+// second.
+constexpr uint64_t kMaxInputFileBytes = uint64_t{64} << 20;
+
+// A compiler input a user named: nullopt if nothing is at `path`; the bytes
+// if it is a regular file (a symbolic link to one is fine) of at most
+// kMaxInputFileBytes. Anything else is an IoError naming the path and what
+// it is (a FIFO, a device, a socket, a folder), or that it is too large. It
+// is never opened blocking and never read past the bound: a FIFO cannot hang
+// the read, a device cannot feed it forever, and a file swapped for a FIFO
+// after a check is caught by fstat on the descriptor read.
+std::optional<std::string> read_input_file(const std::string& path);
+
+// What `mode` (st_mode) is, for messages: "a FIFO (named pipe)", "a character
+// device", "a folder", ... ("" for a regular file).
+std::string describe_file_type(unsigned mode);
+
 // "what failed on path: strerror(errno)" for IoError messages.
 std::string errno_message(const std::string& what, const std::string& path, int err);
 

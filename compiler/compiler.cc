@@ -54,6 +54,8 @@ constexpr Forbidden kForbidden[] = {
     {"--std", "use --std"},
     {"-D", "use -D"},
     {"--define-macro", "use -D"},
+    {"-U", "use -U"},
+    {"--undefine-macro", "use -U"},
 };
 
 void check_nvrtc_option(const std::string& option) {
@@ -184,7 +186,7 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
     if (a.name.front() == '/') path = a.name;
     std::optional<std::string> content;
     if (!options.may_read || options.may_read(path)) {
-      content = read_file(path);
+      content = read_input_file(path);  // a regular file, bounded (issue 27)
     } else if (refused->empty()) {
       std::optional<FileInfo> info = FileSystem::real().stat(path);
       if (info && !info->is_directory) *refused = path;
@@ -339,6 +341,15 @@ std::vector<std::string> canonical_options(const CompileOptions& options) {
       throw InvalidArgument("-D needs a macro name: -D NAME[=VALUE]");
     out.push_back("-D" + d);
   }
+  for (const std::string& m : options.macros) {
+    // NVRTC takes -D= and -U= too (measured): the one spelling keyed is -DNAME / -UNAME.
+    bool define = m.compare(0, 2, "-D") == 0;
+    if ((!define && m.compare(0, 2, "-U") != 0) || m.size() == 2 || m[2] == '=' ||
+        (!define && m.find('=') != std::string::npos)) {
+      throw InvalidArgument("\"" + m + "\" is no macro option: -DNAME[=VALUE] or -UNAME");
+    }
+    out.push_back(m);
+  }
   for (const std::string& o : options.nvrtc_options) {
     check_nvrtc_option(o);
     out.push_back(o);
@@ -480,7 +491,7 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
     if (options.source_path.empty()) throw InvalidArgument("no kernel source given");
     std::optional<std::string> source;
     try {
-      source = read_file(options.source_path);
+      source = read_input_file(options.source_path);
     } catch (const IoError& e) {
       throw IoError(std::string(e.what()) + " (the kernel source)");
     }

@@ -77,6 +77,10 @@ struct CompileOptions {
   std::string ptx_arch;                       // virtual arch for PTX ("compute_90"), or empty
   std::vector<std::string> include_dirs;      // -I, searched by kcache (see includes.h)
   std::vector<std::string> defines;           // NAME or NAME=VALUE
+  // -D and -U in the order given, each "-DNAME[=VALUE]" or "-UNAME": NVRTC
+  // applies them in order (`-UX -DX=1` defines X, `-DX=1 -UX` does not), so
+  // they are keyed and passed in this order, after `defines` (issue 26).
+  std::vector<std::string> macros;
   std::string std;                            // "c++17"; empty: NVRTC's default
   std::vector<std::string> nvrtc_options;     // passed through, e.g. "-lineinfo"
   std::vector<std::string> name_expressions;  // "scale<float>"
@@ -143,7 +147,10 @@ struct CompileResult {
 };
 
 // Options as NVRTC receives them (minus -arch and the toolkit's -I), which are
-// the options the key hashes: no path of this machine is among them.
+// the options the key hashes: no path of this machine is among them. -std
+// first, then `defines`, then `macros` in their order, then nvrtc_options as
+// given: an option's place changes its key only where it can change NVRTC's
+// result (the order of -D and -U).
 std::vector<std::string> canonical_options(const CompileOptions& options);
 
 class Compiler {

@@ -373,15 +373,23 @@ struct FileId {
   }
 };
 
-int64_t ns_of(const struct timespec& t) {
+int64_t stamp_ns(const struct timespec& t) {
   return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
 
 // A regular file (symlinks followed), or nullopt.
+// A folder is passed over, as a search passes over a folder of that name; a
+// FIFO, device or socket is an IoError naming it: kcache reads headers only
+// from regular files (read_input_file: a FIFO would block, /dev/zero never end).
 std::optional<FileId> includes_regular_file(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  return FileId{st.st_dev, st.st_ino, st.st_size, ns_of(st.st_mtim), ns_of(st.st_ctim)};
+  if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return std::nullopt;
+  if (!S_ISREG(st.st_mode)) {
+    throw IoError("cannot read " + path + ": it is " + describe_file_type(st.st_mode) +
+                  ", not a regular file (kcache reads sources and headers only from regular "
+                  "files)");
+  }
+  return FileId{st.st_dev, st.st_ino, st.st_size, stamp_ns(st.st_mtim), stamp_ns(st.st_ctim)};
 }
 
 // ---- What this process read and scanned before --------------------------------
@@ -407,10 +415,10 @@ class HeaderMemo {
       auto it = files_.find(path);
       if (it != files_.end() && it->second.stamp.same_stamp(found)) return it->second.content;
     }
-    std::optional<std::string> content = read_file(path);
+    std::optional<std::string> content = read_input_file(path);
     struct timespec now;
     ::clock_gettime(CLOCK_REALTIME, &now);
-    if (content && ns_of(now) - found.ctime_ns > kTooNewNs &&
+    if (content && stamp_ns(now) - found.ctime_ns > kTooNewNs &&
         static_cast<off_t>(content->size()) == found.size) {
       std::lock_guard<std::mutex> lock(mutex_);
       make_room(content->size());
@@ -561,8 +569,11 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
     int next_from;        // where its #include_next continues (IncludeSearch::root_next_from)
   };
   std::deque<Pending> queue{{source_path, kMainSource, search.root_next_from}};
-  if (std::optional<FileId> id = includes_regular_file(source_path)) {
-    scanned.insert({*id, kMainSource});
+  try {  // the source's text is given; its path may be a program's mere name
+    if (std::optional<FileId> id = includes_regular_file(source_path)) {
+      scanned.insert({*id, kMainSource});
+    }
+  } catch (const IoError&) {
   }
 
   auto conflict = [](const std::string& name, const std::string& first, const std::string& second) {

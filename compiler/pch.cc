@@ -3,12 +3,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <ctime>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
+#include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/time_macros.h"
 
 namespace kcache::compiler {
 namespace {
@@ -104,6 +110,16 @@ struct Made {
   // The headers it was handed in memory: NVRTC checks a PCH's source prefix
   // and options, not the contents of in-memory headers of the same name.
   std::map<std::string, uint64_t> headers;
+  // What the prefix may have frozen from its maker (issue 27): NVRTC expands
+  // __BASE_FILE__ (the maker's source name) and __DATE__ / __TIME__ once,
+  // when it makes the PCH, and reuses the PCH for any source with the same
+  // prefix and options. So where the maker's inputs (its source, handed
+  // headers, options and the toolkit headers it read) name one of them, the
+  // PCH serves only the same source name on the same date, and never where
+  // they use __TIME__. `unknown`: an input could not be read to tell.
+  std::string source_name;
+  std::string date;  // __DATE__'s value when it was made
+  bool uses_base_file = false, uses_date = false, uses_time = false, unknown = false;
   std::vector<std::string> probes;
   std::vector<PathState> states;
   int64_t started_ns = 0;
@@ -112,6 +128,59 @@ std::mutex made_mutex;
 std::map<std::string, Made>& made() {
   static auto* m = new std::map<std::string, Made>;
   return *m;
+}
+
+std::atomic<std::time_t (*)()> pch_clock{nullptr};
+
+std::time_t now() {
+  std::time_t (*clock)() = pch_clock.load();
+  return clock ? clock() : std::time(nullptr);
+}
+
+// __BASE_FILE__ anywhere in `text` (a name in a comment counts too: a PCH
+// not shared, never a stale one).
+bool uses_base_file(std::string_view text) {
+  return text.find("__BASE_FILE__") != std::string_view::npos;
+}
+
+// Records in `m` what the inputs of a compile that made a PCH use.
+void record_frozen(const NvrtcInput& input, const NvrtcOutput& out, Made* m) {
+  m->source_name = input.source_name;
+  m->date = date_macro_value(now());
+  m->uses_base_file = m->uses_date = m->uses_time = m->unknown = false;
+  auto look = [m](std::string_view text) {
+    m->uses_base_file = m->uses_base_file || uses_base_file(text);
+    m->uses_date = m->uses_date || uses_date_macro(text);
+    m->uses_time = m->uses_time || uses_time_macros(text);
+  };
+  look(input.source);
+  for (const NvrtcHeader& h : input.headers) look(h.content);
+  for (const std::string& o : input.options) look(o);
+  // The headers NVRTC read itself: those beneath its -I folders (the
+  // toolkit's; user headers are handed). Read once per PCH made.
+  std::vector<std::string> dirs;
+  for (const std::string& o : input.options) {
+    if (o.size() > 2 && o.compare(0, 2, "-I") == 0) dirs.push_back(o.substr(2) + "/");
+  }
+  for (const std::string& p : out.probes) {
+    bool beneath = std::any_of(dirs.begin(), dirs.end(),
+                               [&](const std::string& d) { return p.compare(0, d.size(), d) == 0; });
+    struct stat st;
+    if (!beneath || ::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    try {
+      if (std::optional<std::string> text = read_input_file(p)) look(*text);
+    } catch (const Error&) {
+      m->unknown = true;
+    }
+  }
+}
+
+// Whether a PCH made as `m` may serve `input`: what it froze matches.
+bool frozen_matches(const Made& m, const NvrtcInput& input) {
+  if (m.unknown || m.uses_time) return false;
+  if (m.uses_base_file && m.source_name != input.source_name) return false;
+  if (m.uses_date && m.date != date_macro_value(now())) return false;
+  return true;
 }
 
 // The PCH file a log line names after `verb`, or "".
@@ -124,6 +193,8 @@ std::string pch_named(std::string_view log, std::string_view verb) {
 }
 
 }  // namespace
+
+void set_pch_clock_for_testing(std::time_t (*clock)()) { pch_clock.store(clock); }
 
 NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
                              const std::string& pch_dir) {
@@ -155,6 +226,7 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
       m.states.clear();
       for (const std::string& p : m.probes) m.states.push_back(state_of(p));
       m.started_ns = out.started_ns;
+      record_frozen(input, out, &m);
     }
     if (used.empty()) return out;
     auto it = made().find(used);
@@ -162,6 +234,9 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
     for (size_t i = 0; current && i < it->second.probes.size(); ++i) {
       current = state_of(it->second.probes[i]) == it->second.states[i];
     }
+    // A PCH another source made may hold that source's __BASE_FILE__, or
+    // another day's __DATE__: NVRTC does not check either.
+    if (current) current = frozen_matches(it->second, input);
     if (current) {
       std::map<std::string, uint64_t> handed;
       for (const NvrtcHeader& h : input.headers) handed[h.name] = xxh3_64(h.content);

@@ -9,6 +9,7 @@
 // canonical_options(), not what NVRTC is handed).
 #pragma once
 
+#include <ctime>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,18 @@ namespace kcache::compiler {
 // is really wrong fails with the plain compile's log and options.
 NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
                              const std::string& pch_dir);
+
+// What a PCH froze from the compile that made it must match where it is
+// used (issue 27): NVRTC reuses a PCH for any source with the same prefix and
+// options, but expanded __BASE_FILE__ (the maker's source name) and __DATE__
+// / __TIME__ when it made it. Where the maker's inputs (source, handed
+// headers, options, the toolkit headers it read) use __BASE_FILE__, the PCH
+// serves only the same source name; __DATE__, only the same date; __TIME__,
+// no other compile. Otherwise the PCH is dropped and made again (a PCH whose
+// prefix uses none of them still serves every source: prewarm's speed-up).
+//
+// For tests: the clock a PCH's date is read from (null: the real one).
+void set_pch_clock_for_testing(std::time_t (*clock)());
 
 // `log` without the lines NVRTC writes about the PCH itself: its status lines
 // ("X": creating/using precompiled header file "`pch_dir`/..."), its PCH

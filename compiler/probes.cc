@@ -329,7 +329,7 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
       }
       std::optional<std::string> content;
       try {
-        content = read_file(path);
+        content = read_input_file(path);
       } catch (const Error& e) {
         out.unkeyable = e.what();
         continue;
@@ -451,7 +451,7 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     }
     std::optional<std::string> content;
     try {
-      content = read_file(path);
+      content = read_input_file(path);
     } catch (const Error&) {
       return false;
     }

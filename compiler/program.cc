@@ -1,5 +1,6 @@
 #include "compiler/program.h"
 
+#include <optional>
 #include <string_view>
 
 #include "common/error.h"
@@ -72,7 +73,8 @@ bool mentions_file_name_macro(std::string_view text, bool base_only = false) {
 
 bool may_share_across_names(const CompileOptions& o) {
   if (mentions_file_name_macro(o.source_text.value_or(""))) return false;
-  for (const std::vector<std::string>* texts : {&o.defines, &o.nvrtc_options, &o.name_expressions}) {
+  for (const std::vector<std::string>* texts :
+       {&o.defines, &o.macros, &o.nvrtc_options, &o.name_expressions}) {
     for (const std::string& t : *texts) {
       if (mentions_file_name_macro(t)) return false;
     }
@@ -113,6 +115,40 @@ bool diagnostic_mention(std::string_view log, size_t at, std::string_view name) 
     }
   }
   return false;
+}
+
+// The options program_options maps itself, each with a value.
+enum class Valued { arch, include, define, undefine };
+
+// One of those, as written: its value, or `alone` where the option stands
+// by itself and its value is the next argument.
+struct ValuedOption {
+  Valued kind;
+  std::string value;
+  bool alone = false;
+};
+
+std::optional<ValuedOption> valued_option(const std::string& option) {
+  struct Spelling {
+    const char* name;
+    Valued kind;
+    bool glued;  // short: the value may follow without '=' (-DX, -I/dir)
+  };
+  constexpr Spelling kSpellings[] = {
+      {"--gpu-architecture", Valued::arch, false},   {"-arch", Valued::arch, false},
+      {"--include-path", Valued::include, false},    {"-I", Valued::include, true},
+      {"--define-macro", Valued::define, false},     {"-D", Valued::define, true},
+      {"--undefine-macro", Valued::undefine, false}, {"-U", Valued::undefine, true},
+  };
+  for (const Spelling& s : kSpellings) {
+    const std::string name = s.name;
+    if (option == name) return ValuedOption{s.kind, "", true};
+    if (std::optional<std::string> v = value_of(option, s.name)) return ValuedOption{s.kind, *v};
+    if (s.glued && option_starts_with(option, s.name)) {
+      return ValuedOption{s.kind, option.substr(name.size())};
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -169,7 +205,9 @@ ProgramOptions program_options(const ProgramSource& program,
     return out;
   };
   std::string arch;
-  for (const std::string& option : nvrtc_options) {
+  bool have_std = false;
+  for (size_t i = 0; i < nvrtc_options.size(); ++i) {
+    const std::string& option = nvrtc_options[i];
     for (const Refused& r : kRefused) {
       std::string p = r.prefix;
       if (option == p || option_starts_with(option, (p + "=").c_str()) ||
@@ -177,26 +215,54 @@ ProgramOptions program_options(const ProgramSource& program,
         return refuse(option, r.why);
       }
     }
-    std::optional<std::string> v;
-    if ((v = value_of(option, "-arch")) || (v = value_of(option, "--gpu-architecture"))) {
-      if (!arch.empty()) return refuse(option, "a second target (kcache keys one per program)");
-      arch = *v;
-    } else if (option == "-arch" || option == "--gpu-architecture" || option == "-I" ||
-               option == "--include-path" || option == "-D" || option == "--define-macro" ||
-               option == "-std" || option == "--std") {
-      return refuse(option, "its value as a separate option is not NVRTC's spelling");
-    } else if ((v = value_of(option, "--include-path"))) {
-      o.include_dirs.push_back(*v);
-    } else if (option_starts_with(option, "-I")) {
-      o.include_dirs.push_back(option.substr(2));
-    } else if ((v = value_of(option, "--define-macro"))) {
-      o.defines.push_back(*v);
-    } else if (option_starts_with(option, "-D")) {
-      o.defines.push_back(option.substr(2));
-    } else if ((v = value_of(option, "-std")) || (v = value_of(option, "--std"))) {
-      o.std = *v;
-    } else {
-      o.nvrtc_options.push_back(option);  // keyed and passed as written
+    // The options kcache maps take their value as NVRTC 13's parser does
+    // (measured, docs/NVRTC_SHIM.md): `-D X`, `-DX`, `-D=X` and
+    // `--define-macro X`, `--define-macro=X` are one option; alone, the
+    // next argument is the value whatever it holds (`-D -UX` defines "-UX").
+    std::optional<ValuedOption> valued = valued_option(option);
+    if (!valued) {
+      std::optional<std::string> std_value = value_of(option, "-std");
+      if (!std_value) std_value = value_of(option, "--std");
+      if (std_value) {
+        if (have_std) return refuse(option, "a second -std (NVRTC warns about it)");
+        have_std = true;
+        o.std = *std_value;
+      } else if (option == "-std" || option == "--std") {
+        return refuse(option, "NVRTC 13 takes no separate value for it (it fails the compile)");
+      } else {
+        o.nvrtc_options.push_back(option);  // keyed and passed as written, in order
+      }
+      continue;
+    }
+    std::string written = option;
+    if (valued->alone) {
+      if (i + 1 == nvrtc_options.size()) return refuse(option, "no value follows it");
+      valued->value = nvrtc_options[++i];
+      written += " " + valued->value;
+    }
+    const std::string& value = valued->value;
+    // Values kcache cannot spell back exactly as NVRTC read them (empty,
+    // another '=', leading blanks NVRTC skips): the real NVRTC answers.
+    if (value.empty() || value.front() == '=' || value.front() == ' ' || value.front() == '\t') {
+      return refuse(written, "a value kcache does not map exactly");
+    }
+    switch (valued->kind) {
+      case Valued::arch:
+        if (!arch.empty()) return refuse(written, "a second target (kcache keys one per program)");
+        arch = value;
+        break;
+      case Valued::include:
+        o.include_dirs.push_back(value);
+        break;
+      case Valued::define:
+        o.macros.push_back("-D" + value);
+        break;
+      case Valued::undefine:
+        if (value.find('=') != std::string::npos) {
+          return refuse(written, "an undefine with a value");
+        }
+        o.macros.push_back("-U" + value);
+        break;
     }
   }
   if (arch.empty()) return refuse("(no -arch)", "NVRTC's default target is not kcache's to guess");
@@ -206,9 +272,6 @@ ProgramOptions program_options(const ProgramSource& program,
     o.ptx_arch = arch;
   } else {
     return refuse("-arch=" + arch, "not an architecture kcache knows");
-  }
-  for (const std::string& d : o.defines) {
-    if (d.empty() || d.front() == '=') return refuse("-D" + d, "no macro name");
   }
   return out;
 }

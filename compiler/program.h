@@ -5,8 +5,11 @@
 // The program's options are mapped onto the CompileOptions of `kcache
 // compile` (program_options): -arch picks the one target, -I folders are
 // searched by kcache and their headers keyed and handed in memory under the
-// seal, -D and -std are canonicalised, every other option is keyed and passed
-// as written. Headers the program hands in memory are keyed by name and bytes.
+// seal, -D and -U are keyed as -DX / -UX in the program's order (NVRTC
+// applies them in order), -std= once, every other option is keyed and passed
+// as written, in order. Each mapped option is taken in every spelling NVRTC
+// 13 takes (the value glued, after '=', or as the next argument) and all
+// spellings share one key (docs/NVRTC_SHIM.md). Headers the program hands in memory are keyed by name and bytes.
 // compile_program() then runs Compiler::compile in program mode
 // (CompileOptions::program): the same key, store, manifests, seal and ask
 // loop, with every answer NVRTC gives stored as one cache::ProgramRecord.
@@ -15,7 +18,8 @@
 // caller compiles with the real NVRTC instead: options that read or write
 // files kcache does not key (-include, PCH, -time, -fdevice-time-trace), -dlto
 // and -optix-ir (their output embeds the working directory), an -arch given
-// twice or not at all (NVRTC's default target is not kcache's to guess).
+// twice or not at all (NVRTC's default target is not kcache's to guess), a
+// second -std, a value kcache cannot spell back exactly as NVRTC read it.
 //
 // Known difference from an unsealed NVRTC, documented in docs/NVRTC_SHIM.md:
 // a header found on disk is handed under its spelling, so __FILE__ in it,

@@ -216,12 +216,12 @@ and load it with the kcache runtime. Output groups: `bundles`,
             doc = "A virtual arch to also emit PTX for (driver JIT on newer GPUs), e.g. \"compute_90\", " +
                   "or \"none\". Default: the --@kcache//rules:ptx build setting (compute_90).",
         ),
-        "defines": attr.string_list(doc = "Macros: NAME or NAME=VALUE."),
+        "defines": attr.string_list(doc = "Macros: NAME or NAME=VALUE. Applied before any -D/-U in nvrtc_opts."),
         "includes": attr.string_list(
             doc = "Include folders relative to this package; exported to dependent cuda_kernel targets.",
         ),
         "std": attr.string(default = "c++17", doc = "The C++ dialect NVRTC compiles: c++17, c++20."),
-        "nvrtc_opts": attr.string_list(doc = "Extra NVRTC options, e.g. [\"-lineinfo\"]."),
+        "nvrtc_opts": attr.string_list(doc = "Extra NVRTC options, e.g. [\"-lineinfo\"]; -D and -U here apply in their order, after defines ([\"-UX\", \"-DX=1\"] defines X)."),
         "name_expressions": attr.string_list(
             doc = "Template instances to look up by name at run time, e.g. [\"scale<float>\"].",
         ),

@@ -60,7 +60,16 @@ Compiled Jit::compile_target(const Source& source, const std::string& cubin_arch
   o.include_dirs = source.include_dirs;
   o.defines = source.defines;
   o.std = source.std;
-  o.nvrtc_options = source.nvrtc_options;
+  for (const std::string& n : source.nvrtc_options) {
+    // An -U keeps its place after the defines (compiler.h: CompileOptions::macros).
+    if (n.size() > 2 && n.compare(0, 2, "-U") == 0) {
+      o.macros.push_back(n);
+    } else if (n.size() > 17 && n.compare(0, 17, "--undefine-macro=") == 0) {
+      o.macros.push_back("-U" + n.substr(17));
+    } else {
+      o.nvrtc_options.push_back(n);
+    }
+  }
   o.name_expressions = source.name_expressions;
   o.lean = options_.lean;
   compiler::CompileResult r = compiler_->compile(o);

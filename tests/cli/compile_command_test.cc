@@ -2,10 +2,13 @@
 // prints, what it writes. Tried as a new user would: wrong arch, missing
 // header, unreadable file, missing output folder.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <map>
+#include <iterator>
 #include <memory>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "bundle/bundle.h"
@@ -260,7 +263,7 @@ TEST_F(CompileCommandTest, MissingOrUnreadableSourceIsOneLine) {
   r = kcache({"compile", dir_ + "/folder.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(lines(r.err), 1) << r.err;
-  EXPECT_TRUE(contains(r.err, "folder.cu: it is a directory")) << r.err;
+  EXPECT_TRUE(contains(r.err, "folder.cu: it is a folder, not a regular file")) << r.err;
 }
 
 TEST_F(CompileCommandTest, MissingOutputFolderIsOneLineBeforeAnyCompile) {
@@ -390,6 +393,75 @@ TEST_F(CompileCommandTest, AnEditedComputedIncludeIsNeverAStaleHit) {
   std::string after = compile("b.kcb", true);
   EXPECT_NE(after, before) << "a stale hit: the edited header was not compiled";
   EXPECT_EQ(after, compile("b_fresh.kcb", false));
+}
+
+// -D and -U (also --nvrtc-opt=-UX) keep their order on the command line, as
+// NVRTC applies them (issue 26): `-U X -D X=1` defines X, `-D X=1 -U X`
+// does not, and the two are different keys.
+TEST_F(CompileCommandTest, DefinesAndUndefinesKeepTheirOrder) {
+  write(dir_, "order.cu",
+        "#ifdef X\n__device__ int x_defined_as = X + 0;\n#else\n__device__ int x_not_defined = "
+        "1;\n#endif\nextern \"C\" __global__ void k(int* p) { *p = 1; }\n");
+  struct Case {
+    std::vector<std::string> flags;
+    std::string x;  // what the PTX says
+  };
+  const Case cases[] = {
+      {{"-U", "X", "-D", "X=1"}, "x_defined_as = 1;"},
+      {{"-D", "X=1", "-U", "X"}, "x_not_defined"},
+      {{"--define", "X=2", "--nvrtc-opt=-UX"}, "x_not_defined"},
+      {{"--nvrtc-opt=-UX", "--define=X=2"}, "x_defined_as = 2;"},
+      {{"-D", "X=3", "--nvrtc-opt=--undefine-macro=X", "-D", "X=4"}, "x_defined_as = 4;"},
+      // A rule's nvrtc_opts: -D and -U there keep their order too.
+      {{"--nvrtc-opt=-UX", "--nvrtc-opt=-DX=5"}, "x_defined_as = 5;"},
+      {{"--nvrtc-opt=--define-macro=X=6", "--nvrtc-opt=-UX"}, "x_not_defined"},
+  };
+  std::set<std::string> keys;
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"compile", dir_ + "/order.cu", "--source-name", "order.cu",
+                                     "--ptx", "compute_80", "--no-lean", "-o", dir_ + "/o.kcb"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    CommandResult r = kcache(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    bundle::Bundle b = bundle::parse(*read_file(dir_ + "/o.kcb"));
+    ASSERT_EQ(b.images.size(), 1u);
+    EXPECT_TRUE(contains(std::string(b.images[0].data), c.x)) << c.flags.front();
+    keys.insert(std::string(b.images[0].key));
+  }
+  EXPECT_EQ(keys.size(), std::size(cases)) << "two orders shared a key";
+  // -U takes a name only.
+  CommandResult bad = kcache({"compile", dir_ + "/order.cu", "--ptx", "compute_80", "-U", "X=1",
+                              "-o", dir_ + "/o.kcb"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "-UX=1")) << bad.err;
+}
+
+// A computed include of a FIFO used to hang `kcache compile` for good, one of
+// /dev/zero to read until std::bad_alloc (issue 27): each is now a one-line
+// error naming the file, well within the time limit (`timeout` ends a hang
+// with 124).
+TEST_F(CompileCommandTest, AComputedIncludeOfAFifoOrDevZeroIsAnErrorNotAHang) {
+  const std::string fifo = dir_ + "/pipe.h";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct Case {
+    std::string header;
+    std::string says;
+  };
+  const Case cases[] = {
+      {fifo, "cannot read " + fifo + ": it is a FIFO (named pipe), not a regular file"},
+      {"/dev/zero", "cannot read /dev/zero: it is a character device, not a regular file"},
+      {"pipe.h", "cannot read " + fifo + ": it is a FIFO (named pipe), not a regular file"},
+  };
+  for (const Case& c : cases) {
+    write(dir_, "k.cu", "#define H \"" + c.header + "\"\n#include H\n__global__ void k() {}\n");
+    CommandResult r = kcache::testing::run_command(
+        {"/usr/bin/timeout", "120", kcache::testing::kcache_binary(), "--dir", dir_ + "/store", "compile",
+         dir_ + "/k.cu", "--ptx", "compute_80", "-o", dir_ + "/k.kcb"});
+    EXPECT_NE(r.exit_code, 124) << c.header << ": kcache compile hung";
+    EXPECT_NE(r.exit_code, 0) << c.header;
+    EXPECT_TRUE(contains(r.err, c.says)) << r.err;
+    EXPECT_LE(lines(r.err), 2) << r.err;
+  }
 }
 
 }  // namespace

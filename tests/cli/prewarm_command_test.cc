@@ -100,6 +100,33 @@ TEST_F(PrewarmCommandTest, APchIsNotReusedAcrossHeadersOfTheSameNameWithOtherByt
   }
 }
 
+// What a PCH froze from its maker must match where it is used (issue 27):
+// __BASE_FILE__ in a header of the prefix names the maker's source, so two
+// sources sharing the prefix must not share the PCH; each entry names its
+// own file, equal to a --no-store compile (which uses no PCH).
+TEST_F(PrewarmCommandTest, APchThatFrozeItsMakersBaseFileIsNotUsedForAnotherSource) {
+  write(dir_, "pw/base.h",
+        "#pragma once\n#include <cuda/std/limits>\n__device__ char base_file[] = __BASE_FILE__;\n");
+  const std::string source =
+      "#include \"base.h\"\n"
+      "extern \"C\" __global__ void k(char* o) { o[0] = base_file[0]; }\n";
+  const char* const names[] = {"first.cu", "second.cu", "third.cu"};
+  for (const char* n : names) write(dir_, std::string("pw/") + n, source);
+  CommandResult warm = kcache({"prewarm", "pw", "--ptx", "compute_80", "-j", "1"});
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  for (const char* n : names) {
+    const std::string k = std::string("pw/") + n;
+    CommandResult hit = kcache({"compile", k, "--ptx", "compute_80", "-o", "hit.kcb"});
+    CommandResult fresh =
+        kcache({"compile", k, "--ptx", "compute_80", "--no-store", "-o", "fresh.kcb"});
+    ASSERT_EQ(hit.exit_code, 0) << hit.err;
+    ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+    EXPECT_EQ(FileSystem::real().read_file(dir_ + "/hit.kcb"),
+              FileSystem::real().read_file(dir_ + "/fresh.kcb"))
+        << k << ": prewarm stored another source's __BASE_FILE__";
+  }
+}
+
 TEST_F(PrewarmCommandTest, ManifestLinesAreCompileCommandLines) {
   write(dir_, "kernels.txt",
         "# kernels this team builds\n"

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 
 #include "common/error.h"
@@ -77,6 +80,108 @@ TEST(PchTest, AWrongSourceFailsWithThePlainCompilesLogAndOptions) {
     EXPECT_FALSE(contains(e.log(), "precompiled header")) << e.log();
     EXPECT_EQ(e.options(), in.options);
   }
+}
+
+// A small prefix (libcu++'s limits) and a header handed in memory that
+// `base_h` fills; the kernel reads what the header defines.
+NvrtcInput named_input(const Toolkit& t, const std::string& source_name,
+                       const std::string& base_h) {
+  NvrtcInput in;
+  in.source_name = source_name;
+  in.source =
+      "#include \"base.h\"\n#include <cuda/std/limits>\n"
+      "extern \"C\" __global__ void k(char* o) { o[0] = base_file[0]; }\n";
+  in.headers = {{"base.h", base_h}};
+  in.options = {"-arch=compute_80", "-std=c++17"};
+  for (const std::string& d : t.include_dirs) in.options.push_back("-I" + d);
+  in.want_cubin = false;
+  return in;
+}
+
+struct PchFile {
+  std::string name;
+  uintmax_t ino = 0;
+  int64_t mtime_ns = 0;
+  bool operator==(const PchFile& o) const {
+    return name == o.name && ino == o.ino && mtime_ns == o.mtime_ns;
+  }
+};
+
+// The one PCH file in `dir` (a test fails if there are more or none).
+PchFile the_pch(const std::string& dir) {
+  std::vector<PchFile> found;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() != ".pch") continue;
+    struct stat st;
+    EXPECT_EQ(::stat(e.path().c_str(), &st), 0);
+    found.push_back({e.path().filename(), st.st_ino,
+                     static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec});
+  }
+  EXPECT_EQ(found.size(), 1u);
+  return found.empty() ? PchFile{} : found.front();
+}
+
+// A prefix that freezes nothing from its maker serves every source with the
+// same prefix and options: prewarm's speed-up stays.
+TEST(PchTest, APchThatFrozeNothingServesOtherSources) {
+  std::string dir = test_dir();
+  Toolkit t = find_toolkit("");
+  const Nvrtc& nvrtc = Nvrtc::open(t.nvrtc.path);
+  const std::string base = "__device__ char base_file[] = \"fixed\";\n";
+  NvrtcOutput first = compile_with_pch(nvrtc, named_input(t, "first.cu", base), dir);
+  PchFile made = the_pch(dir);
+  NvrtcOutput second = compile_with_pch(nvrtc, named_input(t, "second.cu", base), dir);
+  EXPECT_EQ(second.image, nvrtc.compile(named_input(t, "second.cu", base)).image);
+  EXPECT_EQ(the_pch(dir), made) << "the PCH was made again: not shared";
+}
+
+// __BASE_FILE__ in a header of the prefix is the maker's source name, frozen
+// in the PCH (issue 27): another source must not use it.
+TEST(PchTest, APchThatFrozeItsMakersBaseFileServesOnlyThatSource) {
+  std::string dir = test_dir();
+  Toolkit t = find_toolkit("");
+  const Nvrtc& nvrtc = Nvrtc::open(t.nvrtc.path);
+  const std::string base = "__device__ char base_file[] = __BASE_FILE__;\n";
+  for (const char* name : {"first.cu", "second.cu", "first.cu", "third.cu"}) {
+    NvrtcInput in = named_input(t, name, base);
+    NvrtcOutput with_pch = compile_with_pch(nvrtc, in, dir);
+    NvrtcOutput plain = nvrtc.compile(in);
+    EXPECT_EQ(with_pch.image, plain.image) << name;
+    EXPECT_NE(with_pch.image.find("base_file[" + std::to_string(std::string(name).size() + 1)),
+              std::string::npos)
+        << name << ":\n" << with_pch.image;
+  }
+}
+
+std::time_t day_one() { return 1795000000; }          // 2026-11-17
+std::time_t day_two() { return 1795000000 + 86400; }  // the day after
+
+// NVRTC 13 makes no PCH whose prefix expands __DATE__ or __TIME__ (measured:
+// warning #20283-D "PCH creation disabled because macro "__DATE__" was
+// encountered"), so a date cannot be frozen that way today. kcache does not
+// rely on it: a PCH whose maker's inputs name __DATE__ at all (here a macro
+// defined but not expanded in the prefix, which NVRTC does precompile)
+// serves compiles of the same day only (the clock turned at midnight).
+TEST(PchTest, APchWhoseMakerNamedTheDateServesOnlyThatDay) {
+  std::string dir = test_dir();
+  Toolkit t = find_toolkit("");
+  const Nvrtc& nvrtc = Nvrtc::open(t.nvrtc.path);
+  const std::string expanded = "__device__ char base_file[] = __DATE__;\n";
+  NvrtcOutput out = compile_with_pch(nvrtc, named_input(t, "first.cu", expanded), dir);
+  EXPECT_EQ(pch_files(dir), 0) << "NVRTC made a PCH that froze __DATE__";
+  EXPECT_EQ(out.image, nvrtc.compile(named_input(t, "first.cu", expanded)).image);
+
+  const std::string named = "#define WHEN __DATE__\n__device__ char base_file[] = \"fixed\";\n";
+  set_pch_clock_for_testing(&day_one);
+  compile_with_pch(nvrtc, named_input(t, "first.cu", named), dir);
+  PchFile made = the_pch(dir);
+  compile_with_pch(nvrtc, named_input(t, "second.cu", named), dir);
+  EXPECT_EQ(the_pch(dir), made) << "the same day: the PCH serves";
+  set_pch_clock_for_testing(&day_two);
+  NvrtcOutput next_day = compile_with_pch(nvrtc, named_input(t, "first.cu", named), dir);
+  set_pch_clock_for_testing(nullptr);
+  EXPECT_FALSE(the_pch(dir) == made) << "the next day used the PCH made the day before";
+  EXPECT_EQ(next_day.image, nvrtc.compile(named_input(t, "first.cu", named)).image);
 }
 
 TEST(PchTest, StripRemovesNvrtcsPchMessagesOnly) {

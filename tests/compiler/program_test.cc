@@ -25,7 +25,7 @@ TEST(ProgramOptionsTest, MapsNvrtcsSpellingsOntoKcachesOptions) {
   EXPECT_EQ(o.options.archs, std::vector<std::string>{"sm_90"});
   EXPECT_EQ(o.options.ptx_arch, "");
   EXPECT_EQ(o.options.include_dirs, (std::vector<std::string>{"inc", "more"}));
-  EXPECT_EQ(o.options.defines, (std::vector<std::string>{"A=1", "B"}));
+  EXPECT_EQ(o.options.macros, (std::vector<std::string>{"-DA=1", "-DB"}));
   EXPECT_EQ(o.options.std, "c++17");
   EXPECT_EQ(o.options.nvrtc_options, (std::vector<std::string>{"--fmad=false", "-ftz=true"}));
   EXPECT_EQ(o.options.memory_headers.size(), 1u);
@@ -55,17 +55,70 @@ TEST(ProgramOptionsTest, WhatKcacheCannotKeyIsRefusedSayingWhy) {
       {{"-arch=sm_90", "-G"}, "option -G: its debug information"},
       {{"-arch=sm_90", "--pch-dir=/tmp/p"}, "option --pch-dir=/tmp/p: precompiled headers"},
       {{"-arch=sm_90", "-include", "x.h"}, "option -include: it includes a file"},
-      {{"-arch=sm_90", "-I", "inc"}, "option -I: its value as a separate option"},
+      {{"-arch=sm_90", "-I"}, "option -I: no value follows it"},
+      {{"-arch=sm_90", "-std", "c++17"}, "option -std: NVRTC 13 takes no separate value"},
+      {{"-arch=sm_90", "-std=c++17", "--std=c++20"}, "a second -std"},
+      {{"-arch=sm_90", "-D==X"}, "a value kcache does not map exactly"},
+      {{"-arch=sm_90", "-D X"}, "a value kcache does not map exactly"},
+      {{"-arch=sm_90", "-I="}, "a value kcache does not map exactly"},
+      {{"-arch=sm_90", "-UX=1"}, "an undefine with a value"},
+      {{"-arch", "sm_90", "--gpu-architecture", "sm_80"}, "a second target"},
       {{"-arch=sm_90", "-arch=sm_80"}, "a second target"},
       {{"-std=c++17"}, "(no -arch): NVRTC's default target"},
       {{"-arch=gfx90a"}, "not an architecture kcache knows"},
-      {{"-arch=sm_90", "-D=1"}, "no macro name"},
+      {{"-arch=sm_90", "-D=", "X"}, "a value kcache does not map exactly"},
   };
   for (const Case& c : cases) {
     ProgramOptions o = program_options(source(), c.options);
     EXPECT_NE(o.unsupported.find(c.says), std::string::npos)
         << c.options.back() << ": " << o.unsupported;
   }
+}
+
+// NVRTC 13 takes each of these spellings (measured with a program against
+// libnvrtc.so.13: docs/NVRTC_SHIM.md): the value glued, after '=', or as the
+// next argument whatever it holds. Each maps onto the one option kcache
+// keys, so every spelling of a program shares its entries.
+TEST(ProgramOptionsTest, EverySpellingNvrtcTakesMapsOntoOneOption) {
+  const std::vector<std::vector<std::string>> spellings = {
+      {"-arch=sm_90", "-Iinc", "-DX=1", "-UY", "-std=c++17"},
+      {"-arch", "sm_90", "-I", "inc", "-D", "X=1", "-U", "Y", "--std=c++17"},
+      {"--gpu-architecture=sm_90", "--include-path=inc", "--define-macro=X=1",
+       "--undefine-macro=Y", "-std=c++17"},
+      {"--gpu-architecture", "sm_90", "--include-path", "inc", "--define-macro", "X=1",
+       "--undefine-macro", "Y", "-std=c++17"},
+      {"-arch=sm_90", "-I=inc", "-D=X=1", "-U=Y", "-std=c++17"},
+  };
+  for (const std::vector<std::string>& options : spellings) {
+    ProgramOptions o = program_options(source(), options);
+    ASSERT_EQ(o.unsupported, "") << options[1];
+    EXPECT_EQ(o.options.archs, std::vector<std::string>{"sm_90"}) << options[1];
+    EXPECT_EQ(o.options.include_dirs, std::vector<std::string>{"inc"}) << options[1];
+    EXPECT_EQ(o.options.macros, (std::vector<std::string>{"-DX=1", "-UY"})) << options[1];
+    EXPECT_EQ(o.options.std, "c++17");
+    EXPECT_TRUE(o.options.nvrtc_options.empty()) << options[1];
+    EXPECT_EQ(canonical_options(o.options),
+              (std::vector<std::string>{"-std=c++17", "-DX=1", "-UY"}));
+  }
+  // Alone, the next argument is the value whatever it holds (NVRTC: `-D -UX`
+  // defines a macro "-UX" and fails; `-I -DX` searches a folder "-DX").
+  ProgramOptions o = program_options(source(), {"-arch=sm_90", "-I", "-DX"});
+  ASSERT_EQ(o.unsupported, "");
+  EXPECT_EQ(o.options.include_dirs, std::vector<std::string>{"-DX"});
+  EXPECT_TRUE(o.options.macros.empty());
+}
+
+// -D and -U keep the program's order (issue 26): NVRTC applies them in
+// order, so `-UX -DX=1` defines X and `-DX=1 -UX` does not.
+TEST(ProgramOptionsTest, DefinesAndUndefinesKeepTheirOrder) {
+  ProgramOptions a = program_options(source(), {"-arch=sm_90", "-UX", "-DX=1", "-fmad=false"});
+  ProgramOptions b = program_options(source(), {"-arch=sm_90", "-DX=1", "-fmad=false", "-UX"});
+  ASSERT_EQ(a.unsupported, "");
+  ASSERT_EQ(b.unsupported, "");
+  EXPECT_EQ(canonical_options(a.options),
+            (std::vector<std::string>{"-UX", "-DX=1", "-fmad=false"}));
+  EXPECT_EQ(canonical_options(b.options),
+            (std::vector<std::string>{"-DX=1", "-UX", "-fmad=false"}));
 }
 
 }  // namespace

@@ -104,7 +104,8 @@ class DropInTest : public ::testing::Test {
 
   // Runs `program` into a fresh folder; with the shim first on the library
   // path when `shim`. Returns the folder.
-  std::string run(const std::string& program, bool shim, const std::string& stats = "") {
+  std::string run(const std::string& program, bool shim, const std::string& stats = "",
+                  const std::map<std::string, std::string>& more_env = {}) {
     std::string out = tmp_ / ("out" + std::to_string(runs_++));
     ::mkdir(out.c_str(), 0755);
     std::map<std::string, std::string> env = {
@@ -113,6 +114,7 @@ class DropInTest : public ::testing::Test {
         {"KCACHE_SHIM_STATS", stats},
         {"KCACHE_REMOTE", ""},
     };
+    for (const auto& [name, value] : more_env) env[name] = value;
     testing::CommandResult r =
         run_command({runfile("tests/nvrtc_shim/" + program), out, tmp_ / "include"}, env);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -222,6 +224,31 @@ TEST_F(DropInTest, WithoutACompileProcessTheRealNvrtcAnswersAndSaysSoOnce) {
     // Once per kind of trouble, not once per compile.
     EXPECT_LE(std::count(r.err.begin(), r.err.end(), '\n'), 2) << exe << ":\n" << r.err;
   }
+}
+
+// NVRTC 13 takes an -I folder as the next argument too (`-I DIR`,
+// `--include-path DIR`; issue 29): cached, a hit the second time, and the
+// same key as `-IDIR`, with NVRTC's answers.
+TEST_F(DropInTest, AnIncludeFolderAsTheNextArgumentIsCachedUnderTheSameKey) {
+  for (const char* split : {"-I", "--include-path"}) {
+    const std::map<std::string, std::string> env = {{"NVRTC_USER_SPLIT_INCLUDE", split}};
+    std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false, "", env));
+    const std::string tag = std::string(split) == "-I" ? "short" : "long";
+    std::map<std::string, std::string> first =
+        files_of(run("nvrtc_user", true, stats_file(tag + "_first"), env));
+    EXPECT_EQ(differences(first, expected), "") << split;
+    // The second spelling finds the first one's entries.
+    EXPECT_EQ(count(stats(tag + "_first"), tag == "short" ? "miss" : "hit"), kPrograms)
+        << stats(tag + "_first") << last_err_;
+    std::map<std::string, std::string> second =
+        files_of(run("nvrtc_user", true, stats_file(tag + "_second"), env));
+    EXPECT_EQ(differences(second, expected), "") << split;
+    EXPECT_EQ(count(stats(tag + "_second"), "hit"), kPrograms) << stats(tag + "_second");
+  }
+  // `-IDIR` finds the entries the split spellings made.
+  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
+  EXPECT_EQ(differences(files_of(run("nvrtc_user", true, stats_file("glued"))), expected), "");
+  EXPECT_EQ(count(stats("glued"), "hit"), kPrograms) << stats("glued");
 }
 
 TEST_F(DropInTest, AProgramThatOpensNvrtcBySonameGetsTheShim) {

@@ -82,6 +82,20 @@ void compile(const std::string& tag, const std::string& source, const char* name
   std::vector<std::string> all = options;
   // The test's way to add an option to every compile.
   if (const char* extra = std::getenv("NVRTC_USER_EXTRA_OPTION")) all.push_back(extra);
+  // The test's way to give -I's folder as the next argument, NVRTC's other
+  // spelling: NVRTC_USER_SPLIT_INCLUDE names the option ("-I", "--include-path").
+  if (const char* split = std::getenv("NVRTC_USER_SPLIT_INCLUDE")) {
+    std::vector<std::string> spelled;
+    for (const std::string& o : all) {
+      if (o.compare(0, 2, "-I") == 0 && o.size() > 2) {
+        spelled.push_back(split);
+        spelled.push_back(o.substr(2));
+      } else {
+        spelled.push_back(o);
+      }
+    }
+    all = spelled;
+  }
   for (const std::string& o : all) opts.push_back(o.c_str());
   std::ostringstream codes;
   nvrtcProgram prog = nullptr;
