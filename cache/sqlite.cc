@@ -2,8 +2,6 @@
 
 #include <sqlite3.h>
 
-#include <cstdio>
-
 #include "common/error.h"
 
 namespace kcache::cache::sqlite {
@@ -60,7 +58,7 @@ void Database::fail(int rc, const std::string& doing) const {
   std::string msg = "store index " + path_ + ": " + doing;
   if (doing.find(sqlite3_errstr(rc)) == std::string::npos)
     msg += " (" + std::string(sqlite3_errstr(rc)) + ")";
-  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) throw CorruptError(msg);
+  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) throw IndexCorruptError(msg);
   throw IoError(msg);
 }
 
@@ -127,10 +125,12 @@ bool Statement::column_is_null(int index) const {
 Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
 
 Transaction::~Transaction() {
-  if (done_) return;
+  // Autocommit again means no transaction is open: SQLite rolled it back on
+  // SQLITE_FULL or SQLITE_IOERR, and the error that said so was thrown.
+  if (done_ || sqlite3_get_autocommit(db_.handle())) return;
   if (sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    std::fprintf(stderr, "kcache: rolling back a transaction on %s failed: %s\n",
-                 db_.path().c_str(), sqlite3_errmsg(db_.handle()));
+    db_.warn("rolling back a transaction on " + db_.path() +
+             " failed: " + sqlite3_errmsg(db_.handle()));
   }
 }
 
