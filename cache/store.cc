@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <sys/file.h>
 #include <sys/random.h>
@@ -116,6 +117,18 @@ std::string network_file_system_of(const std::string& dir) {
   }
 }
 
+// Bumped in every child fork() makes. Cheaper than getpid() on each lookup
+// (a system call: several microseconds in some VMs, against a 4 KiB hit's few).
+std::atomic<uint64_t> forks_seen{0};
+
+uint64_t fork_generation() {
+  static const bool registered = [] {
+    return pthread_atfork(nullptr, nullptr, [] { forks_seen.fetch_add(1); }) == 0;
+  }();
+  (void)registered;
+  return forks_seen.load(std::memory_order_relaxed);
+}
+
 // The identity of the index file, to notice it deleted, emptied or replaced.
 struct FileIdentity {
   bool exists = false;
@@ -199,7 +212,8 @@ class SqliteStore : public Store {
     } catch (const std::exception& e) {
       notice("flush", std::string("could not record cache statistics: ") + e.what());
     }
-    if (getpid() != pid_) return;  // a forked child's copy: the parent's connection
+    // A forked child's copy that never reopened: the parent's connection.
+    if (fork_generation() != fork_generation_) abandon_connection();
     // A process that only looked entries up (a hit) changed nothing a reader
     // needs: it leaves its LRU times in the WAL for the next writer to
     // checkpoint instead of paying SQLite's checkpoint on close (two
@@ -209,7 +223,7 @@ class SqliteStore : public Store {
   }
 
   std::optional<Entry> get(const Hash128& key, Access access) override {
-    return with_index([&] { return get_from_index(key, access); });
+    return with_index([&] { return get_from_index(key, access); }, /*writing=*/false);
   }
 
   std::optional<Entry> get_from_index(const Hash128& key, Access access) {
@@ -594,7 +608,7 @@ class SqliteStore : public Store {
       // A read-only folder that already holds a store is still readable.
       if (!fs_.stat(index_path_)) throw;
     }
-    pid_ = getpid();
+    fork_generation_ = fork_generation();
     FileIdentity id = identity_of(index_path_);
     if (id.is_directory) {
       rebuild_index("it is a folder, not a file", id);
@@ -669,6 +683,7 @@ class SqliteStore : public Store {
     db_->exec("PRAGMA mmap_size = 0");
     prepare_statements();
     index_id_ = identity_of(index_path_);
+    next_lookup_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   }
 
   // WAL's shared memory (-shm) is not shared between machines on a network
@@ -692,9 +707,12 @@ class SqliteStore : public Store {
 
   // Before each operation: the index deleted, emptied or replaced under us,
   // or this process a fork of the one that opened it. Then reopen (which
-  // creates or rebuilds as needed). One stat, about a microsecond.
-  void check_index_file() {
-    if (getpid() != pid_) {
+  // creates or rebuilds as needed). A write stats the index each time; a
+  // lookup at most once a second (a stat costs as much as a small hit, and
+  // a lookup in a replaced index reads a stale copy: at worst a miss; damage
+  // it meets is reported by SQLite and rebuilt all the same).
+  void check_index_file(bool writing = true) {
+    if (fork_generation() != fork_generation_) {
       // SQLite forbids using a connection across fork(), and even closing
       // one could release the parent's locks: the child leaves it open.
       abandon_connection();
@@ -704,6 +722,11 @@ class SqliteStore : public Store {
       return;
     }
     if (read_only_) return;  // a snapshot; nothing is written through it
+    if (!writing) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now < next_lookup_check_) return;
+      next_lookup_check_ = now + std::chrono::seconds(1);
+    }
     FileIdentity now = identity_of(index_path_);
     if (now.same_file(index_id_) && !now.is_directory && now.size > 0) return;
     drop_connection();
@@ -713,8 +736,8 @@ class SqliteStore : public Store {
   // Runs `body` against the index; when SQLite reports the index damaged,
   // rebuilds it from the blobs once and runs `body` again.
   template <typename F>
-  auto with_index(F&& body) -> decltype(body()) {
-    check_index_file();
+  auto with_index(F&& body, bool writing = true) -> decltype(body()) {
+    check_index_file(writing);
     const FileIdentity damaged = index_id_;
     try {
       return body();
@@ -1191,7 +1214,8 @@ class SqliteStore : public Store {
   std::function<void(const std::string&)> warn_;
   std::function<int64_t()> clock_;
   const std::string network_fs_;  // "" on a local file system
-  pid_t pid_ = 0;                 // the process that opened db_
+  uint64_t fork_generation_ = 0;  // fork_generation() when db_ was opened
+  std::chrono::steady_clock::time_point next_lookup_check_;
   FileIdentity index_id_;         // the index file db_ has open
   std::set<std::string> noticed_;
   bool changed_index_ = false;  // entries, settings or schema written by this process
