@@ -33,6 +33,16 @@ Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) 
   }
   sqlite3_extended_result_codes(db_, 1);
   sqlite3_busy_timeout(db_, busy_timeout_ms);
+  // Never memory-map the database, from the first read on: a file truncated
+  // under a mapping is a SIGBUS in the host program (the drop-in libnvrtc
+  // lives in anyone's process). Reads cost a pread each (docs/PERFORMANCE.md).
+  try {
+    exec("PRAGMA mmap_size = 0");
+  } catch (...) {
+    sqlite3_close(db_);  // no destructor runs for a constructor that throws
+    db_ = nullptr;
+    throw;
+  }
 }
 
 Database::~Database() { sqlite3_close_v2(db_); }

@@ -29,6 +29,8 @@ class IndexCorruptError : public CorruptError {
   using CorruptError::CorruptError;
 };
 
+// Never memory-maps the file (PRAGMA mmap_size = 0; WAL's -shm file is still
+// mapped by SQLite itself).
 class Database {
  public:
   Database(const std::string& path, OpenMode mode, int busy_timeout_ms);

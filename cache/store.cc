@@ -677,10 +677,6 @@ class SqliteStore : public Store {
       }
       create_or_check_schema();
     }
-    // No memory mapping of the index: a file truncated under a mapping is a
-    // SIGBUS in the host program (the drop-in lives in anyone's process).
-    // Reads cost a pread each instead (docs/PERFORMANCE.md).
-    db_->exec("PRAGMA mmap_size = 0");
     prepare_statements();
     index_id_ = identity_of(index_path_);
     next_lookup_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
