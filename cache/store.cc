@@ -158,7 +158,9 @@ FileIdentity identity_of(const std::string& path) {
 class IndexLock {
  public:
   explicit IndexLock(const std::string& path) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    // Read-only: flock() needs no write access, so users sharing a store
+    // through a group-writable folder lock the same file.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) return;  // a read-only folder: nothing will be written anyway
     while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
     }
@@ -203,7 +205,7 @@ class SqliteStore : public Store {
         clock_(options.clock ? options.clock : system_clock_now),
         network_fs_((options.network_file_system ? options.network_file_system
                                                  : network_file_system_of)(dir_)) {
-    open_index();
+    reopen_index();
   }
 
   ~SqliteStore() override {
@@ -280,6 +282,14 @@ class SqliteStore : public Store {
     } catch (...) {
       remove_quietly(path);  // the row was not written: nothing names this file
       throw;
+    }
+    // The index deleted or replaced while we wrote it: the row goes into the
+    // one that is there now too (or its rebuild adopts the blob, which is on
+    // disk before any row names it).
+    if (!index_file_unchanged()) {
+      std::optional<Row> again;
+      with_index([&] { again = insert_row(entry, hex, file); });
+      if (!old) old = again;
     }
     // Not when a rebuild adopted this very file meanwhile.
     if (old && old->file != file) remove_blob_quietly(old->file);
@@ -640,7 +650,9 @@ class SqliteStore : public Store {
       return;
     }
     // A WAL left without its database would be replayed into the new one.
-    for (const char* suffix : {"-wal", "-shm", "-journal"}) remove_quietly(index_path_ + suffix);
+    // An empty file goes too: a new inode shares no SQLite state (its -shm
+    // mapping) with a connection of this process to the emptied one.
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) remove_quietly(index_path_ + suffix);
     connect();
     uint64_t adopted = adopt_blobs();
     if (adopted > 0) {
@@ -708,13 +720,17 @@ class SqliteStore : public Store {
   // a lookup in a replaced index reads a stale copy: at worst a miss; damage
   // it meets is reported by SQLite and rebuilt all the same).
   void check_index_file(bool writing = true) {
+    if (!db_) {  // an earlier reopen failed half-way
+      reopen_index();
+      return;
+    }
     if (fork_generation() != fork_generation_) {
       // SQLite forbids using a connection across fork(), and even closing
       // one could release the parent's locks: the child leaves it open.
       abandon_connection();
       pending_counters_.clear();  // the parent counts these
       pending_touches_.clear();
-      open_index();
+      reopen_index();
       return;
     }
     if (read_only_) return;  // a snapshot; nothing is written through it
@@ -723,29 +739,54 @@ class SqliteStore : public Store {
       if (now < next_lookup_check_) return;
       next_lookup_check_ = now + std::chrono::seconds(1);
     }
+    if (index_file_unchanged()) return;
+    reopen_index();
+  }
+
+  // open_index(), again when the index files change under it meanwhile: a
+  // process deleting them while another re-creates them makes SQLite fail
+  // with an I/O error (a journal gone before SQLite deletes it, ...).
+  void reopen_index() {
+    for (int attempt = 0;; ++attempt) {
+      drop_connection();
+      try {
+        open_index();
+        return;
+      } catch (const IoError&) {
+        if (attempt >= 2) throw;
+      }
+    }
+  }
+
+  bool index_file_unchanged() const {
     FileIdentity now = identity_of(index_path_);
-    if (now.same_file(index_id_) && !now.is_directory && now.size > 0) return;
-    drop_connection();
-    open_index();
+    return now.same_file(index_id_) && !now.is_directory && now.size > 0;
   }
 
   // Runs `body` against the index; when SQLite reports the index damaged,
-  // rebuilds it from the blobs once and runs `body` again.
+  // rebuilds it from the blobs once and runs `body` again (likewise when it
+  // fails because the index was deleted or replaced meanwhile).
   template <typename F>
   auto with_index(F&& body, bool writing = true) -> decltype(body()) {
-    check_index_file(writing);
-    const FileIdentity damaged = index_id_;
-    try {
-      return body();
-    } catch (const sqlite::IndexCorruptError& e) {
-      if (read_only_) throw;
-      rebuild_index(e.what(), damaged);
+    for (int attempt = 0;; ++attempt) {
+      FileIdentity damaged;
+      try {
+        check_index_file(writing);
+        damaged = index_id_;
+        return body();
+      } catch (const sqlite::IndexCorruptError& e) {
+        if (read_only_ || attempt > 0) throw;
+        rebuild_index(e.what(), damaged);
+        writing = true;  // the rebuilt index is checked as is
+      } catch (const IoError&) {
+        // The index deleted or replaced in the middle of this operation
+        // (SQLite says "disk I/O error"): again, on the index there now.
+        if (read_only_ || attempt >= 2 || (db_ && index_file_unchanged())) throw;
+        writing = true;
+      }
     }
-    return body();
   }
 
-  // Closing never checkpoints: the file may be deleted or replaced, and a
-  // checkpoint's cleanup deletes the WAL by name, which may be a new index's.
   void drop_connection() {
     if (db_) db_->keep_wal_on_close();
     find_.reset();

@@ -226,6 +226,55 @@ TEST_F(StoreRecoveryTest, IndexDeletedUnderARunningProcessKeepsWhatItStoresAfter
   EXPECT_TRUE(warnings_.empty());
 }
 
+// `rm index.sqlite*` five times while four processes keep storing: every
+// put a process finished is a hit afterwards, and verify finds nothing.
+TEST_F(StoreRecoveryTest, IndexDeletedRepeatedlyWhileFourProcessesStoreLosesNoFinishedPut) {
+  open_store();  // the store exists before the writers start
+  std::vector<pid_t> writers;
+  for (int w = 0; w < 4; ++w) {
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        StoreOptions quiet;
+        quiet.warn = [](const std::string&) {};
+        auto store = Store::open(store_dir(), quiet);
+        for (int i = 0; i < 60; ++i) store->put(entry_of(1000 + w * 100 + i));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "writer %d: %s\n", w, e.what());
+        code = 2;
+      }
+      std::fflush(nullptr);
+      _exit(code);
+    }
+    writers.push_back(pid);
+  }
+  for (int round = 0; round < 5; ++round) {
+    usleep(30000);
+    for (const char* suffix : {"", "-wal", "-shm"}) ::unlink((index() + suffix).c_str());
+  }
+  for (pid_t pid : writers) {
+    int status = 0;
+    waitpid(pid, &status, 0);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "writer status " << status;
+  }
+  auto store = open_store();
+  int lost = 0;
+  for (int w = 0; w < 4; ++w) {
+    for (int i = 0; i < 60; ++i) {
+      std::optional<Entry> e = store->get(key_of(1000 + w * 100 + i));
+      if (!e) {
+        lost += 1;
+      } else {
+        EXPECT_EQ(e->payload(), payload_of(1000 + w * 100 + i));
+      }
+    }
+  }
+  EXPECT_EQ(lost, 0) << "of 240 finished puts";
+  for (const std::string& p : store->verify().problems) ADD_FAILURE() << "verify: " << p;
+}
+
 // Blobs another process stored after the index it used was deleted (its row
 // went into the deleted file): the next cleanup adopts them.
 TEST_F(StoreRecoveryTest, CleanupAdoptsBlobsNoRowNamesAndCountsThem) {
