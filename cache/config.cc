@@ -281,7 +281,7 @@ StorageOptions storage_options_or_local_only(const std::function<void(const std:
         std::string(e.what()) + "; using the default local store without a remote cache";
     if (warn) {
       warn(message);
-    } else {
+    } else if (!store_quiet()) {
       std::fprintf(stderr, "kcache: warning: %s\n", message.c_str());
     }
   }

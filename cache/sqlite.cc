@@ -2,8 +2,6 @@
 
 #include <sqlite3.h>
 
-#include <cstdio>
-
 #include "common/error.h"
 
 namespace kcache::cache::sqlite {
@@ -35,6 +33,16 @@ Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) 
   }
   sqlite3_extended_result_codes(db_, 1);
   sqlite3_busy_timeout(db_, busy_timeout_ms);
+  // Never memory-map the database, from the first read on: a file truncated
+  // under a mapping is a SIGBUS in the host program (the drop-in libnvrtc
+  // lives in anyone's process). Reads cost a pread each (docs/PERFORMANCE.md).
+  try {
+    exec("PRAGMA mmap_size = 0");
+  } catch (...) {
+    sqlite3_close(db_);  // no destructor runs for a constructor that throws
+    db_ = nullptr;
+    throw;
+  }
 }
 
 Database::~Database() { sqlite3_close_v2(db_); }
@@ -60,7 +68,7 @@ void Database::fail(int rc, const std::string& doing) const {
   std::string msg = "store index " + path_ + ": " + doing;
   if (doing.find(sqlite3_errstr(rc)) == std::string::npos)
     msg += " (" + std::string(sqlite3_errstr(rc)) + ")";
-  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) throw CorruptError(msg);
+  if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) throw IndexCorruptError(msg);
   throw IoError(msg);
 }
 
@@ -127,10 +135,12 @@ bool Statement::column_is_null(int index) const {
 Transaction::Transaction(Database& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
 
 Transaction::~Transaction() {
-  if (done_) return;
+  // Autocommit again means no transaction is open: SQLite rolled it back on
+  // SQLITE_FULL or SQLITE_IOERR, and the error that said so was thrown.
+  if (done_ || sqlite3_get_autocommit(db_.handle())) return;
   if (sqlite3_exec(db_.handle(), "ROLLBACK", nullptr, nullptr, nullptr) != SQLITE_OK) {
-    std::fprintf(stderr, "kcache: rolling back a transaction on %s failed: %s\n",
-                 db_.path().c_str(), sqlite3_errmsg(db_.handle()));
+    db_.warn("rolling back a transaction on " + db_.path() +
+             " failed: " + sqlite3_errmsg(db_.handle()));
   }
 }
 

@@ -3,13 +3,17 @@
 // roll back unless committed. sqlite3.h stays inside sqlite.cc.
 //
 // Errors throw IoError naming the database path and SQLite's message, except
-// CorruptError when SQLite says the file is not a database or is malformed.
+// IndexCorruptError when SQLite says the file is not a database or is malformed
+// (the store then rebuilds its index from the blob files).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "common/error.h"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -18,6 +22,15 @@ namespace kcache::cache::sqlite {
 
 enum class OpenMode { read_write_create, read_only, immutable };
 
+// The database file itself is damaged (SQLITE_CORRUPT, SQLITE_NOTADB), as
+// opposed to an entry a row names: the index, not the entry, must be rebuilt.
+class IndexCorruptError : public CorruptError {
+ public:
+  using CorruptError::CorruptError;
+};
+
+// Never memory-maps the file (PRAGMA mmap_size = 0; WAL's -shm file is still
+// mapped by SQLite itself).
 class Database {
  public:
   Database(const std::string& path, OpenMode mode, int busy_timeout_ms);
@@ -33,10 +46,17 @@ class Database {
   void keep_wal_on_close();
   // Throws the right error for a failed call whose result code is `rc`.
   [[noreturn]] void fail(int rc, const std::string& doing) const;
+  // Where the few problems that cannot be thrown go (a failed rollback in a
+  // destructor); default: dropped. The store routes them to its notices.
+  void set_warn(std::function<void(const std::string&)> warn) { warn_ = std::move(warn); }
+  void warn(const std::string& message) const {
+    if (warn_) warn_(message);
+  }
 
  private:
   sqlite3* db_ = nullptr;
   std::string path_;
+  std::function<void(const std::string&)> warn_;
 };
 
 class Statement {
@@ -71,7 +91,9 @@ class Statement {
 class Transaction {
  public:
   explicit Transaction(Database& db);
-  ~Transaction();  // rolls back unless commit() ran; never throws
+  // Rolls back unless commit() ran; never throws. Says nothing when SQLite
+  // already rolled back itself (a full disk, an I/O error: it does so).
+  ~Transaction();
   Transaction(const Transaction&) = delete;
   Transaction& operator=(const Transaction&) = delete;
   void commit();

@@ -22,7 +22,7 @@ Storage::Storage(StorageOptions options, std::unique_ptr<Remote> remote)
     : options_(std::move(options)), remote_(std::move(remote)) {
   if (!options_.warn) {
     options_.warn = [](const std::string& m) {
-      std::fprintf(stderr, "kcache: warning: %s\n", m.c_str());
+      if (!store_quiet()) std::fprintf(stderr, "kcache: warning: %s\n", m.c_str());
     };
   }
   open_local();

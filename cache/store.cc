@@ -1,12 +1,21 @@
 #include "cache/store.h"
 
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <pthread.h>
 #include <pwd.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -35,7 +44,18 @@ namespace {
 // row naming it is inserted only once the file is complete. So a reader never
 // sees a partial file, an eviction can never delete a file a newer row names,
 // and a process killed at any point leaves at worst a stray file, which
-// cleanup() removes once it is older than kStrayGraceSeconds.
+// cleanup() adopts (or removes) once it is older than kStrayGraceSeconds.
+//
+// The blob files are the truth and the index is derived from them: each blob
+// carries its key and checksum (cache/entry.h), so an index that is missing,
+// empty, a folder, or that SQLite reports as damaged (at open or in any query)
+// is moved aside and rebuilt from the blobs, under index.lock so that two
+// processes never rebuild at once. A process notices an index deleted,
+// emptied or replaced under it (inode, size) and a fork (pid) before each
+// operation, and reopens. Manifests are files of their own (manifests/), not
+// rows: nothing of theirs is lost with the index. Counters and the size
+// limit live only in the index: a rebuild copies them from the damaged file
+// when it still reads, else they start over.
 
 // Bump kSchemaVersion when the tables change (and migrate in
 // create_or_check_schema). Set kCompatibleVersion to the oldest schema version
@@ -45,6 +65,7 @@ constexpr int kSchemaVersion = 1;
 constexpr int kCompatibleVersion = 1;
 constexpr const char* kIndexName = "index.sqlite";
 constexpr const char* kBlobDirName = "blobs";
+constexpr const char* kIndexLockName = "index.lock";
 // Bazel runs many actions at once against one store; writes are short.
 constexpr int kBusyTimeoutMs = 30000;
 // A file with no row younger than this may be a put still in progress.
@@ -61,15 +82,98 @@ int64_t system_clock_now() {
 }
 
 void warn_to_stderr(const std::string& message) {
+  if (store_quiet()) return;
   std::fprintf(stderr, "kcache: %s\n", message.c_str());
 }
 
+// From the kernel each time: a generator's state would be copied by fork(),
+// and a parent and child storing the same key would then pick the same name.
 std::string random_id() {
-  static thread_local std::mt19937_64 rng(std::random_device{}() ^
-                                          (static_cast<uint64_t>(getpid()) << 32) ^
-                                          static_cast<uint64_t>(system_clock_now()));
-  return hex64(rng());
+  uint64_t value = 0;
+  if (getrandom(&value, sizeof value, 0) != static_cast<ssize_t>(sizeof value)) {
+    static std::atomic<uint64_t> counter{0};
+    value = std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32) ^
+            static_cast<uint64_t>(system_clock_now()) ^ (++counter * 0x9E3779B97F4A7C15ull);
+  }
+  return hex64(value);
 }
+
+// Network file systems where WAL's shared memory is not shared between
+// machines (sqlite.org/wal.html), by statfs magic; "" for anything else.
+std::string network_file_system_of(const std::string& dir) {
+  struct statfs fs;
+  if (::statfs(dir.c_str(), &fs) != 0) return "";
+  switch (static_cast<uint64_t>(fs.f_type)) {
+    case NFS_SUPER_MAGIC: return "NFS";
+    case 0x0BD00BD0: return "Lustre";
+    case V9FS_MAGIC: return "9p";
+    case SMB_SUPER_MAGIC: case 0xFF534D42: case 0xFE534D42: return "SMB/CIFS";
+    case 0x00C36400: return "CephFS";
+    case 0x01161970: return "GFS2";
+    case AFS_SUPER_MAGIC: case 0x6B414653: return "AFS";
+    case 0x47504653: return "GPFS";
+    case 0x7461636f: return "OCFS2";
+    default: return "";
+  }
+}
+
+// Bumped in every child fork() makes. Cheaper than getpid() on each lookup
+// (a system call: several microseconds in some VMs, against a 4 KiB hit's few).
+std::atomic<uint64_t> forks_seen{0};
+
+uint64_t fork_generation() {
+  static const bool registered = [] {
+    return pthread_atfork(nullptr, nullptr, [] { forks_seen.fetch_add(1); }) == 0;
+  }();
+  (void)registered;
+  return forks_seen.load(std::memory_order_relaxed);
+}
+
+// The identity of the index file, to notice it deleted, emptied or replaced.
+struct FileIdentity {
+  bool exists = false;
+  bool is_directory = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  bool same_file(const FileIdentity& o) const {
+    return exists == o.exists && dev == o.dev && ino == o.ino;
+  }
+};
+
+FileIdentity identity_of(const std::string& path) {
+  FileIdentity id;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return id;
+  id.exists = true;
+  id.is_directory = S_ISDIR(st.st_mode);
+  id.dev = st.st_dev;
+  id.ino = st.st_ino;
+  id.size = st.st_size;
+  return id;
+}
+
+// flock() on a file beside the index for as long as it lives: rebuilding and
+// creating the index happen one process at a time.
+class IndexLock {
+ public:
+  explicit IndexLock(const std::string& path) {
+    // Read-only: flock() needs no write access, so users sharing a store
+    // through a group-writable folder lock the same file.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;  // a read-only folder: nothing will be written anyway
+    while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
+  }
+  ~IndexLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  IndexLock(const IndexLock&) = delete;
+  IndexLock& operator=(const IndexLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 int kind_code(TargetKind kind) { return kind == TargetKind::ptx ? 1 : 2; }
 TargetKind kind_from_code(int64_t code) { return code == 1 ? TargetKind::ptx : TargetKind::cubin; }
@@ -84,6 +188,13 @@ std::optional<Hash128> key_of_blob_name(const std::string& name) {
 }
 
 class SqliteStore : public Store {
+  struct Row {
+    std::string key;
+    std::string file;
+    int64_t size = 0;
+    int64_t last_used = 0;
+  };
+
  public:
   SqliteStore(std::string dir, StoreOptions options)
       : dir_(std::move(dir)),
@@ -91,16 +202,20 @@ class SqliteStore : public Store {
         index_path_(dir_ + "/" + kIndexName),
         fs_(options.fs ? *options.fs : FileSystem::real()),
         warn_(options.warn ? options.warn : warn_to_stderr),
-        clock_(options.clock ? options.clock : system_clock_now) {
-    open_index();
+        clock_(options.clock ? options.clock : system_clock_now),
+        network_fs_((options.network_file_system ? options.network_file_system
+                                                 : network_file_system_of)(dir_)) {
+    reopen_index();
   }
 
   ~SqliteStore() override {
     try {
       flush();
     } catch (const std::exception& e) {
-      warn_(std::string("could not record cache statistics: ") + e.what());
+      notice("flush", std::string("could not record cache statistics: ") + e.what());
     }
+    // A forked child's copy that never reopened: the parent's connection.
+    if (fork_generation() != fork_generation_) abandon_connection();
     // A process that only looked entries up (a hit) changed nothing a reader
     // needs: it leaves its LRU times in the WAL for the next writer to
     // checkpoint instead of paying SQLite's checkpoint on close (two
@@ -110,6 +225,10 @@ class SqliteStore : public Store {
   }
 
   std::optional<Entry> get(const Hash128& key, Access access) override {
+    return with_index([&] { return get_from_index(key, access); }, /*writing=*/false);
+  }
+
+  std::optional<Entry> get_from_index(const Hash128& key, Access access) {
     const std::string hex = key.hex();
     // Twice: a concurrent put may replace the file between our lookup and read.
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -136,7 +255,7 @@ class SqliteStore : public Store {
         pending_counters_["hits"] += 1;
         pending_counters_["compile_ms_saved"] += entry.compile_ms();
         pending_touches_.push_back(hex);
-        if (pending_touches_.size() >= kMaxPendingTouches) flush();
+        if (pending_touches_.size() >= kMaxPendingTouches) flush_or_drop();
         return entry;
       } catch (const IncompatibleVersionError&) {
         break;  // written by a newer kcache sharing this store: not ours to delete
@@ -159,6 +278,28 @@ class SqliteStore : public Store {
 
     std::optional<Row> old;
     try {
+      with_index([&] { old = insert_row(entry, hex, file); });
+    } catch (...) {
+      remove_quietly(path);  // the row was not written: nothing names this file
+      throw;
+    }
+    // The index deleted or replaced while we wrote it: the row goes into the
+    // one that is there now too (or its rebuild adopts the blob, which is on
+    // disk before any row names it).
+    if (!index_file_unchanged()) {
+      std::optional<Row> again;
+      with_index([&] { again = insert_row(entry, hex, file); });
+      if (!old) old = again;
+    }
+    // Not when a rebuild adopted this very file meanwhile.
+    if (old && old->file != file) remove_blob_quietly(old->file);
+    with_index([&] { evict_to(max_size(), kEvictTargetFraction); });
+  }
+
+  std::optional<Row> insert_row(const Entry& entry, const std::string& hex,
+                                const std::string& file) {
+    std::optional<Row> old;
+    {
       const int64_t now = clock_();
       sqlite::Transaction txn(*db_);
       changed_index_ = true;
@@ -179,45 +320,46 @@ class SqliteStore : public Store {
       txn.commit();
       pending_counters_.clear();
       pending_touches_.clear();
-    } catch (...) {
-      remove_quietly(path);  // the row was not written: nothing names this file
-      throw;
     }
-    if (old) remove_blob_quietly(old->file);
-    evict_to(max_size(), kEvictTargetFraction);
+    return old;
   }
 
   bool remove(const Hash128& key) override {
     require_writable("remove an entry");
     const std::string hex = key.hex();
     Row row;
-    {
+    bool found = with_index([&] {
       sqlite::Transaction txn(*db_);
       changed_index_ = true;
       if (!find_row(hex, &row)) return false;
       delete_row(hex, row.size);
       txn.commit();
-    }
-    remove_blob_quietly(row.file);
-    return true;
+      return true;
+    });
+    if (found) remove_blob_quietly(row.file);
+    return found;
   }
 
   std::optional<EntryInfo> info(const Hash128& key) override {
-    sqlite::Statement s(*db_,
-                        "SELECT key, kind, arch, size, compile_ms, created, last_used "
-                        "FROM entries WHERE key = ?");
-    s.bind(1, key.hex());
-    if (!s.step()) return std::nullopt;
-    return info_from(s);
+    return with_index([&]() -> std::optional<EntryInfo> {
+      sqlite::Statement s(*db_,
+                          "SELECT key, kind, arch, size, compile_ms, created, last_used "
+                          "FROM entries WHERE key = ?");
+      s.bind(1, key.hex());
+      if (!s.step()) return std::nullopt;
+      return info_from(s);
+    });
   }
 
   std::vector<EntryInfo> list() override {
-    sqlite::Statement s(*db_,
-                        "SELECT key, kind, arch, size, compile_ms, created, last_used "
-                        "FROM entries ORDER BY last_used DESC, key");
-    std::vector<EntryInfo> out;
-    while (s.step()) out.push_back(info_from(s));
-    return out;
+    return with_index([&] {
+      sqlite::Statement s(*db_,
+                          "SELECT key, kind, arch, size, compile_ms, created, last_used "
+                          "FROM entries ORDER BY last_used DESC, key");
+      std::vector<EntryInfo> out;
+      while (s.step()) out.push_back(info_from(s));
+      return out;
+    });
   }
 
   void count(const std::string& counter, int64_t delta) override {
@@ -232,15 +374,32 @@ class SqliteStore : public Store {
       pending_touches_.clear();
       return;
     }
-    sqlite::Transaction txn(*db_);
-    write_pending();
-    txn.commit();
+    with_index([&] {
+      sqlite::Transaction txn(*db_);
+      write_pending();
+      txn.commit();
+    });
     pending_counters_.clear();
     pending_touches_.clear();
   }
 
+  // A hit stays a hit when its statistics cannot be written (a full disk).
+  void flush_or_drop() {
+    try {
+      flush();
+    } catch (const Error& e) {
+      notice("flush", std::string("could not record cache statistics: ") + e.what());
+      pending_counters_.clear();
+      pending_touches_.clear();
+    }
+  }
+
   StoreStats stats() override {
     if (!read_only_) flush();
+    return with_index([&] { return stats_from_index(); });
+  }
+
+  StoreStats stats_from_index() {
     StoreStats out;
     sqlite::Statement counters(*db_, "SELECT name, value FROM counters");
     while (counters.step()) out.counters[counters.column_text(0)] = counters.column_int(1);
@@ -257,43 +416,83 @@ class SqliteStore : public Store {
   void zero_stats() override {
     require_writable("zero the statistics");
     pending_counters_.clear();
-    sqlite::Transaction txn(*db_);
-    changed_index_ = true;
-    db_->exec("UPDATE counters SET value = 0");
-    set_meta("stats_zeroed_at", std::to_string(clock_()));
-    txn.commit();
+    with_index([&] {
+      sqlite::Transaction txn(*db_);
+      changed_index_ = true;
+      db_->exec("UPDATE counters SET value = 0");
+      set_meta("stats_zeroed_at", std::to_string(clock_()));
+      txn.commit();
+    });
   }
 
   void set_max_size(uint64_t bytes) override {
     require_writable("change the size limit");
-    {
-      sqlite::Transaction txn(*db_);
-      changed_index_ = true;
-      set_meta("max_size", std::to_string(bytes));
-      txn.commit();
-    }
-    evict_to(bytes, 1.0);
+    with_index([&] {
+      {
+        sqlite::Transaction txn(*db_);
+        changed_index_ = true;
+        set_meta("max_size", std::to_string(bytes));
+        txn.commit();
+      }
+      evict_to(bytes, 1.0);
+    });
   }
 
+  // Empties the store whatever state the index is in: every blob file goes,
+  // named by a row or not, and an index that cannot even be rebuilt is
+  // replaced by a new one.
   CleanupResult clear() override {
     require_writable("clear it");
-    std::vector<Row> rows;
-    {
-      sqlite::Transaction txn(*db_);
-      changed_index_ = true;
-      sqlite::Statement all(*db_, "SELECT key, file, size FROM entries");
-      while (all.step()) rows.push_back(row_from(all));
-      db_->exec("DELETE FROM entries");
-      db_->exec("UPDATE totals SET total_size = 0, entries = 0");
-      txn.commit();
+    std::map<std::string, int64_t> named;  // blob file -> size, from the rows
+    bool index_usable = true;
+    try {
+      with_index([&] {
+        named.clear();
+        sqlite::Transaction txn(*db_);
+        changed_index_ = true;
+        sqlite::Statement all(*db_, "SELECT key, file, size FROM entries");
+        while (all.step()) named[all.column_text(1)] = all.column_int(2);
+        db_->exec("DELETE FROM entries");
+        db_->exec("UPDATE totals SET total_size = 0, entries = 0");
+        txn.commit();
+      });
+    } catch (const Error& e) {
+      index_usable = false;
+      notice("clear", std::string("the store index could not be read (") + e.what() +
+                          "); removing every blob file and starting a new index");
     }
     CleanupResult result;
-    for (const Row& row : rows) {
-      remove_blob_quietly(row.file);
-      result.entries_removed += 1;
-      result.bytes_removed += static_cast<uint64_t>(row.size);
+    const int64_t cutoff_ns = (clock_() - kStrayGraceSeconds) * 1000000000;
+    for (const std::string& shard : fs_.list_directory(blob_dir_)) {
+      const std::string shard_dir = blob_dir_ + "/" + shard;
+      for (const std::string& name : fs_.list_directory(shard_dir)) {
+        auto row = named.find(name);
+        if (row != named.end()) {
+          remove_quietly(shard_dir + "/" + name);
+          result.entries_removed += 1;
+          result.bytes_removed += static_cast<uint64_t>(row->second);
+          continue;
+        }
+        // A temp file may be a put in progress; a finished blob is not.
+        std::optional<FileInfo> stat = fs_.stat(shard_dir + "/" + name);
+        if (!stat || stat->is_directory) continue;
+        if (!key_of_blob_name(name) && stat->mtime_ns > cutoff_ns) continue;
+        if (fs_.remove_file(shard_dir + "/" + name)) result.stray_files_removed += 1;
+      }
     }
-    result.stray_files_removed = remove_stray_files(/*grace_seconds=*/kStrayGraceSeconds);
+    if (!index_usable) {
+      drop_connection();
+      IndexLock lock(dir_ + "/" + kIndexLockName);
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+        std::string path = index_path_ + suffix;
+        if (identity_of(path).is_directory) {
+          std::rename(path.c_str(), (path + ".corrupt." + std::to_string(clock_())).c_str());
+        } else {
+          remove_quietly(path);
+        }
+      }
+      connect();
+    }
     // Manifests only point at entries: without them they are useless.
     result.manifests_removed = remove_manifest_files(dir_, fs_);
     return result;
@@ -301,8 +500,13 @@ class SqliteStore : public Store {
 
   CleanupResult cleanup() override {
     require_writable("clean it up");
-    CleanupResult result = evict_to(max_size(), 1.0);
-    result.stray_files_removed = remove_stray_files(kStrayGraceSeconds);
+    CleanupResult result;
+    with_index([&] {
+      StrayFiles strays = adopt_or_remove_strays(kStrayGraceSeconds);
+      result = evict_to(max_size(), 1.0);
+      result.stray_files_removed = strays.removed;
+      result.stray_files_adopted = strays.adopted;
+    });
     // Manifest leftovers: temp files of killed writers (a rename is atomic, so
     // a file under a key's name is whole: one that does not parse is damaged).
     const int64_t cutoff_ns = (clock_() - kStrayGraceSeconds) * 1000000000;
@@ -316,8 +520,9 @@ class SqliteStore : public Store {
   CleanupResult evict_older_than(std::chrono::seconds age) override {
     require_writable("evict entries");
     const int64_t cutoff = clock_() - age.count();
-    CleanupResult result =
-        evict_where([cutoff](const Row& row, int64_t) { return row.last_used < cutoff; });
+    CleanupResult result = with_index([&] {
+      return evict_where([cutoff](const Row& row, int64_t) { return row.last_used < cutoff; });
+    });
     // Temp files are left to cleanup(), which knows when one is abandoned.
     result.manifests_removed = remove_manifests_used_before(cutoff, /*everything=*/false);
     return result;
@@ -325,13 +530,32 @@ class SqliteStore : public Store {
 
   VerifyResult verify() override {
     require_writable("verify it (corrupt entries are removed)");
-    flush();
     VerifyResult result;
+    check_index_file();
+    // The index itself first: a damaged one is rebuilt before its rows are
+    // trusted (the rebuild checks every blob it adopts).
+    std::string damage;
+    try {
+      sqlite::Statement check(*db_, "PRAGMA quick_check");
+      while (check.step()) {
+        std::string line = check.column_text(0);
+        if (line != "ok" && damage.empty()) damage = line;
+      }
+    } catch (const sqlite::IndexCorruptError& e) {
+      damage = e.what();
+    }
+    if (!damage.empty()) {
+      uint64_t adopted = rebuild_index("PRAGMA quick_check: " + damage, index_id_, /*say=*/false);
+      result.problems.push_back("index: " + damage + " (moved aside and rebuilt from " +
+                                std::to_string(adopted) + " blob files)");
+    }
+    flush();
     std::vector<Row> rows;
-    {
+    with_index([&] {
+      rows.clear();
       sqlite::Statement all(*db_, "SELECT key, file, size, last_used FROM entries ORDER BY key");
       while (all.step()) rows.push_back(row_from(all));
-    }
+    });
     for (const Row& row : rows) {
       result.entries_checked += 1;
       std::string problem;
@@ -356,14 +580,12 @@ class SqliteStore : public Store {
       drop_bad_entry(row.key, row.file, problem, /*warn=*/false);
     }
     // The running totals must equal what the rows say.
-    {
+    with_index([&] {
       sqlite::Transaction txn(*db_);
       changed_index_ = true;
-      db_->exec(
-          "UPDATE totals SET total_size = (SELECT COALESCE(SUM(size), 0) FROM entries), "
-          "entries = (SELECT COUNT(*) FROM entries)");
+      recount_totals();
       txn.commit();
-    }
+    });
     for (const ManifestFile& file : list_manifest_files(dir_, fs_)) {
       if (!file.key) continue;  // temp files and strays: cleanup()'s
       result.manifests_checked += 1;
@@ -372,11 +594,6 @@ class SqliteStore : public Store {
       result.problems.push_back("manifest " + file.key->hex() + ": " + problem + " (removed)");
       remove_manifest_quietly(file);
     }
-    sqlite::Statement check(*db_, "PRAGMA quick_check");
-    while (check.step()) {
-      std::string line = check.column_text(0);
-      if (line != "ok") result.problems.push_back("index: " + line);
-    }
     return result;
   }
 
@@ -384,14 +601,14 @@ class SqliteStore : public Store {
   bool read_only() const override { return read_only_; }
 
  private:
-  struct Row {
-    std::string key;
-    std::string file;
-    int64_t size = 0;
-    int64_t last_used = 0;
-  };
 
-  // -- opening -------------------------------------------------------------
+  // -- opening, and keeping the index usable --------------------------------
+
+  // Every store message a program can see: once per reason per Store.
+  void notice(const std::string& reason, const std::string& message) {
+    if (!noticed_.insert(reason).second) return;
+    warn_(message);
+  }
 
   void open_index() {
     try {
@@ -401,10 +618,47 @@ class SqliteStore : public Store {
       // A read-only folder that already holds a store is still readable.
       if (!fs_.stat(index_path_)) throw;
     }
+    fork_generation_ = fork_generation();
+    FileIdentity id = identity_of(index_path_);
+    if (id.is_directory) {
+      rebuild_index("it is a folder, not a file", id);
+      return;
+    }
+    if ((!id.exists || id.size == 0) && ::access(dir_.c_str(), W_OK) == 0) {
+      create_index();
+      return;
+    }
     try {
       connect();
-    } catch (const CorruptError& e) {
-      rebuild_index(e.what());
+    } catch (const sqlite::IndexCorruptError& e) {
+      rebuild_index(e.what(), id);
+    }
+  }
+
+  // A missing or empty index: made under the lock (another process may be
+  // making it; then it is there once we hold the lock), and filled with the
+  // blobs an earlier index named, if any.
+  void create_index() {
+    IndexLock lock(dir_ + "/" + kIndexLockName);
+    FileIdentity id = identity_of(index_path_);
+    if (id.exists && id.size > 0) {
+      try {
+        connect();
+      } catch (const sqlite::IndexCorruptError& e) {
+        rebuild_index(e.what(), id, /*say=*/true, /*locked=*/true);
+      }
+      return;
+    }
+    // A WAL left without its database would be replayed into the new one.
+    // An empty file goes too: a new inode shares no SQLite state (its -shm
+    // mapping) with a connection of this process to the emptied one.
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) remove_quietly(index_path_ + suffix);
+    connect();
+    uint64_t adopted = adopt_blobs();
+    if (adopted > 0) {
+      notice("index-rebuilt", "the store index " + index_path_ + " was " +
+                                  (id.exists ? "empty" : "missing") + "; rebuilt it from " +
+                                  std::to_string(adopted) + " blob files");
     }
   }
 
@@ -419,20 +673,139 @@ class SqliteStore : public Store {
       // WAL readers need the -shm file; without write access use a snapshot.
       db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::immutable,
                                                kBusyTimeoutMs);
+      db_->set_warn([this](const std::string& m) { notice("rollback", m); });
       check_schema_version();
     } else {
       db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::read_write_create,
                                                kBusyTimeoutMs);
-      db_->exec("PRAGMA journal_mode = WAL");
-      // WAL + NORMAL: a commit survives a killed process; only a power loss can
-      // drop the last commits, which checksums and misses absorb.
-      db_->exec("PRAGMA synchronous = NORMAL");
+      db_->set_warn([this](const std::string& m) { notice("rollback", m); });
+      if (network_fs_.empty()) {
+        db_->exec("PRAGMA journal_mode = WAL");
+        // WAL + NORMAL: a commit survives a killed process; only a power loss
+        // can drop the last commits, which checksums and misses absorb.
+        db_->exec("PRAGMA synchronous = NORMAL");
+      } else {
+        use_rollback_journal();
+      }
       create_or_check_schema();
     }
-    // Lookups read index pages through a mapping instead of a read() each
-    // (bench/store_bench.cc).
-    db_->exec("PRAGMA mmap_size = 268435456");
     prepare_statements();
+    index_id_ = identity_of(index_path_);
+    next_lookup_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  }
+
+  // WAL's shared memory (-shm) is not shared between machines on a network
+  // file system, so two machines would corrupt the index; a rollback journal
+  // takes locks through the file system instead (sqlite.org/wal.html).
+  void use_rollback_journal() {
+    notice("network-fs",
+           "the store in " + dir_ + " is on " + network_fs_ +
+               ", a network file system where SQLite's WAL does not work across machines; the "
+               "index uses a rollback journal (slower writes, needs working file locks). To "
+               "share results between machines, give each machine a local store and use the "
+               "remote tier (remote_url, docs/REMOTE.md)");
+    try {
+      db_->exec("PRAGMA journal_mode = DELETE");
+    } catch (const IoError& e) {
+      // Another process on this machine holds it in WAL mode: it stays so.
+      notice("network-fs-journal", std::string("could not leave WAL mode: ") + e.what());
+    }
+    db_->exec("PRAGMA synchronous = FULL");
+  }
+
+  // Before each operation: the index deleted, emptied or replaced under us,
+  // or this process a fork of the one that opened it. Then reopen (which
+  // creates or rebuilds as needed). A write stats the index each time; a
+  // lookup at most once a second (a stat costs as much as a small hit, and
+  // a lookup in a replaced index reads a stale copy: at worst a miss; damage
+  // it meets is reported by SQLite and rebuilt all the same).
+  void check_index_file(bool writing = true) {
+    if (!db_) {  // an earlier reopen failed half-way
+      reopen_index();
+      return;
+    }
+    if (fork_generation() != fork_generation_) {
+      // SQLite forbids using a connection across fork(), and even closing
+      // one could release the parent's locks: the child leaves it open.
+      abandon_connection();
+      pending_counters_.clear();  // the parent counts these
+      pending_touches_.clear();
+      reopen_index();
+      return;
+    }
+    if (read_only_) return;  // a snapshot; nothing is written through it
+    if (!writing) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now < next_lookup_check_) return;
+      next_lookup_check_ = now + std::chrono::seconds(1);
+    }
+    if (index_file_unchanged()) return;
+    reopen_index();
+  }
+
+  // open_index(), again when the index files change under it meanwhile: a
+  // process deleting them while another re-creates them makes SQLite fail
+  // with an I/O error (a journal gone before SQLite deletes it, ...).
+  void reopen_index() {
+    for (int attempt = 0;; ++attempt) {
+      drop_connection();
+      try {
+        open_index();
+        return;
+      } catch (const IoError&) {
+        if (attempt >= 2) throw;
+      }
+    }
+  }
+
+  bool index_file_unchanged() const {
+    FileIdentity now = identity_of(index_path_);
+    return now.same_file(index_id_) && !now.is_directory && now.size > 0;
+  }
+
+  // Runs `body` against the index; when SQLite reports the index damaged,
+  // rebuilds it from the blobs once and runs `body` again (likewise when it
+  // fails because the index was deleted or replaced meanwhile).
+  template <typename F>
+  auto with_index(F&& body, bool writing = true) -> decltype(body()) {
+    for (int attempt = 0;; ++attempt) {
+      FileIdentity damaged;
+      try {
+        check_index_file(writing);
+        damaged = index_id_;
+        return body();
+      } catch (const sqlite::IndexCorruptError& e) {
+        if (read_only_ || attempt > 0) throw;
+        rebuild_index(e.what(), damaged);
+        writing = true;  // the rebuilt index is checked as is
+      } catch (const IoError&) {
+        // The index deleted or replaced in the middle of this operation
+        // (SQLite says "disk I/O error"): again, on the index there now.
+        if (read_only_ || attempt >= 2 || (db_ && index_file_unchanged())) throw;
+        writing = true;
+      }
+    }
+  }
+
+  void drop_connection() {
+    if (db_) db_->keep_wal_on_close();
+    find_.reset();
+    insert_.reset();
+    delete_.reset();
+    touch_.reset();
+    add_counter_.reset();
+    add_totals_.reset();
+    db_.reset();
+  }
+
+  void abandon_connection() {
+    (void)find_.release();
+    (void)insert_.release();
+    (void)delete_.release();
+    (void)touch_.release();
+    (void)add_counter_.release();
+    (void)add_totals_.release();
+    (void)db_.release();
   }
 
   void create_or_check_schema() {
@@ -463,7 +836,7 @@ class SqliteStore : public Store {
     std::optional<std::string> compatible = get_meta("compatible_version");
     std::optional<std::string> version = get_meta("version");
     if (!compatible || !version) {
-      throw CorruptError("store index " + index_path_ + " has no version information");
+      throw sqlite::IndexCorruptError("store index " + index_path_ + " has no version information");
     }
     if (std::atoi(compatible->c_str()) > kSchemaVersion) {
       throw IncompatibleVersionError(
@@ -473,58 +846,158 @@ class SqliteStore : public Store {
     }
   }
 
-  // The index file is not a database: move it aside and re-index the blobs,
-  // which carry everything but their last-use time.
-  void rebuild_index(const std::string& why) {
-    db_.reset();
+  // The index is damaged (or a folder): move it aside and re-index the
+  // blobs, which carry everything but their last-use time. `damaged` is the
+  // file found damaged: if another process replaced it meanwhile, that one is
+  // used instead. Returns how many blobs were adopted.
+  uint64_t rebuild_index(const std::string& why, const FileIdentity& damaged, bool say = true,
+                         bool locked = false) {
+    drop_connection();
     if (::access(dir_.c_str(), W_OK) != 0) {
       throw CorruptError(why + "; the store folder is read-only, so the index cannot be rebuilt");
     }
-    const std::string aside = index_path_ + ".corrupt." + std::to_string(clock_());
-    if (std::rename(index_path_.c_str(), aside.c_str()) != 0) {
-      throw IoError(errno_message("cannot move the corrupt index aside to", aside, errno));
+    std::optional<IndexLock> lock;
+    if (!locked) lock.emplace(dir_ + "/" + kIndexLockName);
+    FileIdentity now = identity_of(index_path_);
+    if (now.exists && !now.is_directory && now.size > 0 && !now.same_file(damaged)) {
+      connect();  // rebuilt by another process while we waited
+      return 0;
     }
-    for (const char* suffix : {"-wal", "-shm"}) remove_quietly(index_path_ + suffix);
+    const std::string aside = index_path_ + ".corrupt." + std::to_string(clock_());
+    if (now.exists && std::rename(index_path_.c_str(), aside.c_str()) != 0) {
+      throw IoError(errno_message("cannot move the damaged store index aside to", aside, errno));
+    }
+    for (const char* suffix : {"-wal", "-shm", "-journal"}) remove_quietly(index_path_ + suffix);
     connect();
-    uint64_t recovered = 0;
-    std::unordered_map<std::string, Row> newest;
-    for (const std::string& shard : fs_.list_directory(blob_dir_)) {
-      for (const std::string& name : fs_.list_directory(blob_dir_ + "/" + shard)) {
-        std::optional<Hash128> key = key_of_blob_name(name);
-        if (!key) continue;
-        const std::string file = shard + "/" + name;
-        try {
-          std::optional<std::string> bytes = fs_.read_file(blob_dir_ + "/" + file);
-          std::optional<FileInfo> stat = fs_.stat(blob_dir_ + "/" + file);
-          if (!bytes || !stat) continue;
-          Entry entry = Entry::decode(std::move(*bytes), file);
-          if (entry.key() != *key) continue;  // misnamed: left as a stray for cleanup
-          sqlite::Transaction txn(*db_);
-          changed_index_ = true;
-          insert_->bind(1, key->hex())
-              .bind(2, name)
-              .bind(3, kind_code(entry.kind()))
-              .bind(4, entry.arch())
-              .bind(5, static_cast<int64_t>(entry.encoded().size()))
-              .bind(6, static_cast<int64_t>(entry.compile_ms()))
-              .bind(7, entry.created_unix_s())
-              .bind(8, stat->mtime_ns / 1000000000)
-              .run();
-          add_totals(static_cast<int64_t>(entry.encoded().size()), 1);
-          txn.commit();
-          recovered += 1;
-        } catch (const Error&) {
-          remove_quietly(blob_dir_ + "/" + file);
-        }
+    if (now.exists && !now.is_directory) salvage_settings(aside);
+    uint64_t adopted = adopt_blobs();
+    if (say) {
+      notice("index-rebuilt", "the store index " + index_path_ + " was unreadable (" + why +
+                                  "); moved it to " + aside + " and rebuilt the index from " +
+                                  std::to_string(adopted) + " blob files");
+    }
+    return adopted;
+  }
+
+  // The size limit and counters live only in the index: copied from the
+  // damaged file where they still read, else the defaults stand.
+  void salvage_settings(const std::string& damaged_path) {
+    std::optional<std::string> max;
+    std::map<std::string, int64_t> counters;
+    try {
+      sqlite::Database old(damaged_path, sqlite::OpenMode::immutable, 0);
+      try {
+        sqlite::Statement s(old, "SELECT value FROM meta WHERE name = 'max_size'");
+        if (s.step()) max = s.column_text(0);
+      } catch (const Error&) {
+      }
+      try {
+        sqlite::Statement s(old, "SELECT name, value FROM counters");
+        while (s.step()) counters[s.column_text(0)] = s.column_int(1);
+      } catch (const Error&) {
+        counters.clear();  // a part of them would mislead
+      }
+    } catch (const Error&) {
+      return;
+    }
+    sqlite::Transaction txn(*db_);
+    changed_index_ = true;
+    if (max && !max->empty() && std::all_of(max->begin(), max->end(), ::isdigit)) {
+      set_meta("max_size", *max);
+    }
+    for (const auto& [name, value] : counters) add_counter_->bind(1, name).bind(2, value).run();
+    txn.commit();
+  }
+
+  struct StrayFiles {
+    uint64_t adopted = 0;
+    uint64_t removed = 0;
+  };
+
+  // Every blob file no row names and no younger than `min_age_s`: adopted
+  // (a row inserted) when it decodes, holds its name's key and no row has
+  // that key; otherwise removed if `remove_rest` (corrupt, misnamed, or a
+  // duplicate of a key a row names). A newer kcache's entry is left alone.
+  StrayFiles adopt_strays(int64_t min_age_s, bool remove_rest) {
+    std::set<std::string> named_files, named_keys;
+    {
+      sqlite::Statement all(*db_, "SELECT key, file FROM entries");
+      while (all.step()) {
+        named_keys.insert(all.column_text(0));
+        named_files.insert(all.column_text(1));
       }
     }
-    // Duplicate files for one key (a killed put) leave rows naming only one;
-    // the others are strays that cleanup removes.
+    const int64_t cutoff_ns = (clock_() - min_age_s) * 1000000000;
+    StrayFiles result;
+    std::vector<std::pair<std::string, std::string>> batch;  // shard/name
+    for (const std::string& shard : fs_.list_directory(blob_dir_)) {
+      const std::string shard_dir = blob_dir_ + "/" + shard;
+      for (const std::string& name : fs_.list_directory(shard_dir)) {
+        if (named_files.count(name)) continue;
+        std::optional<FileInfo> stat = fs_.stat(shard_dir + "/" + name);
+        if (!stat || stat->is_directory || (min_age_s > 0 && stat->mtime_ns > cutoff_ns)) continue;
+        std::optional<Hash128> key = key_of_blob_name(name);
+        std::string why;
+        if (!key) {
+          why = "temp";
+        } else if (named_keys.count(key->hex())) {
+          why = "duplicate";
+        } else {
+          try {
+            std::optional<std::string> bytes = fs_.read_file(shard_dir + "/" + name);
+            if (!bytes) continue;  // gone meanwhile
+            Entry entry = Entry::decode(std::move(*bytes), shard_dir + "/" + name);
+            if (entry.key() != *key) throw CorruptError("misnamed");
+            sqlite::Transaction txn(*db_);
+            changed_index_ = true;
+            insert_if_absent(entry, name, stat->mtime_ns / 1000000000);
+            txn.commit();
+            named_keys.insert(key->hex());
+            result.adopted += 1;
+            continue;
+          } catch (const IncompatibleVersionError&) {
+            continue;  // a newer kcache's entry sharing this store: not ours
+          } catch (const sqlite::IndexCorruptError&) {
+            throw;
+          } catch (const CorruptError&) {
+            why = "corrupt";
+          }
+        }
+        if (remove_rest && fs_.remove_file(shard_dir + "/" + name)) result.removed += 1;
+      }
+    }
+    sqlite::Transaction txn(*db_);
+    changed_index_ = true;
+    recount_totals();
+    txn.commit();
+    return result;
+  }
+
+  // A new or rebuilt index: every blob that checks out. Corrupt ones are
+  // removed; duplicates and temp files are left to cleanup's grace period.
+  uint64_t adopt_blobs() { return adopt_strays(/*min_age_s=*/0, /*remove_rest=*/false).adopted; }
+
+  StrayFiles adopt_or_remove_strays(int64_t grace_seconds) {
+    return adopt_strays(grace_seconds, /*remove_rest=*/true);
+  }
+
+  void insert_if_absent(const Entry& entry, const std::string& file, int64_t last_used) {
+    sqlite::Statement s(*db_, "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+    s.bind(1, entry.key().hex())
+        .bind(2, file)
+        .bind(3, kind_code(entry.kind()))
+        .bind(4, entry.arch())
+        .bind(5, static_cast<int64_t>(entry.encoded().size()))
+        .bind(6, static_cast<int64_t>(entry.compile_ms()))
+        .bind(7, entry.created_unix_s())
+        .bind(8, last_used)
+        .run();
+  }
+
+  void recount_totals() {
     db_->exec(
         "UPDATE totals SET total_size = (SELECT COALESCE(SUM(size), 0) FROM entries), "
         "entries = (SELECT COUNT(*) FROM entries)");
-    warn_("the store index " + index_path_ + " was unreadable (" + why + "); moved it to " + aside +
-          " and rebuilt the index from " + std::to_string(recovered) + " blob files");
   }
 
   void prepare_statements() {
@@ -563,8 +1036,8 @@ class SqliteStore : public Store {
   // the row goes, and the name is reported).
   void remove_blob_quietly(const std::string& file) {
     if (!key_of_blob_name(file)) {
-      warn_("not removing \"" + escape_for_message(file) +
-            "\", named as a blob file by the index, which is not a blob name");
+      notice("not-a-blob-name", "not removing \"" + escape_for_message(file) +
+                                    "\", named as a blob file by the index, which is not a blob name");
       return;
     }
     remove_quietly(blob_path(file));
@@ -614,7 +1087,7 @@ class SqliteStore : public Store {
   // that blob (another process may have replaced it meanwhile).
   void drop_bad_entry(const std::string& hex, const std::string& file, const std::string& why,
                       bool warn = true) {
-    if (warn) warn_("removed a corrupt cache entry: " + why + "; it will be recompiled");
+    if (warn) notice("corrupt-entry", "removed a corrupt cache entry: " + why + "; it will be recompiled");
     pending_counters_["corrupt_removed"] += 1;
     if (read_only_) return;
     try {
@@ -625,7 +1098,7 @@ class SqliteStore : public Store {
       txn.commit();
       remove_blob_quietly(file);
     } catch (const Error& e) {
-      warn_(std::string("could not remove the corrupt entry: ") + e.what());
+      notice("corrupt-entry-remove", std::string("could not remove the corrupt entry: ") + e.what());
     }
   }
 
@@ -712,7 +1185,7 @@ class SqliteStore : public Store {
     try {
       return fs_.remove_file(file.path);
     } catch (const Error& e) {
-      warn_(e.what());
+      notice("remove-manifest", e.what());
       return false;
     }
   }
@@ -756,33 +1229,11 @@ class SqliteStore : public Store {
     return result;
   }
 
-  // Files no row names: leftovers of killed writers (temp files, blobs whose
-  // row was never inserted) and of evictions that were killed before unlinking.
-  uint64_t remove_stray_files(int64_t grace_seconds) {
-    std::set<std::string> named;
-    {
-      sqlite::Statement all(*db_, "SELECT file FROM entries");
-      while (all.step()) named.insert(all.column_text(0));
-    }
-    const int64_t cutoff_ns = (clock_() - grace_seconds) * 1000000000;
-    uint64_t removed = 0;
-    for (const std::string& shard : fs_.list_directory(blob_dir_)) {
-      const std::string shard_dir = blob_dir_ + "/" + shard;
-      for (const std::string& name : fs_.list_directory(shard_dir)) {
-        if (named.count(name)) continue;
-        std::optional<FileInfo> stat = fs_.stat(shard_dir + "/" + name);
-        if (!stat || stat->is_directory || stat->mtime_ns > cutoff_ns) continue;
-        if (fs_.remove_file(shard_dir + "/" + name)) removed += 1;
-      }
-    }
-    return removed;
-  }
-
   void remove_quietly(const std::string& path) {
     try {
       fs_.remove_file(path);
     } catch (const Error& e) {
-      warn_(e.what());
+      notice("remove", e.what());
     }
   }
 
@@ -799,6 +1250,11 @@ class SqliteStore : public Store {
   FileSystem& fs_;
   std::function<void(const std::string&)> warn_;
   std::function<int64_t()> clock_;
+  const std::string network_fs_;  // "" on a local file system
+  uint64_t fork_generation_ = 0;  // fork_generation() when db_ was opened
+  std::chrono::steady_clock::time_point next_lookup_check_;
+  FileIdentity index_id_;         // the index file db_ has open
+  std::set<std::string> noticed_;
   bool changed_index_ = false;  // entries, settings or schema written by this process
   bool read_only_ = false;
   std::unique_ptr<sqlite::Database> db_;
@@ -808,6 +1264,11 @@ class SqliteStore : public Store {
 };
 
 }  // namespace
+
+bool store_quiet() {
+  const char* quiet = std::getenv("KCACHE_QUIET");
+  return quiet && *quiet && std::strcmp(quiet, "0") != 0;
+}
 
 std::string default_store_dir() {
   if (const char* dir = std::getenv("KCACHE_DIR"); dir && *dir) return dir;

@@ -30,6 +30,10 @@ constexpr uint64_t kDefaultMaxSize = 5ull << 30;  // 5 GiB, as ccache
 // $KCACHE_DIR, else $XDG_CACHE_HOME/kcache, else $HOME/.cache/kcache.
 std::string default_store_dir();
 
+// $KCACHE_QUIET set (and not "0"): the default sinks of store and storage
+// messages print nothing.
+bool store_quiet();
+
 struct EntryInfo {
   Hash128 key;
   TargetKind kind = TargetKind::cubin;
@@ -57,6 +61,9 @@ struct CleanupResult {
   uint64_t entries_removed = 0;
   uint64_t bytes_removed = 0;
   uint64_t stray_files_removed = 0;  // files with no index row (a killed writer's leftovers)
+  // Blob files no row named that checked out and were indexed again (an
+  // index deleted or rebuilt while a writer ran).
+  uint64_t stray_files_adopted = 0;
   // Direct-mode manifests (cache/manifest.h) removed by age or with the
   // entries the size cap evicted. Temp and corrupt manifest files count as strays.
   uint64_t manifests_removed = 0;
@@ -72,9 +79,13 @@ struct VerifyResult {
 
 struct StoreOptions {
   FileSystem* fs = nullptr;  // default: FileSystem::real()
-  // Notices that are not errors (an index rebuilt, a corrupt entry removed);
-  // default: printed to stderr with a "kcache: " prefix.
+  // Notices that are not errors (an index rebuilt, a corrupt entry removed),
+  // at most one per reason per Store; default: printed to stderr with a
+  // "kcache: " prefix unless store_quiet().
   std::function<void(const std::string&)> warn;
+  // The network file system the folder is on ("NFS", "Lustre", "9p", ...),
+  // or "" for a local one; default: statfs(). Tests pretend.
+  std::function<std::string(const std::string& dir)> network_file_system;
   // Seconds since the epoch; tests move time forward to check eviction by age.
   std::function<int64_t()> clock;
 };
@@ -83,9 +94,15 @@ class Store {
  public:
   // Opens the store in `dir`, creating it (mode 0700) if needed. A folder we
   // may read but not write opens read-only: get() works, put() throws IoError.
-  // An index that is not a database is moved aside and rebuilt from the blob
-  // files (one warning). Throws IncompatibleVersionError for a store written by
-  // a newer, incompatible kcache, IoError if the folder cannot be used at all.
+  // The blob files are the truth, the index is derived from them: an index
+  // that is missing, empty, a folder, or damaged (here or when any later
+  // query reports it) is moved aside and rebuilt from the blob files (one
+  // warning); one deleted or replaced while this Store is open, or a fork of
+  // the process, is noticed before the next operation and reopened. On a
+  // network file system (NFS, Lustre, 9p, ...) the index uses a rollback
+  // journal instead of WAL, with one warning pointing to the remote tier.
+  // Throws IncompatibleVersionError for a store written by a newer,
+  // incompatible kcache, IoError if the folder cannot be used at all.
   static std::unique_ptr<Store> open(const std::string& dir, StoreOptions options = {});
   virtual ~Store() = default;  // flushes buffered counters (errors are logged, not thrown)
 
@@ -126,6 +143,10 @@ class Store {
   //  - evict_older_than(age): manifests whose mtime is older than `age`
   //    (a lookup that reads one sets its mtime: cache/manifest.h);
   //  - verify(): checks each parses and carries its file name's key.
+  // clear() empties the store whatever state its index is in; cleanup()
+  // also adopts blob files no row names once they are older than the grace
+  // period (or removes them when they do not check out); verify() first
+  // runs SQLite's quick_check on the index and rebuilds it when that fails.
   virtual CleanupResult clear() = 0;
   virtual CleanupResult cleanup() = 0;  // enforce the size cap, remove stray files
   virtual CleanupResult evict_older_than(std::chrono::seconds age) = 0;

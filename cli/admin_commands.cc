@@ -292,11 +292,13 @@ int run_admin_flags(const GlobalOptions& global, const AdminFlags& flags) {
   }
   if (flags.cleanup) {
     cache::CleanupResult r = open_store(global)->cleanup();
-    std::printf("Cleaned up: removed %llu entries (%s), %llu manifests and %llu stray files\n",
-                static_cast<unsigned long long>(r.entries_removed),
-                format_size(r.bytes_removed).c_str(),
-                static_cast<unsigned long long>(r.manifests_removed),
-                static_cast<unsigned long long>(r.stray_files_removed));
+    std::printf(
+        "Cleaned up: removed %llu entries (%s), %llu manifests and %llu stray files; adopted %llu "
+        "blob files the index did not name\n",
+        static_cast<unsigned long long>(r.entries_removed), format_size(r.bytes_removed).c_str(),
+        static_cast<unsigned long long>(r.manifests_removed),
+        static_cast<unsigned long long>(r.stray_files_removed),
+        static_cast<unsigned long long>(r.stray_files_adopted));
   }
   if (flags.show_stats) return show_stats(global);
   return kExitOk;
@@ -328,7 +330,9 @@ void add_admin_commands(CLI::App& app, Dispatch& dispatch) {
   });
 
   CLI::App* verify = app.add_subcommand(
-      "verify", "Check every entry; remove and report corrupt ones (exit 1 if any were found)");
+      "verify",
+      "Check the index (SQLite's quick_check; a damaged one is rebuilt from the blob files) and "
+      "every entry; remove and report corrupt ones (exit 1 if any were found)");
   verify->callback([&dispatch] {
     dispatch.verb = "verify";
     dispatch.action = [&dispatch] { return verify_store(dispatch.global); };

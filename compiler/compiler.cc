@@ -883,7 +883,10 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     int failures = 0;
     for (size_t s = 0; s < misses.size(); ++s) {
       if (outputs[s]) nvrtc_ms += outputs[s]->ms;
-      failures += errors[s] != nullptr;
+      // A program's rejected source is an answer, not a throw: it counts too.
+      failures += errors[s] != nullptr ||
+                  (outputs[s] && outputs[s]->program &&
+                   outputs[s]->program->compile_result != cache::kNvrtcSuccess);
     }
     if (storage_) {
       storage_->count("nvrtc_invocations", static_cast<int64_t>(misses.size()));

@@ -211,6 +211,27 @@ TEST_F(AdminTest, StoreFromANewerKcacheExitsFour) {
   EXPECT_NE(r.err.find("newer kcache"), std::string::npos) << r.err;
 }
 
+// Blob files no row names (their rows went into an index deleted under a
+// writer): `-c` indexes them again and says how many; `-s` then counts them.
+TEST_F(AdminTest, CleanupAdoptsBlobFilesTheIndexDoesNotNameAndSaysHowMany) {
+  populate(3);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((store_dir() + "/index.sqlite").c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DELETE FROM entries; UPDATE totals SET total_size = 0, entries = 0",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  // Older than the grace period that protects a put in progress.
+  ASSERT_EQ(std::system(("find " + store_dir() + "/blobs -type f -exec touch -d '1 hour ago' {} +")
+                            .c_str()),
+            0);
+  CommandResult r = kcache({"-c"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("adopted 3 blob files the index did not name"), std::string::npos) << r.out;
+  CommandResult stats = kcache({"-s"});
+  EXPECT_NE(stats.out.find("Entries:                   3"), std::string::npos) << stats.out;
+}
+
 TEST_F(AdminTest, ParamsFileArgumentsAreExpanded) {
   populate(1);
   kcache::testing::write_file(dir_ / "args", "--format\njson\n-s\n");

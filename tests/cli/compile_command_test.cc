@@ -198,6 +198,109 @@ TEST_F(CompileCommandTest, AHitReportsWhatTheLeanPassRemovedAsTheMissDid) {
   EXPECT_TRUE(contains(r.out, "lean: -")) << r.out;
 }
 
+// Issue 28's fault matrix, end to end: kernels compiled into a store, then its
+// index lost or damaged each way. The next compiles are hits with the same
+// bytes and no NVRTC run, one stderr line says the index was rebuilt (none
+// with KCACHE_QUIET=1), and verify, -c and -C succeed. Prints the matrix
+// docs/TESTING.md holds.
+TEST_F(CompileCommandTest, ALostOrDamagedIndexCostsNoCompileAndNoWrongByte) {
+  const std::string pristine = dir_ + "/pristine";
+  std::vector<std::vector<std::string>> compiles;
+  compiles.push_back({"compile", kSaxpy, "--arch", "sm_80,sm_90", "--ptx", "compute_90"});
+  for (int k = 0; k < 5; ++k) {
+    std::string src = write(dir_, "k" + std::to_string(k) + ".cu",
+                            "extern \"C\" __global__ void k" + std::to_string(k) +
+                                "(float* x) { x[threadIdx.x] *= " + std::to_string(k + 2) + "; }\n");
+    compiles.push_back({"compile", src, "--arch", "sm_80", "--ptx", "none"});
+  }
+  // Runs every compile with -v; adds stderr to `err` and the targets that
+  // needed NVRTC ("miss") to `misses`.
+  auto run_all = [&](const std::string& store, const std::string& out_dir,
+                     const std::map<std::string, std::string>& env, std::string* err,
+                     int* misses) {
+    ::mkdir(out_dir.c_str(), 0700);
+    for (size_t i = 0; i < compiles.size(); ++i) {
+      std::vector<std::string> args = {kcache::testing::kcache_binary(), "--dir", store};
+      args.insert(args.end(), compiles[i].begin(), compiles[i].end());
+      args.insert(args.end(), {"-o", out_dir + "/" + std::to_string(i) + ".kcb", "-v"});
+      CommandResult r = kcache::testing::run_command(args, env);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      *err += r.err;
+      for (size_t at = r.out.find(" miss "); at != std::string::npos;
+           at = r.out.find(" miss ", at + 1)) {
+        *misses += 1;
+      }
+    }
+  };
+  std::string err;
+  int first_misses = 0;
+  run_all(pristine, dir_ + "/expected", {}, &err, &first_misses);
+  ASSERT_EQ(err, "");
+  ASSERT_EQ(first_misses, 8);
+  const int64_t entries = cache::Store::open(pristine)->stats().entries;
+  ASSERT_EQ(entries, 8);
+
+  struct Fault {
+    const char* name;
+    const char* damage;  // shell, in the store folder
+  };
+  const Fault faults[] = {
+      {"deleted", "rm index.sqlite"},
+      {"emptied", ": > index.sqlite"},
+      {"truncated to 2 pages", "truncate -s 8192 index.sqlite"},
+      {"one page overwritten (page 3, header intact)",
+       "dd if=/dev/urandom of=index.sqlite bs=4096 seek=2 count=1 conv=notrunc status=none"},
+      {"header overwritten",
+       "dd if=/dev/urandom of=index.sqlite bs=100 count=1 conv=notrunc status=none"},
+      {"replaced by a folder", "rm index.sqlite && mkdir index.sqlite"},
+  };
+  std::printf("| fault | entries | NVRTC compiles after | wrong bytes | stderr lines | verify, -c, -C |\n");
+  for (const Fault& fault : faults) {
+    for (bool quiet : {false, true}) {
+      SCOPED_TRACE(std::string(fault.name) + (quiet ? ", quiet" : ""));
+      const std::string store = dir_ + "/case";
+      ASSERT_EQ(std::system(("rm -rf " + store + " " + dir_ + "/got && cp -a " + pristine + " " +
+                             store + " && cd " + store + " && " + fault.damage)
+                                .c_str()),
+                0);
+      std::string said;
+      int compiled = 0;
+      std::map<std::string, std::string> env;
+      if (quiet) env["KCACHE_QUIET"] = "1";
+      run_all(store, dir_ + "/got", env, &said, &compiled);
+      int wrong = 0;
+      for (size_t i = 0; i < compiles.size(); ++i) {
+        const std::string name = "/" + std::to_string(i) + ".kcb";
+        wrong += *read_file(dir_ + "/expected" + name) != *read_file(dir_ + "/got" + name);
+      }
+      CommandResult verify = kcache::testing::run_command(
+          {kcache::testing::kcache_binary(), "--dir", store, "verify"});
+      CommandResult cleanup = kcache::testing::run_command(
+          {kcache::testing::kcache_binary(), "--dir", store, "-c"});
+      CommandResult clear = kcache::testing::run_command(
+          {kcache::testing::kcache_binary(), "--dir", store, "-C"});
+      EXPECT_EQ(compiled, 0);
+      EXPECT_EQ(wrong, 0);
+      if (quiet) {
+        EXPECT_EQ(said, "");
+      } else {
+        EXPECT_EQ(lines(said), 1) << said;
+        EXPECT_TRUE(contains(said, "rebuilt")) << said;
+      }
+      EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+      EXPECT_EQ(cleanup.exit_code, 0) << cleanup.err;
+      EXPECT_EQ(clear.exit_code, 0) << clear.err;
+      EXPECT_TRUE(contains(clear.out, "Cleared 8 entries")) << clear.out;
+      EXPECT_EQ(cache::Store::open(store)->stats().entries, 0u);
+      if (!quiet) {
+        std::printf("| %s | %lld | %d | %d | %d | %d, %d, %d |\n", fault.name,
+                    static_cast<long long>(entries), compiled, wrong,
+                    lines(said), verify.exit_code, cleanup.exit_code, clear.exit_code);
+      }
+    }
+  }
+}
+
 TEST_F(CompileCommandTest, WritesEmbeddingSourceAndHeader) {
   CommandResult r = kcache({"compile", kSaxpy, "--arch", "sm_80", "--cc-out", dir_ + "/saxpy.cc",
                             "--h-out", dir_ + "/saxpy.h", "--symbol", "demo::saxpy_bundle"});

@@ -11,6 +11,7 @@
 #include "cache/storage.h"
 #include "common/error.h"
 #include "common/lean_record.h"
+#include "compiler/program.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/test_files.h"
 
@@ -174,6 +175,20 @@ TEST_F(CompilerTest, BrokenSourceFailsWithNvrtcsLogAndStoresNothing) {
   }
   EXPECT_EQ(entries(), 0u);
   EXPECT_EQ(counter("nvrtc_failures"), 1);
+}
+
+// Through the drop-in a rejected source is NVRTC's answer, stored like any
+// other, not a throw: it still counts as a compile error (issue 28).
+TEST_F(CompilerTest, ProgramRejectedByNvrtcCountsAsACompileError) {
+  ProgramSource program;
+  program.source = "extern \"C\" __global__ void k() { undeclared_variable = 1; }\n";
+  program.name = "rejected.cu";
+  ProgramOptions mapped = program_options(program, {"-arch=sm_80"});
+  ASSERT_TRUE(mapped.unsupported.empty()) << mapped.unsupported;
+  ProgramResult result = compile_program(*compiler_, mapped.options);
+  EXPECT_NE(result.record.compile_result, cache::kNvrtcSuccess);
+  EXPECT_EQ(counter("nvrtc_failures"), 1);
+  EXPECT_EQ(counter("nvrtc_invocations"), 1);
 }
 
 TEST_F(CompilerTest, FailureOnOneArchStoresNoArch) {
