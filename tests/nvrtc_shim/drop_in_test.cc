@@ -202,6 +202,28 @@ TEST_F(DropInTest, CompilesLeaveTheProgramsStateAsItWas) {
   }
 }
 
+// A program that forks after compiling: parent and child each compile
+// again, the child through compile processes of its own; NVRTC's answers.
+TEST_F(DropInTest, AForkedProgramCompilesThroughItsOwnCompileProcesses) {
+  auto run_forking = [&](bool shim, const std::string& stats) {
+    std::string out = tmp_ / ("fork_out" + std::to_string(runs_++));
+    ::mkdir(out.c_str(), 0755);
+    testing::CommandResult r =
+        run_command({runfile("tests/nvrtc_shim/nvrtc_user"), out, tmp_ / "include"},
+                    {{"LD_LIBRARY_PATH", shim ? shim_dir_ + ":" + real_dir_ : real_dir_},
+                     {"KCACHE_DIR", tmp_ / "store"},
+                     {"KCACHE_SHIM_STATS", stats},
+                     {"NVRTC_USER_FORK", "1"}});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return files_of(out);
+  };
+  std::map<std::string, std::string> expected = run_forking(false, "");
+  ASSERT_EQ(expected.count("forked_child.cubin"), 1u);
+  EXPECT_EQ(differences(run_forking(true, stats_file("fork")), expected), "");
+  EXPECT_EQ(count(stats("fork"), "miss"), kPrograms + 2) << stats("fork");
+  EXPECT_EQ(count(stats("fork"), "real"), 0) << stats("fork");
+}
+
 // Where no compile process can run (no kcache binary, or one that dies at
 // once), every compile is the real NVRTC's, uncached, and the program is
 // told once; with a working one a dead compile process is started again.

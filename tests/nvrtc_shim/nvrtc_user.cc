@@ -12,10 +12,12 @@
 
 #include <dirent.h>
 #include <limits.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -196,6 +198,26 @@ int main(int argc, char** argv) {
     });
   }
   for (std::thread& th : threads) th.join();
+  // A fork() after compiling: the child and the parent each compile again
+  // (the child must not talk to the parent's compile processes).
+  if (std::getenv("NVRTC_USER_FORK")) {
+    auto forked_source = [](const char* who) {
+      return std::string("__global__ void ") + who + "(int* p) { p[0] = " +
+             std::to_string(std::strlen(who)) + "; }\n";
+    };
+    pid_t child = ::fork();
+    if (child == 0) {
+      compile("forked_child", forked_source("child_kernel"), "child.cu", {}, {"-arch=sm_80"}, {});
+      ::_exit(0);
+    }
+    compile("forked_parent", forked_source("parent_kernel"), "parent.cu", {}, {"-arch=sm_80"}, {});
+    int status = 0;
+    if (child < 0 || ::waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+      std::fprintf(stderr, "nvrtc_user: the forked child failed\n");
+      return 1;
+    }
+  }
   // For the test: what the compiles left in this process's state, which must
   // be what it was before (kept apart from the answers).
   if (const char* state_out = std::getenv("NVRTC_USER_HOST_STATE")) {
