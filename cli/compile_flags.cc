@@ -43,6 +43,9 @@ void add_compile_flags(CLI::App& app, CompileFlags& f, bool per_kernel) {
     app.add_option("--source-name", f.source_name,
                    "The name NVRTC reports and the key uses instead of the path as given "
                    "(e.g. a name stable across build configurations)");
+    app.add_option("--target", f.target,
+                   "The Bazel target compiling this source (//pkg:k), named by messages such "
+                   "as the hint to declare a header; never part of the key");
   }
   app.add_option("--arch", f.archs, "Real architectures, one cubin each: sm_80,sm_90,sm_90a")
       ->delimiter(',');
@@ -96,6 +99,7 @@ compiler::CompileOptions to_options(const CompileFlags& f) {
   compiler::CompileOptions o;
   o.source_path = f.source;
   o.source_name = f.source_name;
+  o.target_label = f.target;
   o.archs = f.archs;
   o.ptx_arch = f.ptx == "none" ? "" : f.ptx;  // as the rule's ptx = "none"
   o.include_dirs = f.include_dirs;
@@ -150,6 +154,8 @@ std::vector<std::string> worker_command() {
 }
 
 void print_compile_error(const std::string& verb, const CompileError& e) {
+  // No log: the message says it all (an undeclared header, undeclared.h).
+  if (e.log().empty()) return;
   std::string log = e.log();
   if (!log.empty() && log.back() != '\n') log += '\n';
   std::fputs(log.c_str(), stderr);

@@ -21,6 +21,7 @@ namespace kcache::cli {
 struct CompileFlags {
   std::string source;
   std::string source_name;  // --source-name
+  std::string target;       // --target //pkg:k (messages only)
   std::vector<std::string> archs;
   std::string ptx;
   std::vector<std::string> include_dirs;
@@ -65,7 +66,8 @@ std::unique_ptr<cache::Storage> open_storage(const GlobalOptions& global,
 // compiling several targets in parallel processes (see nvrtc_worker.h).
 std::vector<std::string> worker_command();
 
-// Prints NVRTC's log as NVRTC wrote it, then the options, to stderr.
+// Prints NVRTC's log as NVRTC wrote it, then the options, to stderr; nothing
+// for an error without a log (its message says it all).
 void print_compile_error(const std::string& verb, const CompileError& e);
 
 }  // namespace kcache::cli
