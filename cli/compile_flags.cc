@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bundle/bundle.h"
 #include "cli/storage_flags.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -134,6 +135,22 @@ void write_if_changed(const std::string& path, const std::string& data) {
 
 }  // namespace
 
+compiler::KernelList bundle_kernels(const bundle::Bundle& b) {
+  std::string_view ptx;
+  for (const bundle::Image& image : b.images) {
+    if (image.kind == bundle::ImageKind::ptx) {
+      ptx = image.data;
+      break;  // every PTX image of a bundle holds the same kernels
+    }
+  }
+  while (!ptx.empty() && ptx.back() == '\0') ptx.remove_suffix(1);
+  std::vector<std::pair<std::string, std::string>> lowered;
+  for (const bundle::LoweredName& n : b.lowered_names) {
+    lowered.emplace_back(std::string(n.name_expression), std::string(n.lowered_name));
+  }
+  return compiler::kernel_list(ptx, lowered);
+}
+
 void write_outputs(const CompileFlags& f, const compiler::CompileResult& result) {
   if (!f.output.empty()) write_if_changed(f.output, result.bundle);
   if (f.cc_out.empty() && f.h_out.empty()) return;
@@ -142,6 +159,7 @@ void write_outputs(const CompileFlags& f, const compiler::CompileResult& result)
   info.source_name = result.source_name;
   info.archs = arch_list(result);
   info.name_expressions = f.name_expressions;
+  info.kernels = bundle_kernels(bundle::parse(result.bundle, "the bundle just compiled"));
   if (!f.cc_out.empty()) write_if_changed(f.cc_out, compiler::generate_source(result.bundle, info));
   if (!f.h_out.empty()) write_if_changed(f.h_out, compiler::generate_header(info));
 }

@@ -10,6 +10,8 @@
 #include "cache/storage.h"
 #include "cli/command.h"
 #include "common/error.h"
+#include "bundle/bundle.h"
+#include "compiler/codegen.h"
 #include "compiler/compiler.h"
 
 namespace CLI {
@@ -45,6 +47,10 @@ compiler::CompileOptions to_options(const CompileFlags& flags);
 // Fails fast, before any compile, on outputs that could not be written: a
 // missing output folder, --cc-out/--h-out without --symbol.
 void check_outputs(const CompileFlags& flags);
+
+// The kernels of a bundle, from its PTX (compiler/codegen.h): for the header
+// and `kcache bundle --format json`.
+compiler::KernelList bundle_kernels(const bundle::Bundle& b);
 
 // Writes the outputs asked for (each atomically).
 void write_outputs(const CompileFlags& flags, const compiler::CompileResult& result);
