@@ -24,6 +24,8 @@
 // and launches are const and the driver is thread-safe).
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cuda.h>
 
 #include <memory>
