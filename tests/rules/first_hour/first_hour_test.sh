@@ -85,13 +85,12 @@ fi
 echo "C++17: one message"
 
 # --- kernels named and launched through the generated header -------------------------
-mkdir -p checks
-cat > checks/typo.cc <<'CC'
+cat > mypkg/typo.cc <<'CC'
 #include "mypkg/saxpy_kernel.h"
 #include "runtime/module.h"
 void look_up(const kcache::runtime::Module& m) { m.function(kcache_mypkg_saxpy_kernel_kernels::saxpyy); }
 CC
-cat > checks/wrong_arg.cc <<'CC'
+cat > mypkg/wrong_arg.cc <<'CC'
 #include "mypkg/saxpy_kernel.h"
 #include "runtime/module.h"
 namespace rt = kcache::runtime;
@@ -99,19 +98,22 @@ void run(const rt::Module& m, rt::StreamRef s, CUdeviceptr x, CUdeviceptr y) {
   rt::launch(s, {1, 256}, m.function(kcache_mypkg_saxpy_kernel_kernels::saxpy), 2.0, x, y, 4);
 }
 CC
-cat > checks/BUILD.bazel <<'BUILD'
+cp mypkg/BUILD.bazel "$work/mypkg.BUILD"
+cat >> mypkg/BUILD.bazel <<'BUILD'
+
 [cc_library(
     name = name,
     srcs = [name + ".cc"],
-    deps = ["//mypkg:saxpy_kernel", "@kcache//runtime"],
+    deps = [":saxpy_kernel", "@kcache//runtime"],
 ) for name in ["typo", "wrong_arg"]]
 BUILD
-if b build //checks:typo >"$work/out" 2>&1; then fail "a misspelt kernel compiled"; fi
+if b build //mypkg:typo >"$work/out" 2>&1; then fail "a misspelt kernel compiled"; fi
 grep -qE "saxpyy.* is not a member of .kcache_mypkg_saxpy_kernel_kernels" "$work/out" ||
   { cat "$work/out" >&2; fail "the misspelt kernel's error"; }
-if b build //checks:wrong_arg >"$work/out" 2>&1; then fail "a double for float a compiled"; fi
+if b build //mypkg:wrong_arg >"$work/out" 2>&1; then fail "a double for float a compiled"; fi
 grep -qF "kcache: kernel saxpy, parameter 0 (saxpy_param_0, .f32) is 4 bytes: argument 1 has another size" "$work/out" ||
   { cat "$work/out" >&2; fail "the wrong argument's error"; }
+cp "$work/mypkg.BUILD" mypkg/BUILD.bazel
 echo "kernel checks: a typo and a wrong argument do not compile"
 
 # --- the hdrs/deps hint ---------------------------------------------------------
