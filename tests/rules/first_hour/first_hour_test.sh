@@ -224,7 +224,8 @@ grep -q "the KcacheCompile actions use no store" "$work/err" || { cat "$work/err
 # fetched again when PATH changes); a path that does not exist is an error.
 b query --output=build @kcache_tool//:kcache >"$work/query"
 grep -q 'sh_binary' "$work/query" || { cat "$work/query" >&2; fail "auto did not take the kcache on PATH"; }
-grep -qF "$prefix/bin/kcache" "$work/query" || { cat "$work/query" >&2; fail "auto took another kcache"; }
+took=$(readlink "$(b info output_base 2>/dev/null)/external/kcache_tool/bin/kcache")
+[ "$took" = "$prefix/bin/kcache" ] || fail "auto took $took, not the installed $prefix/bin/kcache"
 sed -i "s|^kcache_dependencies()|kcache_dependencies(kcache_tool = \"$work/no/such/kcache\")|" WORKSPACE
 if b build //mypkg:saxpy_kernel 2>"$work/err"; then fail "a kcache_tool path that does not exist built"; fi
 grep -qF "kcache_dependencies(kcache_tool = \"$work/no/such/kcache\"): no such file" "$work/err" ||
