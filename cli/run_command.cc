@@ -193,12 +193,12 @@ bool run_quiet() {
 
 pid_t g_child = 0;
 
-// Signals sent to kcache (kill, a supervisor) go on to the program. A
-// terminal's ^C or ^\ reaches the whole foreground process group, the
-// program too: those are not sent twice.
+// Signals a process sends to kcache (kill, a supervisor) go on to the
+// program. Those the kernel sends (a terminal's ^C, ^\, hangup, resize) reach
+// the whole foreground process group, the program too: not sent twice.
 void forward_signal(int sig, siginfo_t* info, void*) {
-  const bool from_terminal = (sig == SIGINT || sig == SIGQUIT) && info && info->si_code > 0;
-  if (g_child > 0 && !from_terminal) ::kill(g_child, sig);
+  const bool from_a_process = !info || info->si_code <= 0;  // SI_USER, SI_QUEUE, SI_TKILL
+  if (g_child > 0 && from_a_process) ::kill(g_child, sig);
 }
 
 int wait_for(pid_t child) {
@@ -305,8 +305,9 @@ int run_command(const std::vector<std::string>& command) {
   action.sa_sigaction = forward_signal;
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
-  for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT,
-                  SIGTSTP, SIGTTIN, SIGTTOU, SIGALRM}) {
+  // Not the job-control signals: ^Z stops kcache and the program alike, as
+  // the shell expects of a job.
+  for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM}) {
     ::sigaction(sig, &action, nullptr);
   }
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
