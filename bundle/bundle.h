@@ -39,6 +39,8 @@
 // cubin, NUL-terminated for PTX.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cstdint>
 #include <string>
 #include <string_view>

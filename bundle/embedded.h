@@ -4,6 +4,8 @@
 // no CUDA or runtime dependency in the generated code itself.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cstddef>
 #include <string_view>
 #include <vector>

@@ -41,6 +41,7 @@ std::vector<std::string> candidates() {
   if (n > 0) {
     const std::string self(exe, static_cast<size_t>(n));
     out.push_back(dir_of(self) + "/" + kLibrary);
+    out.push_back(dir_of(dir_of(self)) + "/lib/kcache/" + kLibrary);  // bazel run //:install
     out.push_back(self + ".runfiles/" + kRunfilesPath);
     out.push_back(dir_of(dir_of(self)) + "/cache/reapi/" + kLibrary);  // bazel-bin/cli/kcache
   }

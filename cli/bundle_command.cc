@@ -9,6 +9,7 @@
 
 #include "bundle/bundle.h"
 #include "cli/command.h"
+#include "cli/compile_flags.h"
 #include "cli/units.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -36,6 +37,8 @@ int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
   std::optional<std::string> bytes = read_file(args.path);
   if (!bytes) throw NotFound("bundle " + args.path + " does not exist");
   bundle::Bundle b = bundle::parse(*bytes, args.path);
+  // Read from its PTX image: no bundle field (and no format change) for them.
+  const compiler::KernelList kernels = bundle_kernels(b);
   if (!args.extract_dir.empty()) {
     std::vector<std::string> paths;  // all checked before the first write
     for (const bundle::Image& image : b.images)
@@ -61,13 +64,26 @@ int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
     for (const bundle::LoweredName& n : b.lowered_names) {
       names[std::string(n.name_expression)] = std::string(n.lowered_name);
     }
-    std::cout << nlohmann::json{{"format_version", b.format_version},
-                                {"source_name", std::string(b.source_name)},
-                                {"compiler", std::string(b.compiler_identity)},
-                                {"images", images},
-                                {"lowered_names", names}}
-                     .dump(2)
-              << "\n";
+    nlohmann::json out{{"format_version", b.format_version},
+                       {"source_name", std::string(b.source_name)},
+                       {"compiler", std::string(b.compiler_identity)},
+                       {"images", images},
+                       {"lowered_names", names}};
+    if (kernels.known) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const compiler::KernelInfo& k : kernels.kernels) {
+        nlohmann::json sizes = nlohmann::json::array();
+        for (const compiler::PtxParam& p : k.params) sizes.push_back(p.size);
+        nlohmann::json kernel{{"name", k.symbol}, {"param_sizes", sizes}};
+        if (!k.name_expression.empty()) kernel["name_expression"] = k.name_expression;
+        list.push_back(kernel);
+      }
+      out["kernels"] = list;
+    } else {
+      out["kernels"] = nullptr;
+      out["kernels_unknown"] = kernels.why;
+    }
+    std::cout << out.dump(2) << "\n";
     return kExitOk;
   }
   std::printf("Bundle:   %s (format %u)\nSource:   %.*s\nCompiler: %.*s\n", args.path.c_str(),
@@ -80,6 +96,13 @@ int inspect_bundle(const GlobalOptions& global, const BundleArgs& args) {
         format_size(image.data.size()).c_str(), static_cast<int>(image.key.size()),
         image.key.data(), describe(image.lean).c_str(),
         args.extract_dir.empty() ? "" : ("  -> " + image_path(args.extract_dir, image)).c_str());
+  }
+  if (!kernels.known) std::printf("Kernels:  not listed: %s\n", kernels.why.c_str());
+  for (const compiler::KernelInfo& k : kernels.kernels) {
+    std::string sizes;
+    for (const compiler::PtxParam& p : k.params) sizes += (sizes.empty() ? "" : ", ") + std::to_string(p.size);
+    std::printf("  kernel %s, parameter sizes [%s]%s\n", k.symbol.c_str(), sizes.c_str(),
+                k.name_expression.empty() ? "" : ("  = " + k.name_expression).c_str());
   }
   for (const bundle::LoweredName& n : b.lowered_names) {
     std::printf("  %.*s = %.*s\n", static_cast<int>(n.name_expression.size()),
@@ -98,6 +121,7 @@ void add_bundle_command(CLI::App& app, Dispatch& dispatch) {
   cmd->add_option("FILE", args->path, "The bundle, as written by `kcache compile -o`")->required();
   cmd->add_option("--extract", args->extract_dir,
                   "Also write each image to DIR as <arch>.cubin or <arch>.ptx");
+  cmd->fallthrough();  // --format json may also come after the verb
   cmd->callback([args, &dispatch] {
     dispatch.verb = "bundle";
     dispatch.action = [args, &dispatch] { return inspect_bundle(dispatch.global, *args); };

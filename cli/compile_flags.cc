@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "bundle/bundle.h"
 #include "cli/storage_flags.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -43,6 +44,9 @@ void add_compile_flags(CLI::App& app, CompileFlags& f, bool per_kernel) {
     app.add_option("--source-name", f.source_name,
                    "The name NVRTC reports and the key uses instead of the path as given "
                    "(e.g. a name stable across build configurations)");
+    app.add_option("--target", f.target,
+                   "The Bazel target compiling this source (//pkg:k), named by messages such "
+                   "as the hint to declare a header; never part of the key");
   }
   app.add_option("--arch", f.archs, "Real architectures, one cubin each: sm_80,sm_90,sm_90a")
       ->delimiter(',');
@@ -128,6 +132,7 @@ compiler::CompileOptions to_options(const CompileFlags& f) {
   compiler::CompileOptions o;
   o.source_path = f.source;
   o.source_name = f.source_name;
+  o.target_label = f.target;
   o.archs = f.archs;
   o.ptx_arch = f.ptx == "none" ? "" : f.ptx;  // as the rule's ptx = "none"
   o.include_dirs = f.include_dirs;
@@ -162,6 +167,22 @@ void write_if_changed(const std::string& path, const std::string& data) {
 
 }  // namespace
 
+compiler::KernelList bundle_kernels(const bundle::Bundle& b) {
+  std::string_view ptx;
+  for (const bundle::Image& image : b.images) {
+    if (image.kind == bundle::ImageKind::ptx) {
+      ptx = image.data;
+      break;  // every PTX image of a bundle holds the same kernels
+    }
+  }
+  while (!ptx.empty() && ptx.back() == '\0') ptx.remove_suffix(1);
+  std::vector<std::pair<std::string, std::string>> lowered;
+  for (const bundle::LoweredName& n : b.lowered_names) {
+    lowered.emplace_back(std::string(n.name_expression), std::string(n.lowered_name));
+  }
+  return compiler::kernel_list(ptx, lowered);
+}
+
 void write_outputs(const CompileFlags& f, const compiler::CompileResult& result) {
   if (!f.output.empty()) write_if_changed(f.output, result.bundle);
   if (f.cc_out.empty() && f.h_out.empty()) return;
@@ -170,6 +191,7 @@ void write_outputs(const CompileFlags& f, const compiler::CompileResult& result)
   info.source_name = result.source_name;
   info.archs = arch_list(result);
   info.name_expressions = f.name_expressions;
+  info.kernels = bundle_kernels(bundle::parse(result.bundle, "the bundle just compiled"));
   if (!f.cc_out.empty()) write_if_changed(f.cc_out, compiler::generate_source(result.bundle, info));
   if (!f.h_out.empty()) write_if_changed(f.h_out, compiler::generate_header(info));
 }
@@ -182,6 +204,8 @@ std::vector<std::string> worker_command() {
 }
 
 void print_compile_error(const std::string& verb, const CompileError& e) {
+  // No log: the message says it all (an undeclared header, undeclared.h).
+  if (e.log().empty()) return;
   std::string log = e.log();
   if (!log.empty() && log.back() != '\n') log += '\n';
   std::fputs(log.c_str(), stderr);

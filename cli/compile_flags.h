@@ -10,6 +10,8 @@
 #include "cache/storage.h"
 #include "cli/command.h"
 #include "common/error.h"
+#include "bundle/bundle.h"
+#include "compiler/codegen.h"
 #include "compiler/compiler.h"
 
 namespace CLI {
@@ -21,6 +23,7 @@ namespace kcache::cli {
 struct CompileFlags {
   std::string source;
   std::string source_name;  // --source-name
+  std::string target;       // --target //pkg:k (messages only)
   std::vector<std::string> archs;
   std::string ptx;
   std::vector<std::string> include_dirs;
@@ -47,6 +50,10 @@ compiler::CompileOptions to_options(const CompileFlags& flags);
 // missing output folder, --cc-out/--h-out without --symbol.
 void check_outputs(const CompileFlags& flags);
 
+// The kernels of a bundle, from its PTX (compiler/codegen.h): for the header
+// and `kcache bundle --format json`.
+compiler::KernelList bundle_kernels(const bundle::Bundle& b);
+
 // Writes the outputs asked for (each atomically).
 void write_outputs(const CompileFlags& flags, const compiler::CompileResult& result);
 
@@ -67,7 +74,8 @@ std::unique_ptr<cache::Storage> open_storage(const GlobalOptions& global,
 // compiling several targets in parallel processes (see nvrtc_worker.h).
 std::vector<std::string> worker_command();
 
-// Prints NVRTC's log as NVRTC wrote it, then the options, to stderr.
+// Prints NVRTC's log as NVRTC wrote it, then the options, to stderr; nothing
+// for an error without a log (its message says it all).
 void print_compile_error(const std::string& verb, const CompileError& e);
 
 }  // namespace kcache::cli

@@ -8,13 +8,27 @@
 // libnvrtc.so.13). The store and remote are configured as for every kcache
 // command, by the environment (KCACHE_DIR, KCACHE_REMOTE, ...), which CMD
 // inherits.
+//
+// When CMD exits, one stderr line says what its compiles did (hits, misses,
+// not cached and why, time saved), read from the drop-in's per-compile lines
+// ($KCACHE_SHIM_STATS: the user's file if set, else a private temporary one).
+// So kcache waits for CMD rather than exec'ing it: signals sent to kcache are
+// passed on, and CMD's exit status is kcache's (death by a signal: the same
+// signal, else 128 + N). KCACHE_QUIET=1: no line, and CMD replaces kcache.
+#include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +77,155 @@ std::string shim_dir() {
                  "`, install it next to kcache, or set KCACHE_NVRTC_SHIM_DIR");
 }
 
+// The drop-in's lines, "hit NAME KEY ms=N", "miss NAME KEY[ not stored: WHY]
+// ms=N", "real NAME[ WHY]" (nvrtc_shim/shim.cc, record_stat), summed up.
+struct RunStats {
+  int hits = 0, misses = 0, not_cached = 0;
+  double saved_ms = 0;  // what the hits' compiles took when they were stored
+  double miss_ms = 0;   // what the misses took
+  std::map<std::string, int> why;  // not cached: reason -> compiles
+};
+
+bool is_hex_key(const std::string& word) {
+  if (word.size() != 32) return false;
+  for (char c : word) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// A short reason: its first clause, at most 80 characters.
+std::string short_reason(std::string why) {
+  if (why.empty()) return "the call was not one kcache caches";
+  size_t cut = why.find_first_of(":;(");
+  if (cut != std::string::npos && cut > 0) why.resize(cut);
+  while (!why.empty() && why.back() == ' ') why.pop_back();
+  if (why.size() > 80) why = why.substr(0, 77) + "...";
+  return why;
+}
+
+void add_stat_line(RunStats& s, const std::string& line) {
+  std::vector<std::string> words;
+  for (size_t at = 0; at < line.size();) {
+    size_t end = line.find(' ', at);
+    if (end == std::string::npos) end = line.size();
+    words.push_back(line.substr(at, end - at));
+    at = end + 1;
+  }
+  if (words.empty()) return;
+  double ms = 0;
+  if (words.size() > 1 && words.back().rfind("ms=", 0) == 0) {
+    ms = std::strtod(words.back().c_str() + 3, nullptr);
+    words.pop_back();
+  }
+  const std::string& kind = words[0];
+  if (kind == "real") {
+    // The program's name is one word when NVRTC gave it none, else as given:
+    // the reason is what follows the name, which may hold spaces itself.
+    std::string rest = line.size() > 5 ? line.substr(5) : "";
+    size_t space = rest.find(' ');
+    ++s.not_cached;
+    ++s.why[short_reason(space == std::string::npos ? "" : rest.substr(space + 1))];
+    return;
+  }
+  if (kind != "hit" && kind != "miss") return;
+  size_t key = 0;  // the key follows the name, which may hold spaces
+  for (size_t i = 1; i < words.size(); ++i) {
+    if (is_hex_key(words[i])) key = i;
+  }
+  if (key == 0) return;
+  if (kind == "hit") {
+    ++s.hits;
+    s.saved_ms += ms;
+    return;
+  }
+  s.miss_ms += ms;
+  const std::string marker = " not stored: ";
+  size_t at = line.find(marker);
+  if (at == std::string::npos) {
+    ++s.misses;
+    return;
+  }
+  std::string why = line.substr(at + marker.size());
+  if (why.size() > 3 && why.rfind(" ms=") != std::string::npos) why.resize(why.rfind(" ms="));
+  ++s.not_cached;
+  ++s.why[short_reason(why)];
+}
+
+std::string run_seconds(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ms < 10000 ? "%.2f s" : "%.0f s", ms / 1000);
+  return buf;
+}
+
+// "kcache run: 7 NVRTC compiles: 5 hits, 1 miss, 1 not cached (-dlto: 1); 5
+// hits saved 1.20 s of NVRTC, the miss took 0.30 s".
+std::string summary_line(const RunStats& s) {
+  const int total = s.hits + s.misses + s.not_cached;
+  if (total == 0) {
+    return "kcache run: no NVRTC compile went through kcache (the program compiled nothing, or "
+           "loaded an NVRTC other than libnvrtc.so.13)";
+  }
+  auto n = [](int count, const char* one, const char* many) {
+    return std::to_string(count) + " " + (count == 1 ? one : many);
+  };
+  std::string line = "kcache run: " + n(total, "NVRTC compile", "NVRTC compiles") + ": " +
+                     n(s.hits, "hit", "hits") + ", " + n(s.misses, "miss", "misses") + ", " +
+                     std::to_string(s.not_cached) + " not cached";
+  if (!s.why.empty()) {
+    std::string why;
+    for (const auto& [reason, count] : s.why) {
+      why += (why.empty() ? "" : "; ") + reason + ": " + std::to_string(count);
+    }
+    line += " (" + why + ")";
+  }
+  if (s.hits) line += "; hits saved " + run_seconds(s.saved_ms) + " of NVRTC";
+  if (s.misses + s.not_cached > 0 && s.miss_ms > 0) {
+    line += std::string(s.hits ? ", " : "; ") + "misses took " + run_seconds(s.miss_ms);
+  }
+  return line;
+}
+
+bool run_quiet() {
+  const char* q = std::getenv("KCACHE_QUIET");
+  return q && *q && std::strcmp(q, "0") != 0;
+}
+
+pid_t g_child = 0;
+
+// Signals a process sends to kcache (kill, a supervisor) go on to the
+// program. Those the kernel sends (a terminal's ^C, ^\, hangup, resize) reach
+// the whole foreground process group, the program too: not sent twice.
+void forward_signal(int sig, siginfo_t* info, void*) {
+  const bool from_a_process = !info || info->si_code <= 0;  // SI_USER, SI_QUEUE, SI_TKILL
+  if (g_child > 0 && from_a_process) ::kill(g_child, sig);
+}
+
+int wait_for(pid_t child) {
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) return 1;
+  }
+  return status;
+}
+
+// kcache ends as the program did: its exit code, or death by its signal.
+int end_as(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (!WIFSIGNALED(status)) return 1;
+  const int sig = WTERMSIG(status);
+  std::fflush(nullptr);
+  struct rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);  // the program dumped its own core, if any
+  ::signal(sig, SIG_DFL);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, sig);
+  ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  ::raise(sig);
+  return 128 + sig;  // a signal whose default is not to end the process
+}
+
 int run_command(const std::vector<std::string>& command) {
   if (command.empty()) {
     throw InvalidArgument("no command: kcache run -- CMD [ARGS...]");
@@ -80,12 +243,106 @@ int run_command(const std::vector<std::string>& command) {
   // is asked. Under kcache run kcache is the cache, exact for headers; CuPy
   // keeps its in-memory cache. A user's own setting wins.
   ::setenv("CUPY_CACHE_IN_MEMORY", "1", /*overwrite=*/0);
+  // The drop-in starts its compile processes with this kcache.
+  char exe[PATH_MAX];
+  if (::realpath("/proc/self/exe", exe)) ::setenv("KCACHE_EXE", exe, 1);
   std::vector<char*> argv;
   for (const std::string& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  int error = errno;
-  throw NotFound("cannot run " + command[0] + ": " + std::strerror(error));
+
+  if (run_quiet()) {
+    ::execvp(argv[0], argv.data());
+    int error = errno;
+    throw NotFound("cannot run " + command[0] + ": " + std::strerror(error));
+  }
+
+  // The drop-in's lines: after the end of the user's file, else in ours.
+  std::string stats_path;
+  off_t stats_from = 0;
+  bool own_stats = false;
+  if (const char* user = std::getenv("KCACHE_SHIM_STATS"); user && *user) {
+    stats_path = user;
+    struct stat st{};
+    if (::stat(user, &st) == 0) stats_from = st.st_size;
+  } else {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/kcache-run-XXXXXX";
+    int fd = ::mkstemp(&templ[0]);
+    if (fd >= 0) {
+      ::close(fd);
+      stats_path = templ;
+      own_stats = true;
+      ::setenv("KCACHE_SHIM_STATS", stats_path.c_str(), 1);
+    }
+  }
+  struct StatsFile {
+    std::string path;
+    bool own;
+    ~StatsFile() {
+      if (own) ::unlink(path.c_str());
+    }
+  } stats_file{stats_path, own_stats};
+
+  // exec's errno comes back through a pipe closed on a successful exec.
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) {
+    throw Error(ErrorKind::io, std::string("cannot create a pipe: ") + std::strerror(errno));
+  }
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  ::sigprocmask(SIG_BLOCK, &all, &old_mask);  // no signal before the handlers know the child
+  pid_t child = ::fork();
+  if (child == 0) {
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    ::execvp(argv[0], argv.data());
+    int error = errno;
+    ssize_t ignored = ::write(report[1], &error, sizeof error);
+    (void)ignored;
+    ::_exit(127);
+  }
+  if (child < 0) {
+    int error = errno;
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    throw Error(ErrorKind::io, "cannot run " + command[0] + ": " + std::strerror(error));
+  }
+  g_child = child;
+  struct sigaction action{};
+  action.sa_sigaction = forward_signal;
+  action.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&action.sa_mask);
+  // Not the job-control signals: ^Z stops kcache and the program alike, as
+  // the shell expects of a job.
+  for (int sig : {SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM}) {
+    ::sigaction(sig, &action, nullptr);
+  }
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  ::close(report[1]);
+  int error = 0;
+  ssize_t got;
+  do {
+    got = ::read(report[0], &error, sizeof error);
+  } while (got < 0 && errno == EINTR);
+  ::close(report[0]);
+  int status = wait_for(child);
+  if (got == static_cast<ssize_t>(sizeof error)) {
+    throw NotFound("cannot run " + command[0] + ": " + std::strerror(error));
+  }
+
+  RunStats stats;
+  if (!stats_path.empty()) {
+    std::optional<std::string> text = read_file(stats_path);
+    if (text && static_cast<off_t>(text->size()) >= stats_from) {
+      std::string lines = text->substr(static_cast<size_t>(stats_from));
+      for (size_t at = 0; at < lines.size();) {
+        size_t end = lines.find('\n', at);
+        if (end == std::string::npos) end = lines.size();
+        add_stat_line(stats, lines.substr(at, end - at));
+        at = end + 1;
+      }
+    }
+  }
+  std::fprintf(stderr, "%s\n", summary_line(stats).c_str());
+  return end_as(status);
 }
 
 }  // namespace

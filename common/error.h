@@ -5,6 +5,8 @@
 // CUresult) and every message says what failed, on what, and what to do.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <stdexcept>
 #include <cstdint>
 #include <string>

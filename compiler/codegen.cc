@@ -1,5 +1,6 @@
 #include "compiler/codegen.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -76,7 +77,127 @@ std::pair<std::string, std::string> namespaces(const std::vector<std::string>& p
   return {open, close};
 }
 
+// `text` as an identifier: runs of other characters become one '_', none at
+// either end ("scale<float>" -> "scale_float", "ns::k<1, 2>" -> "ns_k_1_2").
+std::string identifier_of(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    bool word = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (word) {
+      out += c;
+    } else if (!out.empty() && out.back() != '_') {
+      out += '_';
+    }
+  }
+  while (!out.empty() && out.back() == '_') out.pop_back();
+  return out;
+}
+
+// The names of an Itanium mangled function's nested name, joined by '_'
+// ("_Z5saxpyfPKfPfi" -> "saxpy", "_ZN2ns4kernEPf" -> "ns_kern"); empty when
+// it does not start so.
+std::string mangled_function_name(std::string_view symbol) {
+  if (symbol.rfind("_Z", 0) != 0) return {};
+  size_t at = 2;
+  const bool nested = at < symbol.size() && symbol[at] == 'N';
+  if (nested) ++at;
+  std::string out;
+  // One name, or a nested name's until its E (what follows is parameters).
+  while (at < symbol.size() && symbol[at] >= '0' && symbol[at] <= '9' && (nested || out.empty())) {
+    size_t len = 0;
+    while (at < symbol.size() && symbol[at] >= '0' && symbol[at] <= '9' && len < 100000) {
+      len = len * 10 + static_cast<size_t>(symbol[at++] - '0');
+    }
+    if (len == 0 || len > symbol.size() - at) return {};
+    out += (out.empty() ? "" : "_") + std::string(symbol.substr(at, len));
+    at += len;
+  }
+  return identifier_of(out);
+}
+
+std::string string_literal(std::string_view text) { return "\"" + escape_for_literal(text) + "\""; }
+
+// One kernel's type: its name for Module::function, and the compile-time
+// check of launch()'s arguments.
+std::string entry_type(const std::string& identifier, const KernelInfo& k) {
+  const std::string shown = comment_line(k.name_expression.empty() ? k.symbol : k.name_expression);
+  const size_t n = k.params.size();
+  std::string sizes;
+  for (const PtxParam& p : k.params) sizes += (sizes.empty() ? "" : ", ") + std::to_string(p.size);
+  std::string out = "struct " + identifier + " {\n" +
+                    "  using kcache_entry_point = void;\n"
+                    "  // " + comment_line(k.symbol) + " in the image.\n" +
+                    "  static constexpr const char* name() { return " +
+                    string_literal(k.name_expression.empty() ? k.symbol : k.name_expression) +
+                    "; }\n"
+                    "  static constexpr std::size_t param_count = " + std::to_string(n) + ";\n";
+  if (n) out += "  static constexpr std::size_t param_sizes[] = {" + sizes + "};\n";
+  out += "  template <typename... Args>\n  static constexpr bool check() {\n";
+  out += "    static_assert(sizeof...(Args) == " + std::to_string(n) + ", " +
+         string_literal("kcache: kernel " + shown + " takes " + std::to_string(n) +
+                        (n == 1 ? " argument" : " arguments") +
+                        (n ? " (" + sizes + " bytes)" : std::string()) +
+                        ": launch() was given another number") +
+         ");\n";
+  if (n) {
+    out += "    if constexpr (sizeof...(Args) == " + std::to_string(n) + ") {\n" +
+           "      using A = std::tuple<Args...>;\n";
+    for (size_t i = 0; i < n; ++i) {
+      const PtxParam& p = k.params[i];
+      std::string type = p.type;
+      if (ptx_type_size(p.type) != 0 && p.size != ptx_type_size(p.type)) {
+        type += "[" + std::to_string(p.size / ptx_type_size(p.type)) + "]";
+      }
+      out += "      static_assert(sizeof(std::tuple_element_t<" + std::to_string(i) + ", A>) == " +
+             std::to_string(p.size) + ", " +
+             string_literal("kcache: kernel " + shown + ", parameter " + std::to_string(i) + " (" +
+                            p.name + ", " + type + ") is " + std::to_string(p.size) +
+                            (p.size == 1 ? " byte" : " bytes") + ": argument " + std::to_string(i + 1) +
+                            " has another size (pass the parameter's exact type, e.g. float "
+                            "not double)") +
+             ");\n";
+    }
+    out += "    }\n";
+  }
+  out += "    return true;\n  }\n};\n";
+  return out;
+}
+
 }  // namespace
+
+KernelList kernel_list(std::string_view ptx,
+                       const std::vector<std::pair<std::string, std::string>>& lowered) {
+  KernelList out;
+  if (ptx.empty()) {
+    out.why = "the bundle holds no PTX (ptx = \"none\"), which is where they are read from";
+    return out;
+  }
+  PtxEntries entries = ptx_entries(ptx);
+  if (!entries.ok) {
+    out.why = "its PTX was not understood: " + entries.why;
+    return out;
+  }
+  out.known = true;
+  for (PtxEntry& e : entries.entries) {
+    KernelInfo k{std::move(e.name), "", std::move(e.params)};
+    for (const auto& [expression, name] : lowered) {
+      if (name == k.symbol) {
+        k.name_expression = expression;
+        break;
+      }
+    }
+    out.kernels.push_back(std::move(k));
+  }
+  return out;
+}
+
+std::string kernel_identifier(const KernelInfo& k) {
+  std::string id = !k.name_expression.empty() ? identifier_of(k.name_expression)
+                                               : mangled_function_name(k.symbol);
+  if (id.empty()) id = identifier_of(k.symbol);
+  if (id.empty() || (id[0] >= '0' && id[0] <= '9')) id = "kernel_" + id;
+  return id;
+}
 
 void check_symbol(const std::string& symbol) {
   for (const std::string& part : split_symbol(symbol)) {
@@ -153,14 +274,43 @@ std::string generate_header(const EmbedInfo& info) {
   check_symbol(info.symbol);
   std::vector<std::string> parts = split_symbol(info.symbol);
   auto [open, close] = namespaces(parts);
+  const std::string kernels_ns = parts.back() + "_kernels";
+  std::string kernels;
+  if (!info.kernels.known) {
+    kernels = "\n// Its kernels are not declared here: " + comment_line(info.kernels.why) +
+              ".\n// Look them up by name (Module::function(\"name\")).\n";
+  } else {
+    std::string types, constants;
+    std::vector<std::string> taken;
+    for (const KernelInfo& k : info.kernels.kernels) {
+      std::string id = kernel_identifier(k);
+      std::string unique = id;
+      for (int n = 2; std::find(taken.begin(), taken.end(), unique) != taken.end(); ++n) {
+        unique = id + "_" + std::to_string(n);
+      }
+      taken.push_back(unique);
+      types += entry_type(unique, k);
+      constants += "inline constexpr entry_types::" + unique + " " + unique + "{};\n";
+    }
+    kernels = "\n// Its kernels, from the .entry declarations of its PTX. Name them through\n"
+              "// these (a misspelt one does not compile); kcache::runtime::launch checks\n"
+              "// the number and size of the arguments at compile time:\n"
+              "//   kcache::runtime::Kernel k = module.function(" + kernels_ns + "::<kernel>);\n"
+              "//   kcache::runtime::launch(stream, config, k, args...);\n"
+              "namespace " + kernels_ns + " {\nnamespace entry_types {\n\n" + types +
+              "\n}  // namespace entry_types\n\n" + constants + "}  // namespace " + kernels_ns +
+              "\n";
+  }
   return summary(info) +
          "#pragma once\n\n"
+         "#include <cstddef>\n"
+         "#include <tuple>\n\n"
          "#include \"bundle/embedded.h\"\n\n" +
          open +
          "// The kernel bundle (.kcb bytes, static storage), registered at static\n"
          "// initialization; hand it to kcache::bundle::parse or the runtime.\n"
          "const kcache::bundle::EmbeddedBundle& " +
-         parts.back() + "();\n" + close;
+         parts.back() + "();\n" + kernels + close;
 }
 
 }  // namespace kcache::compiler

@@ -14,15 +14,41 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "compiler/ptx_entries.h"
+
 namespace kcache::compiler {
+
+// A bundle's kernels as host code names them.
+struct KernelInfo {
+  std::string symbol;           // the entry's name in the image
+  std::string name_expression;  // the name expression that lowered to it, if one did
+  std::vector<PtxParam> params;
+};
+
+struct KernelList {
+  bool known = false;  // false: no PTX to read them from, or PTX not understood (why)
+  std::string why;
+  std::vector<KernelInfo> kernels;
+};
+
+// The kernels of `ptx` (the bundle's PTX image; empty: it has none), each
+// matched with the name expression in `lowered` (expression, lowered name)
+// that names it.
+KernelList kernel_list(std::string_view ptx,
+                       const std::vector<std::pair<std::string, std::string>>& lowered);
 
 struct EmbedInfo {
   std::string symbol;                         // "saxpy_bundle" or "my::ns::saxpy_bundle"
   std::string source_name;                    // for the comment at the top
   std::vector<std::string> archs;             // for the comment
   std::vector<std::string> name_expressions;  // for the comment
+  // Declared in the header with their parameter sizes, so host code names
+  // them (a typo does not compile) and launch() checks arguments at compile
+  // time (runtime/module.h, Kernel).
+  KernelList kernels;
 };
 
 // Throws InvalidArgument unless `symbol` is identifiers joined by "::".
@@ -31,7 +57,17 @@ void check_symbol(const std::string& symbol);
 // The .cc defining and registering the bundle `bytes` under info.symbol.
 std::string generate_source(std::string_view bytes, const EmbedInfo& info);
 
-// The .h declaring `const kcache::bundle::EmbeddedBundle& <symbol>();`.
+// The .h declaring `const kcache::bundle::EmbeddedBundle& <symbol>();` and,
+// in namespace <symbol>_kernels, one constant per kernel of info.kernels:
+//   inline constexpr entry_types::saxpy saxpy{};
+// whose type says the kernel's name and checks launch() arguments (count,
+// each size) with a static_assert naming the parameter. The C++ name is the
+// symbol for an extern "C" kernel, the name expression made an identifier
+// ("scale<float>" -> scale_float), else the function's name read from its
+// mangling; a repeated one gets _2, _3, ...
+std::string kernel_identifier(const KernelInfo& kernel);
+
+// The .h declaring the accessor and the kernels (above).
 std::string generate_header(const EmbedInfo& info);
 
 // `bytes` as the body of a C++ string literal (without the quotes), escaped

@@ -714,7 +714,11 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         if (!a.angled && includer_path) dirs.insert(dirs.begin(), folder_of(*includer_path));
         refused = find_undeclared(a.name, dirs, options.source_path).value_or("");
       }
-      if (!refused.empty()) message += undeclared_hint(a.name, refused);
+      if (!refused.empty()) {
+        // The hint first and alone; NVRTC's log adds nothing to it.
+        throw CompileError(undeclared_hint(refused, options.target_label) + "\n  " + message,
+                           "", e.options());
+      }
       throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
     };
 
@@ -899,7 +903,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         std::rethrow_exception(errors[s]);  // the first in target order
       } catch (const CompileError& e) {
         // An include the action did not declare: say so (undeclared.h).
-        throw with_undeclared_hints(e, includes.missing, options.source_path);
+        throw with_undeclared_hints(e, includes.missing, options.source_path,
+                                    options.target_label);
       }
     }
 

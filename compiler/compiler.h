@@ -73,6 +73,9 @@ struct CompileOptions {
   // Give one stable across checkouts and build configurations (Bazel's
   // short_path) when the path is not.
   std::string source_name;
+  // The Bazel target compiling it ("//pkg:k"), for messages only (never
+  // keyed): the hint to declare a header names it.
+  std::string target_label;
   std::vector<std::string> archs;             // real archs, one cubin each: "sm_80"
   std::string ptx_arch;                       // virtual arch for PTX ("compute_90"), or empty
   std::vector<std::string> include_dirs;      // -I, searched by kcache (see includes.h)

@@ -292,6 +292,7 @@ ProgramResult compile_program(Compiler& compiler, const CompileOptions& options)
   out.hit = target.hit;
   out.key = target.key;
   out.not_stored = target.not_stored;
+  out.compile_ms = target.compile_ms;
   if (!out.hit && !out.not_stored.empty() && out.record.compile_result != cache::kNvrtcSuccess) {
     throw Error(ErrorKind::compile_failed, "a failed compile that was not stored (" +
                                                out.not_stored + "): the real NVRTC answers it");

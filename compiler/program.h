@@ -65,6 +65,7 @@ struct ProgramResult {
   bool hit = false;
   Hash128 key;             // the entry's key
   std::string not_stored;  // a miss that was not stored: why
+  uint32_t compile_ms = 0;  // NVRTC's time: now on a miss, when stored on a hit (saved)
 };
 
 // Compiles `program` through `compiler`'s cache (thread-safe, as

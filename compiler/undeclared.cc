@@ -29,6 +29,22 @@ std::string execroot_behind(const std::string& source_path) {
   return link.substr(0, link.size() - tail.size());
 }
 
+// The workspace root: the source's real path less the source's path. Empty
+// when the two do not end alike (a generated or external source).
+std::string workspace_behind(const std::string& source_path) {
+  if (source_path.empty() || source_path.front() == '/') return {};
+  char real[PATH_MAX];
+  if (!::realpath(source_path.c_str(), real)) return {};
+  const std::string path(real);
+  std::string tail = source_path;
+  while (tail.rfind("./", 0) == 0) tail.erase(0, 2);
+  tail = "/" + tail;
+  if (path.size() <= tail.size() || path.compare(path.size() - tail.size(), tail.size(), tail) != 0) {
+    return {};
+  }
+  return path.substr(0, path.size() - tail.size());
+}
+
 std::string candidate_path(const std::string& dir, const std::string& name) {
   return dir.empty() || dir == "." ? name : dir + "/" + name;
 }
@@ -39,37 +55,46 @@ std::optional<std::string> find_undeclared(const std::string& name,
                                            const std::vector<std::string>& dirs,
                                            const std::string& source_path) {
   if (name.empty() || name.front() == '/') return std::nullopt;
-  const std::string execroot = execroot_behind(source_path);
+  std::vector<std::string> roots{""};
+  for (const std::string& root : {execroot_behind(source_path), workspace_behind(source_path)}) {
+    if (!root.empty()) roots.push_back(root + "/");
+  }
   for (const std::string& dir : dirs) {
     if (!dir.empty() && dir.front() == '/') continue;
     const std::string path = candidate_path(dir, name);
-    if (is_regular_file(path)) return path;
-    if (!execroot.empty() && is_regular_file(execroot + "/" + path)) return path;
+    for (const std::string& root : roots) {
+      if (is_regular_file(root + path)) return path;
+    }
   }
   return std::nullopt;
 }
 
-std::string undeclared_hint(const std::string& name, const std::string& path) {
-  return "; \"" + name + "\" exists at " + path +
-         " but is not among this action's inputs: add it to the cuda_kernel's hdrs (or deps)";
+std::string undeclared_hint(const std::string& path, const std::string& target) {
+  return "\"" + path + "\" exists in the workspace but is not an input of " +
+         (target.empty() ? "this compile" : target) +
+         ": add it to hdrs, or add the cc_library that has it to deps";
 }
 
 CompileError with_undeclared_hints(const CompileError& error,
                                    const std::vector<MissingInclude>& missing,
-                                   const std::string& source_path) {
-  std::string hints;
+                                   const std::string& source_path, const std::string& target) {
+  std::string hints, searched;
   for (const MissingInclude& m : missing) {
     // Only a stub NVRTC compiled (its #error is in the log) failed the build.
     if (m.stub.empty() || error.log().find("kcache: \"" + m.name + "\"") == std::string::npos) {
       continue;
     }
     if (std::optional<std::string> path = find_undeclared(m.name, m.searched, source_path)) {
-      hints += "\nkcache: \"" + m.name + "\" (included from " + m.included_from +
-               ") was not found" + undeclared_hint(m.name, *path);
+      hints += (hints.empty() ? "" : "\n") + undeclared_hint(*path, target);
+      std::string dirs;
+      for (const std::string& d : m.searched) dirs += (dirs.empty() ? "" : ", ") + d;
+      searched += "\n  \"" + m.name + "\" (included from " + m.included_from +
+                  ") was not found among the inputs in: " + dirs;
     }
   }
   if (hints.empty()) return error;
-  return CompileError(std::string(error.what()) + hints, error.log(), error.options());
+  // No log: NVRTC's only echoes the stub's #error, which says less than this.
+  return CompileError(hints + searched, "", error.options());
 }
 
 }  // namespace kcache::compiler

@@ -6,11 +6,16 @@
 // rest (cli/declared_inputs.h). Either way the scanner or NVRTC reports the
 // header as not found, which is true but does not say what to fix. Here kcache
 // looks for it where the action would have found it had it been declared:
-// - relative to the working directory (the worker runs in the execroot, where
-//   every workspace file is; a file there that was not read was refused);
+// - relative to the working directory (the worker runs in the execroot; a
+//   file there that was not read was refused);
 // - in the real execroot behind the sandbox: Bazel links each input into the
 //   sandbox as a symlink to <execroot>/<its path>, so the source's link target,
-//   less the source's path, is the execroot.
+//   less the source's path, is the execroot;
+// - in the workspace itself: Bazel 4 links into the execroot only the
+//   packages the build loaded (`bazel build //mypkg:k` does not load devlib/),
+//   so a header of another package may be in neither place above. The
+//   source's real path (through the execroot's link to its package), less the
+//   source's path, is the workspace root.
 // Only relative folders are searched (the toolkit's are absolute and never
 // undeclared). Nothing found read or keyed: this runs only on a failure.
 #pragma once
@@ -31,16 +36,17 @@ std::optional<std::string> find_undeclared(const std::string& name,
                                            const std::vector<std::string>& dirs,
                                            const std::string& source_path);
 
-// "; \"x.cuh\" exists at pkg/x.cuh but is not among this action's inputs: add
-// it to the cuda_kernel's hdrs (or deps)"
-std::string undeclared_hint(const std::string& name, const std::string& path);
+// "\"pkg/x.cuh\" exists in the workspace but is not an input of //pkg:k: add
+// it to hdrs, or add the cc_library that has it to deps" (`target` empty:
+// "of this compile").
+std::string undeclared_hint(const std::string& path, const std::string& target);
 
-// `error` with a hint appended to its message (not to NVRTC's log, which the
-// CLI prints too, so the hint appears once) for each missing include whose
-// "not found" stub NVRTC's log reports and that find_undeclared finds. The
-// error itself when there is none.
+// For each missing include whose "not found" stub NVRTC's log reports and that
+// find_undeclared finds: the hint, first, one line each, then what was
+// searched; the log is dropped (it only echoes the stub's #error). The error
+// itself when there is none.
 CompileError with_undeclared_hints(const CompileError& error,
                                    const std::vector<MissingInclude>& missing,
-                                   const std::string& source_path);
+                                   const std::string& source_path, const std::string& target);
 
 }  // namespace kcache::compiler

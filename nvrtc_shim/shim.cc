@@ -50,8 +50,9 @@ void say(const std::string& line) {
 // $KCACHE_SHIM_STATS names a file that gets one line per compile: "hit",
 // "miss" (the sealed NVRTC compiled it for the cache) or "real" (the real
 // NVRTC did, uncached), then the program's name, then what explains it (the
-// key; for a miss not stored, why). Tests and benchmarks count NVRTC
-// compiles by it.
+// key; for a miss not stored, why), and for a hit or miss last "ms=N" (what
+// NVRTC took: now, or when the hit was stored). Tests and benchmarks count
+// NVRTC compiles by it; `kcache run` sums it up.
 void record_stat(const char* what, const std::string& name, const std::string& detail = "") {
   const char* path = ::getenv("KCACHE_SHIM_STATS");
   if (!path || !*path) return;
@@ -350,7 +351,8 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
     }
     record_stat(
         result.hit ? "hit" : "miss", display_name(p),
-        result.key.hex() + (result.not_stored.empty() ? "" : " not stored: " + result.not_stored));
+        result.key.hex() + (result.not_stored.empty() ? "" : " not stored: " + result.not_stored) +
+            " ms=" + std::to_string(result.compile_ms));
     return static_cast<nvrtcResult>(p->record.compile_result);
   } catch (const std::exception& e) {
     int deaths = compile_pool->deaths_in_a_row();

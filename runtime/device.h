@@ -10,6 +10,8 @@
 // thread, as in the driver.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cuda.h>
 
 #include <string>

@@ -12,6 +12,8 @@
 // is immutable after loading.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cuda.h>
 #include <cudaTypedefs.h>
 

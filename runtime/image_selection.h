@@ -15,6 +15,8 @@
 // minor first), then PTX for the highest virtual arch the device supports.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <optional>
 #include <string>
 #include <string_view>

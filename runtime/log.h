@@ -1,6 +1,8 @@
 // Internal: reporting failures where throwing is not allowed (destructors).
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cuda.h>
 
 #include <string>

@@ -24,6 +24,8 @@
 // and launches are const and the driver is thread-safe).
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cuda.h>
 
 #include <memory>
@@ -105,6 +107,16 @@ class Function {
   const KernelParams* params_;
 };
 
+// A kernel named through the header cuda_kernel generates
+// (<symbol>_kernels::saxpy, compiler/codegen.h): Module::function returns
+// one, and launch() checks its arguments' count and sizes at compile time,
+// each mismatch a static_assert naming the parameter. A Function otherwise.
+template <typename Entry>
+class Kernel : public Function {
+ public:
+  explicit Kernel(const Function& function) : Function(function) {}
+};
+
 class Module {
  public:
   // Picks the image of `bundle` for the current context's device and loads it.
@@ -138,6 +150,11 @@ class Module {
   // NotFound (naming the kernel, the module and the name expressions it
   // knows) if there is no such kernel.
   Function function(std::string_view name) const;
+  // The kernel a generated header declares (see Kernel).
+  template <typename Entry, typename = typename Entry::kcache_entry_point>
+  Kernel<Entry> function(const Entry&) const {
+    return Kernel<Entry>(function(std::string_view(Entry::name())));
+  }
 
   // The mangled symbol for a name expression, or an empty string.
   std::string lowered(std::string_view name_expression) const;
@@ -194,6 +211,15 @@ void launch(StreamRef stream, const LaunchConfig& config, const Function& functi
   detail::check_arguments(function, shapes, sizeof...(Args));
   void* pointers[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
   launch_raw(stream, config, function, pointers);
+}
+
+// A kernel of a generated header: its arguments checked at compile time
+// first (the generated static_asserts), then as any launch.
+template <typename Entry, typename... Args>
+void launch(StreamRef stream, const LaunchConfig& config, const Kernel<Entry>& kernel,
+            const Args&... args) {
+  static_assert(Entry::template check<Args...>());
+  launch(stream, config, static_cast<const Function&>(kernel), args...);
 }
 
 }  // namespace kcache::runtime

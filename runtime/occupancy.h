@@ -6,6 +6,8 @@
 // DriverError naming the kernel and the query.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cuda.h>
 
 #include <cstddef>

@@ -17,6 +17,8 @@
 // parallel. A load that throws is not remembered: the next call tries again.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cstddef>
 #include <string_view>
 

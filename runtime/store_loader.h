@@ -24,6 +24,8 @@
 // Thread safety: as cache::Storage (thread-safe) and Module.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <string>
 #include <vector>
 

@@ -16,6 +16,8 @@
 // object's const methods from several threads at once.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cuda.h>
 
 #include <chrono>

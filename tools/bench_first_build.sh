@@ -5,11 +5,13 @@
 #   full     the full kcache built from source (--@kcache//rules:kcache_tool=@kcache//cli:kcache,
 #            the rules' default before issue 21: gRPC plugin included)
 #   source   the default: @kcache//cli:kcache_tool built from source
-#   installed an installed kcache found on PATH (kcache_dependencies() "auto")
+#   installed a kcache installed by `bazel run //:install -- PREFIX`, found on
+#            PATH (kcache_dependencies() "auto")
 # Each build runs Bazel with --batch, so /usr/bin/time counts the server and
 # every action: wall time and CPU time (user + sys) of the whole build.
 #
 #   tools/bench_first_build.sh [WORKDIR]
+#   KCACHE_BENCH_ROWS="installed" tools/bench_first_build.sh   # some rows only
 #
 # Uses this checkout as it is (do not edit it while this runs).
 set -euo pipefail
@@ -74,16 +76,14 @@ measure() {  # name, then extra bazel options
 echo "| first build of //app:app | wall | CPU (user + sys) |"
 echo "|---|---|---|"
 PATH_NO_KCACHE=$PATH
-measure full --@kcache//rules:kcache_tool=@kcache//cli:kcache
-measure source
-# An installed kcache: the tool as built above, copied onto PATH.
-# $KCACHE_INSTALLED names a binary to install instead (e.g. the exec-configuration
-# kcache_tool an earlier build left in bazel-out/).
-if [ -n "${KCACHE_INSTALLED:-}" ]; then
-  cp "$KCACHE_INSTALLED" "$work/bin/kcache"
-else
-  (cd "$kcache_root" && bazel build -c opt //cli:kcache_tool >/dev/null 2>&1)
-  cp "$(cd "$kcache_root" && bazel info -c opt bazel-bin 2>/dev/null)/cli/kcache_tool" "$work/bin/kcache"
-fi
-PATH="$work/bin:$PATH_NO_KCACHE" measure installed
+rows=" ${KCACHE_BENCH_ROWS:-full source installed} "
+case $rows in *" full "*) measure full --@kcache//rules:kcache_tool=@kcache//cli:kcache ;; esac
+case $rows in *" source "*) measure source ;; esac
+case $rows in
+  *" installed "*)
+    # As a user installs it (the README's Install section).
+    (cd "$kcache_root" && bazel run //:install -- "$work/prefix" >/dev/null 2>&1)
+    PATH="$work/prefix/bin:$PATH_NO_KCACHE" measure installed
+    ;;
+esac
 echo "(logs in $work; $(nproc) cores, load average at the end: $(cut -d' ' -f1-3 /proc/loadavg))"

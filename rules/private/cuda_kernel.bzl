@@ -104,6 +104,8 @@ def _cuda_kernel_impl(ctx):
         args.add("--cc-out", cc)
         args.add("--h-out", h)
         args.add("--symbol", _symbol_for(ctx, src, single))
+        # Named by the hint to declare a header (never part of a key).
+        args.add("--target", str(ctx.label))
         # `kcache compile @file`: always a params file, which is what lets
         # Bazel run the action in a persistent worker (`kcache compile
         # --persistent_worker`, one long-lived process that reuses NVRTC's

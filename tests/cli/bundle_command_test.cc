@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <vector>
@@ -187,6 +189,55 @@ TEST_F(BundleCommandTest, ExtractOfAValidBundleWritesExactlyItsImages) {
   }
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"compute_90.ptx", "sm_90.cubin"}));
+}
+
+// Bundles cuda_kernel compiled (tests/runtime, tests/cli:several): their
+// kernels, read from the PTX, as the generated headers declare them.
+nlohmann::json kernels_of(const std::string& bundle) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  std::string path = std::string(srcdir ? srcdir : ".") + "/" + (workspace ? workspace : "") + "/" +
+                     bundle;
+  // --format after the verb, as `kcache bundle --format json X.kcb`.
+  auto r = run_command({kcache::testing::kcache_binary(), "bundle", "--format", "json", path});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  return j.contains("kernels_unknown") ? nlohmann::json{{"unknown", j["kernels_unknown"]}}
+                                       : j["kernels"];
+}
+
+TEST_F(BundleCommandTest, JsonListsTheKernelsOfASingleSourceBundle) {
+  EXPECT_EQ(kernels_of("tests/runtime/saxpy.kcb"), nlohmann::json::parse(R"([
+    {"name": "saxpy", "param_sizes": [4, 8, 8, 4]},
+    {"name": "spin", "param_sizes": [8, 8]}
+  ])"));
+}
+
+TEST_F(BundleCommandTest, JsonListsTheKernelsOfEachBundleOfSeveralSources) {
+  EXPECT_EQ(kernels_of("tests/cli/several_first.kcb"), nlohmann::json::parse(R"([
+    {"name": "first", "param_sizes": [16, 8]}
+  ])"));
+  EXPECT_EQ(kernels_of("tests/cli/several_second.kcb"), nlohmann::json::parse(R"([
+    {"name": "second", "param_sizes": [8, 2, 8]},
+    {"name": "nothing", "param_sizes": []}
+  ])"));
+}
+
+TEST_F(BundleCommandTest, JsonNamesKernelsOfNameExpressionsByTheirLoweredNames) {
+  nlohmann::json kernels = kernels_of("tests/runtime/templated.kcb");
+  ASSERT_TRUE(kernels.is_array()) << kernels;
+  std::map<std::string, nlohmann::json> by_expression;
+  for (const auto& k : kernels) by_expression[k.value("name_expression", "")] = k;
+  ASSERT_EQ(by_expression.size(), 3u) << kernels;
+  EXPECT_EQ(by_expression["scale<float>"]["name"], "_Z5scaleIfEvPT_S0_i");
+  EXPECT_EQ(by_expression["scale<float>"]["param_sizes"], nlohmann::json::parse("[8, 4, 4]"));
+  EXPECT_EQ(by_expression["scale<double>"]["param_sizes"], nlohmann::json::parse("[8, 8, 4]"));
+  EXPECT_EQ(by_expression["scale<int>"]["name"], "_Z5scaleIiEvPT_S0_i");
+}
+
+TEST_F(BundleCommandTest, WithoutPtxTheKernelsAreNotListedAndItSaysWhy) {
+  nlohmann::json kernels = kernels_of("tests/runtime/sm80_only.kcb");
+  EXPECT_NE(kernels.value("unknown", "").find("no PTX"), std::string::npos) << kernels;
 }
 
 }  // namespace

@@ -55,5 +55,48 @@ TEST(CodegenTest, SourceDependsOnlyOnTheEmbeddedRegistry) {
   EXPECT_NE(cc.find("register_embedded(kEmbedded)"), std::string::npos);
 }
 
+TEST(CodegenTest, HeaderDeclaresEachKernelWithItsParameterSizes) {
+  EmbedInfo info;
+  info.symbol = "a::k_bundle";
+  info.kernels = kernel_list(
+      ".visible .entry saxpy(.param .f32 saxpy_param_0, .param .u64 saxpy_param_1)\n"
+      ".visible .entry _Z5scaleIfEvPT_S0_i(.param .u64 p0, .param .f32 p1, .param .u32 p2)\n"
+      ".visible .entry _Z4plusPf(.param .u64 q0)\n"
+      ".visible .entry _Z4plusPd(.param .u64 r0)\n",
+      {{"scale<float>", "_Z5scaleIfEvPT_S0_i"}});
+  ASSERT_TRUE(info.kernels.known) << info.kernels.why;
+  std::string h = generate_header(info);
+  EXPECT_NE(h.find("namespace k_bundle_kernels {"), std::string::npos) << h;
+  EXPECT_NE(h.find("inline constexpr entry_types::saxpy saxpy{};"), std::string::npos) << h;
+  // A name expression names its kernel, as the runtime looks it up.
+  EXPECT_NE(h.find("inline constexpr entry_types::scale_float scale_float{};"), std::string::npos);
+  EXPECT_NE(h.find("return \"scale<float>\";"), std::string::npos) << h;
+  // Overloads: the function's name, then _2.
+  EXPECT_NE(h.find("entry_types::plus plus{};"), std::string::npos) << h;
+  EXPECT_NE(h.find("entry_types::plus_2 plus_2{};"), std::string::npos) << h;
+  EXPECT_NE(h.find("param_sizes[] = {4, 8};"), std::string::npos) << h;
+  EXPECT_NE(h.find("parameter 0 (saxpy_param_0, .f32) is 4 bytes"), std::string::npos) << h;
+}
+
+TEST(CodegenTest, WithoutPtxTheHeaderSaysWhyItDeclaresNoKernels) {
+  EmbedInfo info;
+  info.symbol = "k_bundle";
+  info.kernels = kernel_list("", {});
+  EXPECT_FALSE(info.kernels.known);
+  std::string h = generate_header(info);
+  EXPECT_EQ(h.find("_kernels"), std::string::npos) << h;
+  EXPECT_NE(h.find("no PTX"), std::string::npos) << h;
+}
+
+TEST(CodegenTest, KernelIdentifiers) {
+  EXPECT_EQ(kernel_identifier({"saxpy", "", {}}), "saxpy");
+  EXPECT_EQ(kernel_identifier({"_Z5scaleIfEvPT_S0_i", "scale<float>", {}}), "scale_float");
+  EXPECT_EQ(kernel_identifier({"x", "ns::k<1, 2>", {}}), "ns_k_1_2");
+  EXPECT_EQ(kernel_identifier({"_ZN2ns4kernEPf", "", {}}), "ns_kern");
+  EXPECT_EQ(kernel_identifier({"_Z3big3Bigdc", "", {}}), "big");
+  EXPECT_EQ(kernel_identifier({"_Z99bad", "", {}}), "Z99bad");
+  EXPECT_EQ(kernel_identifier({"$1", "", {}}), "kernel_1");
+}
+
 }  // namespace
 }  // namespace kcache::compiler

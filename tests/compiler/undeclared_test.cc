@@ -85,22 +85,49 @@ TEST(UndeclaredTest, ALinkElsewhereIsNoExecroot) {
   EXPECT_EQ(find_undeclared("x.cuh", {"."}, "k.cu"), std::nullopt);
 }
 
-TEST(UndeclaredTest, TheHintGoesInTheMessageOnceAndOnlyForAStubNvrtcReported) {
+// Bazel 4 links into the execroot only the packages the build loaded: with
+// `bazel build //pkg:k`, devlib/ is in neither the sandbox nor the execroot,
+// only in the workspace the execroot's pkg link points into.
+TEST(UndeclaredTest, AHeaderOfAPackageTheBuildDidNotLoadIsFoundInTheWorkspace) {
+  TempDir dir;
+  const std::string ws = dir / "ws", execroot = dir / "execroot", sandbox = dir / "sandbox";
+  std::filesystem::create_directories(ws + "/pkg");
+  std::filesystem::create_directories(ws + "/devlib");
+  std::filesystem::create_directories(execroot);
+  std::filesystem::create_directories(sandbox + "/pkg");
+  write_file(ws + "/pkg/k.cu", "#include \"devlib/d.cuh\"\n");
+  write_file(ws + "/devlib/d.cuh", "#pragma once\n");
+  std::filesystem::create_directory_symlink(ws + "/pkg", execroot + "/pkg");
+  std::filesystem::create_symlink(execroot + "/pkg/k.cu", sandbox + "/pkg/k.cu");
+  {
+    Chdir in(sandbox);
+    EXPECT_EQ(find_undeclared("devlib/d.cuh", {"pkg", "."}, "pkg/k.cu"), "devlib/d.cuh");
+    EXPECT_EQ(find_undeclared("devlib/none.cuh", {"pkg", "."}, "pkg/k.cu"), std::nullopt);
+  }
+  {
+    Chdir in(execroot);  // the worker
+    EXPECT_EQ(find_undeclared("devlib/d.cuh", {"pkg", "."}, "pkg/k.cu"), "devlib/d.cuh");
+  }
+}
+
+TEST(UndeclaredTest, TheHintComesFirstOnceAndOnlyForAStubNvrtcReported) {
   Sandbox s;
   Chdir in(s.sandbox);
-  MissingInclude m{"pkg/x.cuh", "pkg/k.cu:1", {"pkg", "."}, "#error kcache: \"pkg/x.cuh\" ..."};
-  CompileError reported("NVRTC failed", "pkg/x.cuh(1): error: #error directive: kcache: \"pkg/x.cuh\" (included from pkg/k.cu:1) was not found in: pkg, .", {});
-  CompileError with = with_undeclared_hints(reported, {m}, "pkg/k.cu");
+  MissingInclude m{"x.cuh", "pkg/k.cu:1", {"pkg", "."}, "#error kcache: \"x.cuh\" ..."};
+  CompileError reported("NVRTC failed", "pkg/x.cuh(1): error: #error directive: kcache: \"x.cuh\" (included from pkg/k.cu:1) was not found in: pkg, .", {});
+  CompileError with = with_undeclared_hints(reported, {m}, "pkg/k.cu", "//pkg:k");
   const std::string hint =
-      "\"pkg/x.cuh\" exists at pkg/x.cuh but is not among this action's inputs: add it to the "
-      "cuda_kernel's hdrs (or deps)";
+      "\"pkg/x.cuh\" exists in the workspace but is not an input of //pkg:k: add it to hdrs, or "
+      "add the cc_library that has it to deps";
   std::string what = with.what();
-  ASSERT_NE(what.find(hint), std::string::npos) << what;
+  EXPECT_EQ(what.find(hint), 0u) << what;
   EXPECT_EQ(what.find(hint), what.rfind(hint)) << "once";
-  EXPECT_EQ(with.log(), reported.log()) << "NVRTC's log is printed too: the hint is not added twice";
+  EXPECT_NE(what.find("\n  \"x.cuh\" (included from pkg/k.cu:1) was not found"), std::string::npos)
+      << what;
+  EXPECT_EQ(with.log(), "") << "NVRTC's log only echoes the stub's #error";
 
   CompileError other("NVRTC failed", "k.cu(3): error: identifier \"y\" is undefined", {});
-  EXPECT_STREQ(with_undeclared_hints(other, {m}, "pkg/k.cu").what(), "NVRTC failed")
+  EXPECT_STREQ(with_undeclared_hints(other, {m}, "pkg/k.cu", "//pkg:k").what(), "NVRTC failed")
       << "a stub inside a group NVRTC skipped failed nothing";
 }
 

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -369,10 +371,72 @@ TEST_F(DropInTest, KcacheRunPutsTheShimFirst) {
   EXPECT_EQ(differences(files_of(out), expected), "");
   EXPECT_EQ(count(stats("run"), "miss"), kPrograms) << stats("run") << r.err;
 
+  // The user's stats file is honoured, and summed up when the program exits.
+  EXPECT_NE(r.err.find("kcache run: " + std::to_string(kPrograms) + " NVRTC compiles: 0 hits, " +
+                       std::to_string(kPrograms) + " misses, 0 not cached; misses took "),
+            std::string::npos)
+      << r.err;
+
   r = run_command({testing::kcache_binary(), "run", "--", "/no/such/program"}, env);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("cannot run /no/such/program: No such file or directory"), std::string::npos)
       << r.err;
+}
+
+TEST_F(DropInTest, KcacheRunSaysWhatTheCompilesDidWhenTheProgramExits) {
+  std::string out = tmp_ / "summary_out";
+  ::mkdir(out.c_str(), 0755);
+  // No KCACHE_SHIM_STATS of the user's: kcache run reads a private file.
+  std::map<std::string, std::string> env = {
+      {"LD_LIBRARY_PATH", real_dir_}, {"KCACHE_DIR", tmp_ / "store"}, {"KCACHE_SHIM_STATS", ""}};
+  std::vector<std::string> program = {testing::kcache_binary(), "run", "--",
+                                      runfile("tests/nvrtc_shim/nvrtc_user"), out,
+                                      tmp_ / "include"};
+  testing::CommandResult first = run_command(program, env);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  testing::CommandResult second = run_command(program, env);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  const std::string n = std::to_string(kPrograms);
+  EXPECT_NE(second.err.find("kcache run: " + n + " NVRTC compiles: " + n +
+                            " hits, 0 misses, 0 not cached; hits saved "),
+            std::string::npos)
+      << second.err;
+  EXPECT_EQ(std::count(second.err.begin(), second.err.end(), '\n'), 1) << second.err;
+
+  // What is not cached, and why.
+  env["NVRTC_USER_EXTRA_OPTION"] = "-dlto";
+  testing::CommandResult dlto = run_command(program, env);
+  EXPECT_NE(dlto.err.find(" 0 hits, 0 misses, " + n + " not cached (option -dlto"), std::string::npos)
+      << dlto.err;
+
+  // Quiet: no line, and the program replaces kcache.
+  env.erase("NVRTC_USER_EXTRA_OPTION");
+  env["KCACHE_QUIET"] = "1";
+  testing::CommandResult quiet = run_command(program, env);
+  EXPECT_EQ(quiet.exit_code, 0);
+  EXPECT_EQ(quiet.err.find("kcache run:"), std::string::npos) << quiet.err;
+
+  // The program's exit status is kcache's, a signal's included; the program
+  // sees KCACHE_EXE, this kcache.
+  env.erase("KCACHE_QUIET");
+  testing::CommandResult seven =
+      run_command({testing::kcache_binary(), "run", "--", "sh", "-c",
+                   "test \"$KCACHE_EXE\" -ef \"" + testing::kcache_binary() + "\" && exit 7"},
+                  env);
+  EXPECT_EQ(seven.exit_code, 7) << seven.err;
+  EXPECT_NE(seven.err.find("kcache run: no NVRTC compile went through kcache"), std::string::npos)
+      << seven.err;
+  testing::CommandResult killed =
+      run_command({testing::kcache_binary(), "run", "--", "sh", "-c", "kill -TERM $$"}, env);
+  EXPECT_EQ(killed.exit_code, 128 + SIGTERM) << killed.err;
+  // A signal sent to kcache reaches the program.
+  testing::CommandResult forwarded = run_command(
+      {"/bin/sh", "-c",
+       "\"$0\" run -- sh -c 'trap \"exit 42\" USR1; while :; do sleep 0.05; done' & pid=$!; "
+       "sleep 1; kill -USR1 $pid; wait $pid",
+       std::filesystem::absolute(testing::kcache_binary()).string()},
+      env);
+  EXPECT_EQ(forwarded.exit_code, 42) << forwarded.err << forwarded.out;
 }
 
 }  // namespace

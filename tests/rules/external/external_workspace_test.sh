@@ -142,7 +142,7 @@ cuda_kernel(
 ) for strategy in ["worker", "sandboxed"]]
 BUILD
 not_found='"v9.cuh" (included from kernels/computed.cu:3) was not found in: kernels, .'
-hint='"v9.cuh" exists at kernels/v9.cuh but is not among this action'"'"'s inputs: add it to the cuda_kernel'"'"'s hdrs (or deps)'
+hint='kcache compile: "kernels/v9.cuh" exists in the workspace but is not an input of //kernels:undeclared_kernel: add it to hdrs, or add the cc_library that has it to deps'
 if bazel --output_user_root="$work/bazel-root" build --strategy=KcacheCompile=worker \
   //kernels:undeclared_kernel 2>"$work/err"; then
   echo "FAIL: an undeclared computed include built in the worker" >&2
