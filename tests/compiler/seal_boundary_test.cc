@@ -681,5 +681,35 @@ TEST_F(SealBoundaryTest, ALibraryNamedToolkitFileByAnotherSpellingIsKeyed) {
   EXPECT_EQ(value(exact(options(), "edited through the toolkit's real name")), 2);
 }
 
+// NVRTC may read its library folder. A header looked for there (a computed
+// __has_include by absolute name) and then put there is what a fresh compile
+// reads (and does not store): the entry made while it was absent must miss.
+// The copy holds its own NVRTC, so its library folder is one a test can
+// write.
+TEST_F(SealBoundaryTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
+  namespace fs = std::filesystem;
+  const std::string copy = dir_ + "/cuda";
+  fs::create_directories(copy + "/lib64");
+  for (const fs::directory_entry& e : fs::directory_iterator(real_toolkit_.root)) {
+    const std::string name = e.path().filename().string();
+    if (name != "lib64" && name != "lib") fs::create_symlink(e.path(), copy + "/" + name);
+  }
+  const std::string lib = real_toolkit_.nvrtc.path.substr(0, real_toolkit_.nvrtc.path.rfind('/'));
+  for (const fs::directory_entry& e : fs::directory_iterator(lib)) {
+    const std::string name = e.path().filename().string();
+    if (name.compare(0, 8, "libnvrtc") == 0) {
+      fs::copy(e.path(), copy + "/lib64/" + name, fs::copy_options::copy_symlinks);
+    } else {
+      fs::create_symlink(e.path(), copy + "/lib64/" + name);
+    }
+  }
+  use_toolkit(find_toolkit(copy));
+  ASSERT_EQ(toolkit_.nvrtc.path.rfind(copy + "/lib64/", 0), 0u) << toolkit_.nvrtc.path;
+  write(dir_, "k.cu", has_include_kernel(copy + "/lib64/kc.h"));
+  EXPECT_EQ(value(exact(options(), "absent")), 1);
+  write(copy, "lib64/kc.h", "#define V 2\n");
+  EXPECT_EQ(value(exact(options(), "kc.h in NVRTC's library folder")), 2);
+}
+
 }  // namespace
 }  // namespace kcache::compiler
