@@ -711,5 +711,19 @@ TEST_F(SealBoundaryTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
   EXPECT_EQ(value(exact(options(), "kc.h in NVRTC's library folder")), 2);
 }
 
+// NVRTC looks at $PWD; what nvrtc.cc leaves out for that must be a folder,
+// never a path a kernel's __has_include also names.
+TEST_F(SealBoundaryTest, APwdNamingAHeaderDoesNotHideIt) {
+  const std::string cfg = dir_ + "/pwd/cfg.h";
+  std::filesystem::create_directories(dir_ + "/pwd");
+  write(dir_, "k.cu", has_include_kernel(cfg));
+  {
+    ScopedEnv env("PWD", cfg);
+    EXPECT_EQ(value(exact(options(), "made with PWD naming the absent header")), 1);
+  }
+  write(dir_, "pwd/cfg.h", "#define V 2\n");
+  EXPECT_EQ(value(exact(options(), "the header appeared, PWD back")), 2);
+}
+
 }  // namespace
 }  // namespace kcache::compiler
