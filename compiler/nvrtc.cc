@@ -253,8 +253,15 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
   char cwd[PATH_MAX];
   const char* pwd = ::getenv("PWD");
   const std::string here = ::getcwd(cwd, sizeof cwd) ? cwd : "";
+  // Only while it is a folder: $PWD can name anything (a header a computed
+  // __has_include also names), and what is left out here must be no file
+  // whatever the environment.
+  auto folder = [](const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  };
   for (std::string& p : seal.probes) {
-    bool own = p == here || (pwd && p == pwd) ||
+    bool own = ((p == here || (pwd && p == pwd)) && folder(p)) ||
                std::any_of(own_dirs.begin(), own_dirs.end(), [&](const std::string& d) {
                  return p == d || p.rfind(d + "/", 0) == 0;
                });

@@ -51,64 +51,85 @@ std::string canonical(const std::string& path) {
 }
 
 // Paths NVRTC names for itself: the dynamic loader looking for libcuda in
-// the system's library folders and $LD_LIBRARY_PATH (NVRTC tries to load it
-// on every compile; where there is no driver the search differs with the
-// process's history), the time zone, character-set modules, process files.
-// A computed `__has_include` of a name in a library folder is therefore not
+// the system's library folders (NVRTC tries to load it on every compile;
+// where there is no driver the search differs with the process's history),
+// the time zone, character-set modules, process files. A computed
+// `__has_include` of a name in a system library folder is therefore not
 // keyed (docs/KEYS.md); an #include of one still fails and is handed over.
 bool ends_with(const std::string& s, const char* suffix) {
   size_t n = std::char_traits<char>::length(suffix);
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
+bool header_suffix(const std::string& base) {
+  for (const char* header : {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp"}) {
+    if (ends_with(base, header)) return true;
+  }
+  return false;
+}
+
 // A name the dynamic loader may try for a library: lib*.so*, never a header.
 bool library_name(const std::string& path) {
   std::string base = path.substr(path.rfind('/') + 1);
   if (base.compare(0, 3, "lib") != 0 || base.find(".so") == std::string::npos) return false;
-  for (const char* header : {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp"}) {
-    if (ends_with(base, header)) return false;
-  }
-  return true;
+  return !header_suffix(base);
 }
 
-bool is_nvrtc_own(const std::string& path, const std::string& real, const ProbeContext& c) {
-  if (under(path, "/dev/shm")) return false;  // files anyone can put there
-  for (const char* folder : {"/proc", "/sys", "/dev", "/usr/share/zoneinfo", "/lib", "/lib32",
-                             "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib",
-                             "/usr/local/lib64"}) {
-    if (path == folder || under(path, folder)) return true;
-  }
-  if (const char* ld = ::getenv("LD_LIBRARY_PATH")) {
-    std::string list = ld;
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t end = list.find(':', start);
-      if (end == std::string::npos) end = list.size();
-      std::string dir = list.substr(start, end - start);
-      if (!dir.empty() && dir.front() == '/' && (path == dir || under(path, dir))) return true;
-      start = end + 1;
-    }
-  }
-  for (const char* file : {"/etc/localtime", "/etc/ld.so.cache", "/etc/ld.so.preload"}) {
-    if (path == file) return true;
-  }
-  // (NVRTC's look at its working folder, $PWD, is left out by the process
-  // it ran in: nvrtc.cc.) The driver's JIT cache (a live driver in the
-  // process: CuPy, kcache_jit).
+// The driver's JIT cache ($CUDA_CACHE_PATH, else $HOME/.nv): a live driver in
+// the process (CuPy, kcache_jit) has the sealed NVRTC name its files. Where
+// that is depends on the environment of the process that classifies, so a
+// probe left unkeyed for this reason is recorded as `own:<path>` (a lookup
+// in another environment, where the path is no longer the driver's, misses),
+// and a header-named file there is never the driver's: it is keyed like any
+// user path.
+bool driver_cache_path(const std::string& path) {
+  if (header_suffix(path.substr(path.rfind('/') + 1))) return false;
   if (const char* cache = ::getenv("CUDA_CACHE_PATH")) {
-    if (*cache && (path == cache || under(path, cache))) return true;
+    if (*cache == '/' && (path == cache || under(path, cache))) return true;
   }
   if (const char* home = ::getenv("HOME")) {
     const std::string nv = std::string(home) + "/.nv";
-    if (*home && (path == nv || under(path, nv))) return true;
-  }
-  // The loader's search for libcuda in folders of its own (RUNPATHs, hwcaps
-  // subfolders): library names only, so a header there is still keyed.
-  if (library_name(path)) return true;
-  for (const std::string& d : c.own_dirs) {
-    if (under(path, d) || under(real, canonical(d))) return true;
+    if (*home == '/' && (path == nv || under(path, nv))) return true;
   }
   return false;
+}
+
+constexpr const char* kDriverCacheLabel = "own:";
+
+enum class Own { no, yes, driver_cache };
+
+// `toolkit_reals`: the toolkit folders' real names. Nothing here reads the
+// environment except driver_cache_path, whose answer is recorded.
+Own is_nvrtc_own(const std::string& path, const std::string& real, const ProbeContext& c,
+                 const std::vector<std::string>& toolkit_reals) {
+  // A toolkit path reached by another spelling (a link to the toolkit's
+  // folder, /usr/local/cuda for /usr/local/cuda-13.0) is no library of
+  // NVRTC's, whatever its name or folder: NVRTC can read it.
+  for (const std::string& d : toolkit_reals) {
+    if (real == d || under(real, d)) return Own::no;
+  }
+  if (under(path, "/dev/shm")) return Own::no;  // files anyone can put there
+  for (const char* folder : {"/proc", "/sys", "/dev", "/usr/share/zoneinfo", "/lib", "/lib32",
+                             "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib",
+                             "/usr/local/lib64"}) {
+    if (path == folder || under(path, folder)) return Own::yes;
+  }
+  for (const char* file : {"/etc/localtime", "/etc/ld.so.cache", "/etc/ld.so.preload"}) {
+    if (path == file) return Own::yes;
+  }
+  // (NVRTC's look at its working folder, $PWD, is left out by the process
+  // it ran in: nvrtc.cc.) $LD_LIBRARY_PATH's folders are no longer NVRTC's
+  // own by the variable: the loader's names there are library names (below),
+  // and anything else there is keyed like any user path.
+  // The loader's search for libcuda in folders of its own (RUNPATHs, hwcaps
+  // subfolders, $LD_LIBRARY_PATH): library names only, so a header there is
+  // still keyed.
+  if (library_name(path)) return Own::yes;
+  for (const std::string& d : c.own_dirs) {
+    if (under(path, d) || under(real, canonical(d))) return Own::yes;
+  }
+  if (driver_cache_path(path)) return Own::driver_cache;
+  return Own::no;
 }
 
 // Files in NVRTC's own readable folders (its library folder, the time zones,
@@ -285,6 +306,10 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
                                  int64_t started_ns) {
   ClassifiedProbes out;
   std::map<std::string, cache::ManifestProbe> keyed;
+  std::vector<std::string> toolkit_reals;
+  for (const std::string& d : c.toolkit_dirs) toolkit_reals.push_back(canonical(d));
+  const std::string library_real =
+      c.nvrtc_library_dir.empty() ? "" : canonical(c.nvrtc_library_dir);
   for (const std::string& path : probes) {
     if (path.empty() || path.front() != '/') continue;  // the seal gives absolute paths only
     // Beneath the sealed source's folder, which exists nowhere (seal.h):
@@ -303,16 +328,28 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
     std::optional<std::string> toolkit = toolkit_name(path, c);
     // The toolkit's folders first: a header there is keyed whatever its name
     // or wherever the toolkit lies (under /usr/lib, on $LD_LIBRARY_PATH).
-    if (!toolkit && is_nvrtc_own(path, real, c)) {
-      const bool readable_to_nvrtc = under(path, c.nvrtc_library_dir) ||
-                                     under(path, "/usr/share/zoneinfo") ||
-                                     path.find("/gconv/") != std::string::npos;
+    const Own own = toolkit ? Own::no : is_nvrtc_own(path, real, c, toolkit_reals);
+    if (own == Own::driver_cache) {
+      cache::ManifestProbe p;
+      p.path = kDriverCacheLabel + path;
+      keyed.emplace(p.path, std::move(p));
+      continue;
+    }
+    if (own == Own::yes) {
+      // By either spelling: /usr/local/lib64 may be a link to the toolkit's.
+      const bool readable_to_nvrtc =
+          (!c.nvrtc_library_dir.empty() &&
+           (under(path, c.nvrtc_library_dir) || under(real, library_real))) ||
+          under(path, "/usr/share/zoneinfo") || path.find("/gconv/") != std::string::npos;
       if (readable_to_nvrtc && st.file && !nvrtc_own_kind(path)) {
         out.unkeyable = "NVRTC read " + path +
                         " from a folder of its own that kcache does not key (name it by a "
                         "path outside NVRTC's library, time-zone and gconv folders)";
       }
-      continue;
+      // NVRTC could read a file appearing there (an include search reached
+      // the folder): an absent name is keyed as absent, unless it is one the
+      // loader tries for a library.
+      if (!readable_to_nvrtc || st.file || library_name(path)) continue;
     }
     // A folder is no file to include: keyed as absent like a missing name,
     // so a file replacing it later is noticed.
@@ -429,6 +466,16 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
   std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
   FolderHandles handles;
   for (const cache::ManifestProbe& p : probes) {
+    if (p.path.compare(0, std::char_traits<char>::length(kDriverCacheLabel), kDriverCacheLabel) ==
+        0) {
+      // Left unkeyed as the driver's JIT cache: only while it still is, in
+      // this process's environment.
+      if (p.present || !driver_cache_path(p.path.substr(
+                           std::char_traits<char>::length(kDriverCacheLabel)))) {
+        return false;
+      }
+      continue;
+    }
     std::optional<DiskPath> disk = disk_path(p.path, c);
     if (!disk) return false;
     if (p.has_folder) {

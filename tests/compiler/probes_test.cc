@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include "tests/compiler/test_files.h"
 
@@ -176,6 +178,139 @@ TEST_F(ProbesTest, AnAskedNameIsKeyedAbsentInEveryToolkitFolder) {
   add_asked_absences("/abs/h.h", context_, started_, &none);
   add_asked_absences("../h.h", context_, started_, &none);
   EXPECT_TRUE(none.keyed.empty());
+}
+
+// Sets an environment variable for one test (issue 27: what is NVRTC's own
+// must not let an entry made in one environment be served in another).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = ::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A folder on $LD_LIBRARY_PATH is the user's: a header there that a computed
+// __has_include looked for is keyed, so after the variable changes (or not)
+// and the header appears, the entry no longer holds.
+TEST_F(ProbesTest, AnAbsentHeaderOnLdLibraryPathIsKeyedWhateverTheEnvironment) {
+  std::filesystem::create_directories(dir_ + "/ldlib");
+  ::usleep(20000);
+  started_ = now_ns();
+  std::vector<cache::ManifestProbe> probes;
+  {
+    ScopedEnv env("LD_LIBRARY_PATH", dir_ + "/ldlib");
+    probes = record({dir_ + "/ldlib/cfg.h", dir_ + "/ldlib/libcuda.so.1"});
+  }
+  ASSERT_EQ(probes.size(), 1u) << "the loader's library name is not keyed, the header is";
+  EXPECT_EQ(probes[0].path, dir_ + "/ldlib/cfg.h");
+  EXPECT_TRUE(hold(probes));
+  write(dir_, "ldlib/cfg.h", "#define V 2\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, AnExistingHeaderOnLdLibraryPathIsHandedOver) {
+  write(dir_, "ldlib/cfg.h", "#define V 2\n");
+  ScopedEnv env("LD_LIBRARY_PATH", "/nowhere:" + dir_ + "/ldlib");
+  ClassifiedProbes c = classify_probes({dir_ + "/ldlib/cfg.h"}, context_, now_ns());
+  EXPECT_EQ(c.user_files, std::vector<std::string>{dir_ + "/ldlib/cfg.h"});
+}
+
+// The driver's JIT cache is left unkeyed only where the environment of the
+// lookup still says it is the driver's: elsewhere the entry is a miss.
+TEST_F(ProbesTest, TheDriversCacheHoldsOnlyInTheEnvironmentThatMadeItNvrtcsOwn) {
+  write(dir_, "jit/index", "driver's index");
+  write(dir_, "home/.nv/ComputeCache/index", "driver's index");
+  ScopedEnv home("HOME", dir_ + "/home");
+  std::vector<cache::ManifestProbe> probes;
+  {
+    ScopedEnv cache("CUDA_CACHE_PATH", dir_ + "/jit");
+    ClassifiedProbes c = classify_probes(
+        {dir_ + "/jit/index", dir_ + "/home/.nv/ComputeCache/index"}, context_, now_ns());
+    EXPECT_EQ(c.unkeyable, "");
+    EXPECT_TRUE(c.user_files.empty()) << "the driver's files are not handed";
+    probes = c.keyed;
+    ASSERT_EQ(probes.size(), 2u);
+    EXPECT_TRUE(hold(probes));
+  }
+  EXPECT_FALSE(hold(probes)) << "without CUDA_CACHE_PATH " << dir_
+                             << "/jit/index is a user file: a fresh compile hands it";
+  ScopedEnv cache("CUDA_CACHE_PATH", dir_ + "/jit");
+  EXPECT_TRUE(hold(probes));
+  ScopedEnv other_home("HOME", dir_ + "/other");
+  EXPECT_FALSE(hold(probes));
+}
+
+TEST_F(ProbesTest, AHeaderInTheDriversCacheIsKeyedLikeAUserPath) {
+  std::filesystem::create_directories(dir_ + "/jit");
+  ::usleep(20000);
+  started_ = now_ns();
+  ScopedEnv cache("CUDA_CACHE_PATH", dir_ + "/jit");
+  auto probes = record({dir_ + "/jit/cfg.h"});
+  ASSERT_EQ(probes.size(), 1u);
+  EXPECT_EQ(probes[0].path, dir_ + "/jit/cfg.h");
+  EXPECT_TRUE(hold(probes));
+  write(dir_, "jit/cfg.h", "#define V 2\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+// NVRTC can read its library folder: a header appearing there where an
+// include search found nothing changes the answer.
+TEST_F(ProbesTest, AnAbsentHeaderInNvrtcsLibraryFolderIsKeyed) {
+  const std::string lib = dir_ + "/toolkit/lib64";
+  write(lib, "libnvrtc.so.13", std::string("\x7f" "ELF") + "a library");
+  context_.own_dirs = {lib};
+  context_.nvrtc_library_dir = lib;
+  ::usleep(20000);
+  started_ = now_ns();
+  auto probes = record({lib + "/foo.h", lib + "/libcuda.so.1"});
+  ASSERT_EQ(probes.size(), 1u) << "the loader's absent library name is not keyed";
+  EXPECT_EQ(probes[0].path, lib + "/foo.h");
+  EXPECT_TRUE(hold(probes));
+  write(lib, "foo.h", "#define V 2\n");
+  EXPECT_FALSE(hold(probes));
+}
+
+// NVRTC's library folder named through a link (/usr/local/lib64 ->
+// /usr/local/cuda-13.0/lib64) is still a folder NVRTC reads.
+TEST_F(ProbesTest, AHeaderInNvrtcsLibraryFolderByAnotherSpellingIsUnkeyable) {
+  const std::string lib = dir_ + "/toolkit/lib64";
+  write(lib, "evil.h", "#define V 2\n");
+  ASSERT_EQ(::symlink(lib.c_str(), (dir_ + "/lib-link").c_str()), 0);
+  context_.own_dirs = {lib};
+  context_.nvrtc_library_dir = lib;
+  ClassifiedProbes c = classify_probes({dir_ + "/lib-link/evil.h"}, context_, now_ns());
+  EXPECT_NE(c.unkeyable.find("evil.h"), std::string::npos) << c.unkeyable;
+}
+
+// A toolkit file named like a library, reached by another spelling of the
+// toolkit's folder: NVRTC can read it, so it is handed (keyed by its bytes)
+// or, absent, keyed as absent, never left to the loader.
+TEST_F(ProbesTest, ALibraryNamedToolkitFileByAnotherSpellingIsNotNvrtcs) {
+  write(toolkit_, "libkc.so", "#define V 1\n");
+  ASSERT_EQ(::symlink((dir_ + "/toolkit").c_str(), (dir_ + "/cuda").c_str()), 0);
+  ::usleep(20000);
+  started_ = now_ns();
+  ClassifiedProbes c = classify_probes(
+      {dir_ + "/cuda/include/libkc.so", dir_ + "/cuda/include/libnew.so.1"}, context_, started_);
+  EXPECT_EQ(c.unkeyable, "");
+  EXPECT_EQ(c.user_files, std::vector<std::string>{dir_ + "/cuda/include/libkc.so"});
+  ASSERT_EQ(c.keyed.size(), 1u);
+  EXPECT_EQ(c.keyed[0].path, dir_ + "/cuda/include/libnew.so.1");
+  EXPECT_TRUE(hold(c.keyed));
+  write(toolkit_, "libnew.so.1", "#define V 2\n");
+  EXPECT_FALSE(hold(c.keyed));
 }
 
 }  // namespace

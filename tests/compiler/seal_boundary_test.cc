@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <regex>
+#include <string>
 
 #include "cache/storage.h"
 #include "common/error.h"
@@ -599,6 +600,129 @@ TEST_F(SealBoundaryTest, AComputedDotDotIncludeAppearingInTheToolkitIsKeyed) {
   EXPECT_EQ(value(before), 1);
   write(copy, "include/inc/h.h", "#define V 2\n");
   exact(options("src/k.cu"), "inc/h.h appeared beneath the toolkit");
+}
+
+// Issue 27: what is NVRTC's own must not depend on the environment of the
+// process that looks the entry up. Each case makes the entry in one
+// environment, then changes the environment and the disk: a fresh compile
+// differs, and kcache must miss instead of serving the entry.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = ::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// A computed __has_include of `path`: V 2 if it is there (its own V), else 1.
+std::string has_include_kernel(const std::string& path) {
+  return "#define P \"" + path + "\"\n#if __has_include(P)\n#include P\n#else\n#define V 1\n" +
+         "#endif\n" + kKernel;
+}
+
+TEST_F(SealBoundaryTest, AHeaderOnLdLibraryPathAppearingIsAMissInAnotherEnvironment) {
+  std::filesystem::create_directories(dir_ + "/ldlib");
+  write(dir_, "k.cu", has_include_kernel(dir_ + "/ldlib/cfg.h"));
+  {
+    ScopedEnv env("LD_LIBRARY_PATH", dir_ + "/ldlib");
+    EXPECT_EQ(value(exact(options(), "made with the folder on LD_LIBRARY_PATH")), 1);
+  }
+  write(dir_, "ldlib/cfg.h", "#define V 2\n");
+  CompileResult r = exact(options(), "the header appeared, LD_LIBRARY_PATH unset");
+  EXPECT_EQ(value(r), 2);
+}
+
+TEST_F(SealBoundaryTest, AFileInTheDriversCacheFolderIsAMissInAnotherEnvironment) {
+  std::filesystem::create_directories(dir_ + "/jit");
+  write(dir_, "k.cu", has_include_kernel(dir_ + "/jit/config"));
+  {
+    ScopedEnv env("CUDA_CACHE_PATH", dir_ + "/jit");
+    EXPECT_EQ(value(exact(options(), "made with CUDA_CACHE_PATH there")), 1);
+    write(dir_, "jit/config", "#define V 2\n");
+    // The driver's folder: NVRTC is refused it here, so still 1, and a hit.
+    EXPECT_EQ(value(exact(options(), "config appeared in the driver's folder")), 1);
+  }
+  CompileResult r = exact(options(), "CUDA_CACHE_PATH unset: config is the user's");
+  EXPECT_EQ(value(r), 2);
+}
+
+TEST_F(SealBoundaryTest, AHeaderInTheDriversCacheFolderIsKeyed) {
+  std::filesystem::create_directories(dir_ + "/home/.nv");
+  ScopedEnv home("HOME", dir_ + "/home");
+  write(dir_, "k.cu", has_include_kernel(dir_ + "/home/.nv/cfg.h"));
+  EXPECT_EQ(value(exact(options(), "absent")), 1);
+  write(dir_, "home/.nv/cfg.h", "#define V 2\n");
+  EXPECT_EQ(value(exact(options(), "a header in $HOME/.nv")), 2);
+}
+
+// A library-named header reached through a link to the toolkit's folder
+// (/usr/local/cuda for /usr/local/cuda-13.0): NVRTC can read it, so its bytes
+// are keyed.
+TEST_F(SealBoundaryTest, ALibraryNamedToolkitFileByAnotherSpellingIsKeyed) {
+  const std::string copy = dir_ + "/cuda-13.0";
+  make_toolkit_copy(real_toolkit_.root, copy);
+  std::filesystem::create_symlink(copy, dir_ + "/cuda");
+  use_toolkit(find_toolkit(dir_ + "/cuda"));
+  write(copy, "include/libkc.so", "#define V 1\n");
+  write(dir_, "k.cu", "#define P \"" + dir_ + "/cuda/include/libkc.so\"\n#include P\n" + kKernel);
+  EXPECT_EQ(value(exact(options(), "first")), 1);
+  write(copy, "include/libkc.so", "#define V 2\n");
+  EXPECT_EQ(value(exact(options(), "edited through the toolkit's real name")), 2);
+}
+
+// NVRTC may read its library folder. A header looked for there (a computed
+// __has_include by absolute name) and then put there is what a fresh compile
+// reads (and does not store): the entry made while it was absent must miss.
+// The copy holds its own NVRTC, so its library folder is one a test can
+// write.
+TEST_F(SealBoundaryTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
+  namespace fs = std::filesystem;
+  const std::string copy = dir_ + "/cuda";
+  fs::create_directories(copy + "/lib64");
+  for (const fs::directory_entry& e : fs::directory_iterator(real_toolkit_.root)) {
+    const std::string name = e.path().filename().string();
+    if (name != "lib64" && name != "lib") fs::create_symlink(e.path(), copy + "/" + name);
+  }
+  const std::string lib = real_toolkit_.nvrtc.path.substr(0, real_toolkit_.nvrtc.path.rfind('/'));
+  for (const fs::directory_entry& e : fs::directory_iterator(lib)) {
+    const std::string name = e.path().filename().string();
+    if (name.compare(0, 8, "libnvrtc") == 0) {
+      fs::copy(e.path(), copy + "/lib64/" + name, fs::copy_options::copy_symlinks);
+    } else {
+      fs::create_symlink(e.path(), copy + "/lib64/" + name);
+    }
+  }
+  use_toolkit(find_toolkit(copy));
+  ASSERT_EQ(toolkit_.nvrtc.path.rfind(copy + "/lib64/", 0), 0u) << toolkit_.nvrtc.path;
+  write(dir_, "k.cu", has_include_kernel(copy + "/lib64/kc.h"));
+  EXPECT_EQ(value(exact(options(), "absent")), 1);
+  write(copy, "lib64/kc.h", "#define V 2\n");
+  EXPECT_EQ(value(exact(options(), "kc.h in NVRTC's library folder")), 2);
+}
+
+// NVRTC looks at $PWD; what nvrtc.cc leaves out for that must be a folder,
+// never a path a kernel's __has_include also names.
+TEST_F(SealBoundaryTest, APwdNamingAHeaderDoesNotHideIt) {
+  const std::string cfg = dir_ + "/pwd/cfg.h";
+  std::filesystem::create_directories(dir_ + "/pwd");
+  write(dir_, "k.cu", has_include_kernel(cfg));
+  {
+    ScopedEnv env("PWD", cfg);
+    EXPECT_EQ(value(exact(options(), "made with PWD naming the absent header")), 1);
+  }
+  write(dir_, "pwd/cfg.h", "#define V 2\n");
+  EXPECT_EQ(value(exact(options(), "the header appeared, PWD back")), 2);
 }
 
 }  // namespace
