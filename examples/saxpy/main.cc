@@ -40,7 +40,10 @@ int run() {
   load_all();
   Device device = Device::current();
   const Module& module = embedded_module(kcache_examples_saxpy_saxpy_kernel().symbol);
-  Function saxpy = module.function("saxpy");
+  // Named through the header cuda_kernel generated: a misspelt kernel or a
+  // wrong argument does not compile (module.function("saxpy") is checked at
+  // run time only).
+  Kernel saxpy = module.function(kcache_examples_saxpy_saxpy_kernel_kernels::saxpy);
 
   const int n = 1 << 20;
   const float a = 2.5f;
