@@ -622,10 +622,14 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
     bool is_source = file.header_index == kMainSource;
     auto o = is_source ? original.end() : original.find(file.header_index);
     // Copied: graph.headers grows below.
-    std::string text(is_source                 ? source
-                     : o != original.end()     ? std::string_view(o->second)
-                                               : graph.headers[file.header_index].content);
-    ScannedFile scan = HeaderMemo::get().scan(text, search.scan);
+    // The text this file is handed as, before any rewrite: scanned in place,
+    // copied below only for a rewrite (graph.headers grows meanwhile).
+    auto text_of = [&]() -> std::string_view {
+      return is_source ? source
+             : o != original.end() ? std::string_view(o->second)
+                                   : std::string_view(graph.headers[file.header_index].content);
+    };
+    ScannedFile scan = HeaderMemo::get().scan(text_of(), search.scan);
     std::vector<std::string>& line_names =
         is_source ? graph.root_line_names : graph.headers[file.header_index].line_names;
     if (line_names.empty()) line_names = scan.line_names;
@@ -713,6 +717,7 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
       missing.emplace(d.name, MissingInclude{d.name, from, searched, ""});
     }
     if (rewrites.empty()) continue;
+    const std::string text(text_of());  // unchanged by the directives above
     // Each rewritten directive keeps its line count: the newlines its
     // splices held follow it as splices, so every later line keeps its number.
     std::string out;
