@@ -729,6 +729,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     std::vector<LeanImage> leans(misses.size());
     std::vector<ClassifiedProbes> classified(misses.size());  // the final round's probes
     std::vector<std::string> unresolved(misses.size());       // an include found nowhere (program)
+    std::vector<char> name_checked(misses.size(), 0);  // one answer for every name (name_check)
     std::vector<std::thread> threads;
     auto run = [&](size_t slot) {
       const Target& t = result.targets[misses[slot]].target;
@@ -845,6 +846,27 @@ CompileResult Compiler::compile(const CompileOptions& options) {
             take_ask(a, CompileError("NVRTC was refused " + f, "", input.options));
           }
         }
+        // One answer for every name? Compiled again under another name from
+        // the same final input: only answers that agree (program.h) are.
+        if (options.name_free && outputs[slot]->program && outputs[slot]->sealed &&
+            classified[slot].unkeyable.empty() && unresolved[slot].empty()) {
+          NvrtcInput other = input;
+          other.source_name = options.name_check;
+          try {
+            std::optional<NvrtcOutput> checked;
+            if (pool_) {
+              checked = pool_->compile(toolkit_.nvrtc.path, other);
+            } else {
+              if (!here.owns_lock()) here.lock();
+              checked = Nvrtc::open(toolkit_.nvrtc.path).compile(other);
+            }
+            name_checked[slot] = checked->program && checked->sealed &&
+                                 checked->lowered_names == outputs[slot]->lowered_names &&
+                                 options.name_check_same(*outputs[slot]->program, *checked->program);
+          } catch (const std::exception&) {
+            name_checked[slot] = false;  // kept under its own name
+          }
+        }
         if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
         if (options.lean && outputs[slot]->program) {
           // A program's CUBIN made lean from its PTX; the PTX it reads
@@ -959,7 +981,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       std::string payload = out.program ? out.program->encode() : out.image;
       // A program whose answer does not name it (program.h) is stored under
       // the key of no name, for every name.
-      if (options.name_free && storable[s]) {
+      if (options.name_free && storable[s] && name_checked[s]) {
         if (std::optional<std::string> shared = options.name_free(payload)) {
           cache::CompileRequest any = any_name_request(request);
           any.target = r.target.kind;

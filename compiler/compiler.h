@@ -43,6 +43,7 @@
 #include "cache/entry.h"
 #include "cache/key.h"
 #include "cache/manifest.h"
+#include "cache/program_record.h"
 #include "cache/storage.h"
 #include "common/hash.h"
 #include "compiler/includes.h"
@@ -109,6 +110,12 @@ struct CompileOptions {
   // store for every name, or nothing if the answer names the program (then
   // it is stored under its own key). Null: the name is always keyed.
   std::function<std::optional<std::string>(const std::string& payload)> name_free;
+  // With name_free: a miss also compiles under `name_check` (another name,
+  // of another length), and is stored for every name only where
+  // `name_check_same` says the two answers are one (program.h).
+  std::string name_check;
+  std::function<bool(const cache::ProgramRecord& answer, const cache::ProgramRecord& other)>
+      name_check_same;
 
   const std::string& logical_name() const {
     return source_name.empty() ? source_path : source_name;

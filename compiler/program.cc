@@ -72,6 +72,8 @@ bool mentions_file_name_macro(std::string_view text, bool base_only = false) {
 }
 
 bool may_share_across_names(const CompileOptions& o) {
+  // Programs without a name all have NVRTC's one name: nothing to share.
+  if (o.source_name == kDefaultProgramName) return false;
   if (mentions_file_name_macro(o.source_text.value_or(""))) return false;
   for (const std::vector<std::string>* texts :
        {&o.defines, &o.macros, &o.nvrtc_options, &o.name_expressions}) {
@@ -153,24 +155,56 @@ std::optional<ValuedOption> valued_option(const std::string& option) {
 
 }  // namespace
 
+// The log with every mention of `name` (each in a diagnostic place) as the
+// placeholder, or nothing if one is not.
+std::optional<std::string> log_without_name(const std::string& log, const std::string& name) {
+  if (name.empty() || log.find(kNamePlaceholder) != std::string::npos) return std::nullopt;
+  std::string out;
+  size_t from = 0;
+  for (size_t at = log.find(name); at != std::string::npos; at = log.find(name, at + name.size())) {
+    if (!diagnostic_mention(log, at, name)) return std::nullopt;
+    out.append(log, from, at - from);
+    out += kNamePlaceholder;
+    from = at + name.size();
+  }
+  out.append(log, from, std::string::npos);
+  return out;
+}
+
+std::string other_program_name(const std::string& name) {
+  // Another length and other characters; absolute where the name is (NVRTC
+  // and the seal treat those apart); the extension kept.
+  size_t slash = name.rfind('/');
+  size_t dot = name.rfind('.');
+  std::string extension = dot != std::string::npos && (slash == std::string::npos || dot > slash)
+                              ? name.substr(dot)
+                              : "";
+  std::string stem = "kcache-name-check-";
+  while (stem.size() + extension.size() + 1 < name.size() + 7) stem += 'q';
+  return (name.empty() || name.front() != '/' ? "" : "/") + stem + extension;
+}
+
+bool same_answer_for_any_name(const cache::ProgramRecord& answer, const std::string& name,
+                              const cache::ProgramRecord& other, const std::string& other_name) {
+  if (answer.compile_result != other.compile_result || !(answer.outputs == other.outputs)) {
+    return false;
+  }
+  for (const cache::ProgramRecord::Output& o : answer.outputs) {
+    if (o.bytes.find(name) != std::string::npos) return false;
+  }
+  std::optional<std::string> a = log_without_name(answer.log, name);
+  std::optional<std::string> b = log_without_name(other.log, other_name);
+  return a && b && *a == *b;
+}
+
 std::optional<std::string> shared_record(const std::string& payload, const std::string& name) {
   cache::ProgramRecord record = cache::ProgramRecord::decode(payload);
-  if (name.empty()) return std::nullopt;
   for (const cache::ProgramRecord::Output& o : record.outputs) {
     if (o.bytes.find(name) != std::string::npos) return std::nullopt;
   }
-  if (record.log.find(kNamePlaceholder) != std::string::npos) return std::nullopt;
-  std::string log;
-  size_t from = 0;
-  for (size_t at = record.log.find(name); at != std::string::npos;
-       at = record.log.find(name, at + name.size())) {
-    if (!diagnostic_mention(record.log, at, name)) return std::nullopt;
-    log.append(record.log, from, at - from);
-    log += kNamePlaceholder;
-    from = at + name.size();
-  }
-  log.append(record.log, from, std::string::npos);
-  record.log = std::move(log);
+  std::optional<std::string> log = log_without_name(record.log, name);
+  if (!log) return std::nullopt;
+  record.log = std::move(*log);
   return record.encode();
 }
 
@@ -281,6 +315,11 @@ ProgramResult compile_program(Compiler& compiler, const CompileOptions& options)
   const std::string name = options.logical_name();
   if (may_share_across_names(options)) {
     shared.name_free = [name](const std::string& payload) { return shared_record(payload, name); };
+    shared.name_check = other_program_name(name);
+    shared.name_check_same = [name, other = shared.name_check](const cache::ProgramRecord& a,
+                                                               const cache::ProgramRecord& b) {
+      return same_answer_for_any_name(a, name, b, other);
+    };
   }
   CompileResult compiled = compiler.compile(shared);
   const TargetResult& target = compiled.targets.at(0);

@@ -75,22 +75,30 @@ struct ProgramResult {
 // an unsealed NVRTC writes).
 //
 // One entry for every name: a program's name (CuPy names each by a new
-// temporary folder) is keyed only where the answer may depend on it. It is
-// not keyed when the program's own text, options and name expressions use no
+// temporary folder) is keyed only where the answer does not depend on it.
+// A named program whose own text, options and name expressions use no
 // __FILE__, __BASE_FILE__, __FILE_NAME__ or __builtin_FILE (nor its in-memory
-// headers __BASE_FILE__), and no output (PTX, CUBIN, LTO-IR, OptiX-IR) holds
-// the name, and the log names it only in NVRTC's diagnostic places ("NAME(3):
-// error", "in the compilation of "NAME"", "at line 3 of NAME"): such an entry
-// is stored under the key of no name with a placeholder in the log, which a
-// hit replaces with the asking program's name. Otherwise it is keyed as
-// before. (A header's macro that expands __FILE__ in the source and computes
-// on it without keeping it is what this cannot see: docs/KEYS.md.)
+// headers __BASE_FILE__) is looked up under the key of no name first; on a
+// miss NVRTC compiles it under its name and again, from the same input, under
+// another name of another length (other_program_name). Only where the two
+// answers agree (result code, every output byte for byte, no output holding
+// the name, and the logs equal once each names its program only in NVRTC's
+// diagnostic places: "NAME(3): error", "in the compilation of "NAME"", "at
+// line 3 of NAME") is the entry stored under the key of no name, with a
+// placeholder in the log that a hit replaces with the asking program's name.
+// Otherwise it is keyed by its name. A macro that pastes __FILE__ together, a
+// header's __BASE_FILE__ or a __builtin_FILE() default argument all show as
+// answers that differ. What this cannot see: a dependence on the name that
+// two names of different lengths and characters answer alike.
 ProgramResult compile_program(Compiler& compiler, const CompileOptions& options);
 
 // The entry payload (an encoded ProgramRecord) to share across every name,
 // or nothing when the answer names the program `name` (see above); and the
 // reverse for a shared record. Exposed for tests.
 std::optional<std::string> shared_record(const std::string& payload, const std::string& name);
+std::string other_program_name(const std::string& name);
+bool same_answer_for_any_name(const cache::ProgramRecord& answer, const std::string& name,
+                              const cache::ProgramRecord& other, const std::string& other_name);
 void restore_name(cache::ProgramRecord& record, const std::string& name);
 
 }  // namespace kcache::compiler

@@ -47,10 +47,16 @@ struct RealNvrtc {
   }
 
   cache::ProgramRecord answer(const std::string& source, const std::string& name,
-                              const std::vector<std::string>& options) const {
+                              const std::vector<std::string>& options,
+                              const std::vector<cache::Header>& headers = {}) const {
     nvrtcProgram p = nullptr;
-    EXPECT_EQ(create(&p, source.c_str(), name.empty() ? nullptr : name.c_str(), 0, nullptr,
-                     nullptr),
+    std::vector<const char*> texts, names;
+    for (const cache::Header& h : headers) {
+      texts.push_back(h.content.c_str());
+      names.push_back(h.include_name.c_str());
+    }
+    EXPECT_EQ(create(&p, source.c_str(), name.empty() ? nullptr : name.c_str(),
+                     static_cast<int>(headers.size()), texts.data(), names.data()),
               NVRTC_SUCCESS);
     std::vector<const char*> opts;
     for (const std::string& o : options) opts.push_back(o.c_str());
@@ -159,6 +165,67 @@ TEST_F(ProgramNamesTest, EveryAnswerIsNvrtcsForTheAskingName) {
   // The property held where sharing happened, and where it must not.
   EXPECT_GT(shared_hits, 10);
   EXPECT_GT(named, 6);
+}
+
+// What an adversarial review found (each a wrong hit before the second
+// compile under another name): the name reached in ways no text shows, and
+// text that merely looks like the name in a diagnostic place.
+TEST_F(ProgramNamesTest, WaysToReachTheNameThatNoTextShows) {
+  testing::write_file(dir_ / "base.h", "enum { LEN = sizeof(__BASE_FILE__) };\n");
+  struct Case {
+    const char* what;
+    std::string source;
+    std::vector<cache::Header> headers;
+    std::vector<std::string> options;
+    std::string first, second;
+  };
+  const std::string k = "extern \"C\" __global__ void k(int* p) { p[0] = ";
+  const Case cases[] = {
+      {"#line naming the program", "#line 10 \"x.cu\"\n__global__ void k() { int u = 1; }\n",
+       {}, {}, "x.cu", "y.cu"},
+      {"a comment that reads like a diagnostic",
+       "__global__ void k() { int u = 1; } // copied at line 1 of k.cu\n", {}, {}, "k.cu", "z.cu"},
+      {"#error that reads like NVRTC's trailer", "#error in the compilation of \"x.cu\".\n", {}, {},
+       "x.cu", "y.cu"},
+      {"__FILE__ pasted together",
+       "#define CAT(a, b) a##b\n" + k + "sizeof(CAT(__FI, LE__)); }\n", {}, {}, "k.cu",
+       "kernel_long_name.cu"},
+      {"__BASE_FILE__ in an -I header", "#include \"base.h\"\n" + k + "LEN; }\n", {},
+       {"-I" + dir_.path()}, "k.cu", "kernel_long_name.cu"},
+      {"__builtin_FILE() as a default argument",
+       "#include \"len.h\"\n" + k + "len(); }\n",
+       {{"len.h",
+         "__device__ constexpr int len(const char* s = __builtin_FILE()) {\n"
+         "  int n = 0; while (s[n]) ++n; return n; }\n"}},
+       {}, "k.cu", "kernel_long_name.cu"},
+      {"__FILE__ through an in-memory header's macro", "#include \"f.h\"\n" + k + "sizeof(F); }\n",
+       {{"f.h", "#define F __FILE__\n"}}, {}, "a/k.cu", "bbbbbbbbb/kern.cu"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string store = dir_ / ("case" + std::to_string(i++));
+    std::vector<std::string> options = {"-arch=sm_90"};
+    options.insert(options.end(), c.options.begin(), c.options.end());
+    for (const std::string& name : {c.first, c.second}) {
+      cache::StorageOptions o;
+      o.local_dir = store;
+      cache::Storage storage(o);
+      Compiler compiler(toolkit_, &storage);
+      ProgramSource p;
+      p.source = c.source;
+      p.name = name;
+      p.headers = c.headers;
+      ProgramOptions mapped = program_options(p, options);
+      ASSERT_EQ(mapped.unsupported, "");
+      ProgramResult got = compile_program(compiler, mapped.options);
+      cache::ProgramRecord want = real_->answer(c.source, name, options, c.headers);
+      EXPECT_EQ(got.record.compile_result, want.compile_result) << name;
+      EXPECT_EQ(got.record.log, want.log) << name;
+      EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx), want.output(cache::ProgramOutput::ptx))
+          << name;
+    }
+  }
 }
 
 TEST(SharedRecordTest, OnlyDiagnosticMentionsOfTheNameAreShared) {
