@@ -16,6 +16,7 @@
 #                   NVRTC, then CuPy's own disk cache
 #   kcache_cold     under kcache run, empty store and CuPy cache
 #   kcache_warm     under kcache run, a new CuPy cache folder: every compile a kcache hit
+#   default_mode1/2 the drop-in preloaded by hand, CuPy's default mode (temporary names)
 #   *_edited        the -I header edited (SCALE 3 -> 5): CuPy's own cache answers the
 #                   old kernel; kcache must answer the new one
 #   headers_hit     the hit cost of a kernel with CuPy's headers, NVRTC alone vs a hit
@@ -104,6 +105,14 @@ run() {
     KCACHE_SHIM_STATS="$work/kcache_warm2.stats" "$k" run -- python3 "$wl" "$work/inc"
   step kcache_warm_cupy_cache '"ok": true' env CUPY_CACHE_DIR="$work/cupyB" KCACHE_DIR="$store" \
     KCACHE_SHIM_STATS="$work/kcache_warm_cupy_cache.stats" "$k" run -- python3 "$wl" "$work/inc"
+  # The drop-in preloaded by hand (no kcache run): CuPy in its default mode names
+  # each program by a new temporary folder; a new CuPy cache folder each time so
+  # its own cache never answers. The second process must be all kcache hits.
+  local pre=(LD_PRELOAD="$here/libnvrtc.so.13" KCACHE_EXE="$k" KCACHE_DIR="$work/dstore")
+  step default_mode1 '"ok": true' env "${pre[@]}" CUPY_CACHE_DIR="$work/cupyF" \
+    KCACHE_SHIM_STATS="$work/default_mode1.stats" python3 "$wl" "$work/inc"
+  step default_mode2 '"ok": true' env "${pre[@]}" CUPY_CACHE_DIR="$work/cupyG" \
+    KCACHE_SHIM_STATS="$work/default_mode2.stats" python3 "$wl" "$work/inc"
   echo "#define SCALE 5" >"$work/inc/scale.cuh"
   # CuPy's own cache keys the source text only: the old kernel (scale 3).
   step alone_edited_stale '"scale": 3' env CUPY_CACHE_DIR="$work/cupyA" python3 "$wl" "$work/inc"
