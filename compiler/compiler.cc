@@ -444,11 +444,13 @@ bool time_macros_forbid_storing(const std::string& today, bool uses_time,
   return date && date_macro_value(std::time(nullptr)) != today;
 }
 
-// `request` for every program name (CompileOptions::name_free): no name,
-// and a pass name no named request carries, so the two never share a key.
-cache::CompileRequest any_name_request(cache::CompileRequest request) {
-  request.source_name.clear();
-  request.image_pass += "; any program name";
+// `request` for every program name in any folder (CompileOptions::
+// name_free): the name as `shared_name` says (its file name only), and a
+// pass name no named request carries, so the two never share a key.
+cache::CompileRequest any_name_request(cache::CompileRequest request,
+                                       const std::string& shared_name) {
+  request.source_name = shared_name;
+  request.image_pass += "; any program folder";
   return request;
 }
 
@@ -651,7 +653,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         // every header's bytes.
         std::string name = std::move(request.source_name);
         const std::string pass = request.image_pass;
-        request = any_name_request(std::move(request));
+        request = any_name_request(std::move(request), options.shared_name);
         look_up_request(request);
         request.source_name = std::move(name);
         request.image_pass = pass;
@@ -863,6 +865,28 @@ CompileResult Compiler::compile(const CompileOptions& options) {
             name_checked[slot] = checked->program && checked->sealed &&
                                  checked->lowered_names == outputs[slot]->lowered_names &&
                                  options.name_check_same(*outputs[slot]->program, *checked->program);
+            if (!name_checked[slot] && checked->program && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
+              // What differed, for looking into a program that is kept under its name.
+              const cache::ProgramRecord& a = *outputs[slot]->program;
+              const cache::ProgramRecord& b = *checked->program;
+              std::fprintf(stderr, "name check %s: result %u/%u sealed %d names %d\n",
+                           options.logical_name().c_str(), a.compile_result, b.compile_result,
+                           checked->sealed ? 1 : 0,
+                           checked->lowered_names == outputs[slot]->lowered_names ? 1 : 0);
+              for (size_t i = 0; i < cache::kProgramOutputs; ++i) {
+                size_t at = 0;
+                const std::string& x = a.outputs[i].bytes;
+                const std::string& y = b.outputs[i].bytes;
+                while (at < x.size() && at < y.size() && x[at] == y[at]) ++at;
+                if (x != y) {
+                  std::fprintf(stderr, "  output %zu differs at %zu: [%s] vs [%s]\n", i, at,
+                               x.substr(at > 80 ? at - 80 : 0, 200).c_str(),
+                               y.substr(at > 80 ? at - 80 : 0, 200).c_str());
+                }
+              }
+              std::fprintf(stderr, "  log A:\n%s\n  log B:\n%s\n", a.log.substr(0, 3000).c_str(),
+                           b.log.substr(0, 3000).c_str());
+            }
           } catch (const std::exception&) {
             name_checked[slot] = false;  // kept under its own name
           }
@@ -981,9 +1005,10 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       std::string payload = out.program ? out.program->encode() : out.image;
       // A program whose answer does not name it (program.h) is stored under
       // the key of no name, for every name.
+      r.name_dependent = options.name_free && storable[s] && !name_checked[s];
       if (options.name_free && storable[s] && name_checked[s]) {
         if (std::optional<std::string> shared = options.name_free(payload)) {
-          cache::CompileRequest any = any_name_request(request);
+          cache::CompileRequest any = any_name_request(request, options.shared_name);
           any.target = r.target.kind;
           any.arch = r.target.arch;
           Hash128 any_key = cache::compute_key(any);

@@ -114,6 +114,8 @@ struct CompileOptions {
   // of another length), and is stored for every name only where
   // `name_check_same` says the two answers are one (program.h).
   std::string name_check;
+  // What the key of every name holds in place of the name (its file name).
+  std::string shared_name;
   std::function<bool(const cache::ProgramRecord& answer, const cache::ProgramRecord& other)>
       name_check_same;
 
@@ -142,6 +144,8 @@ struct TargetResult {
   // The entry is one for every program name (CompileOptions::name_free):
   // its payload as stored says so (program.h restores the name).
   bool any_name = false;
+  // A miss that name_check answered otherwise: kept under its own name.
+  bool name_dependent = false;
 };
 
 struct CompileResult {

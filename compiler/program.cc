@@ -72,8 +72,14 @@ bool mentions_file_name_macro(std::string_view text, bool base_only = false) {
 }
 
 bool may_share_across_names(const CompileOptions& o) {
-  // Programs without a name all have NVRTC's one name: nothing to share.
-  if (o.source_name == kDefaultProgramName) return false;
+  // The file name stays keyed (NVRTC writes it into the names of internal
+  // symbols): only a name with a folder has other names to share with.
+  size_t slash = o.source_name.rfind('/');
+  if (slash == std::string::npos || slash + 1 == o.source_name.size()) return false;
+  // A source that holds its own name (CuPy's jitify path puts it on the first
+  // line) is another text under every name: nothing to share, and the
+  // second compile would only double the cost.
+  if (o.source_text && o.source_text->find(o.source_name) != std::string::npos) return false;
   if (mentions_file_name_macro(o.source_text.value_or(""))) return false;
   for (const std::vector<std::string>* texts :
        {&o.defines, &o.macros, &o.nvrtc_options, &o.name_expressions}) {
@@ -172,16 +178,20 @@ std::optional<std::string> log_without_name(const std::string& log, const std::s
 }
 
 std::string other_program_name(const std::string& name) {
-  // Another length and other characters; absolute where the name is (NVRTC
-  // and the seal treat those apart); the extension kept.
+  // The same file name in another folder, of another length and other
+  // characters; absolute where the name is (NVRTC and the seal treat those
+  // apart).
   size_t slash = name.rfind('/');
-  size_t dot = name.rfind('.');
-  std::string extension = dot != std::string::npos && (slash == std::string::npos || dot > slash)
-                              ? name.substr(dot)
-                              : "";
-  std::string stem = "kcache-name-check-";
-  while (stem.size() + extension.size() + 1 < name.size() + 7) stem += 'q';
-  return (name.empty() || name.front() != '/' ? "" : "/") + stem + extension;
+  std::string file = slash == std::string::npos ? name : name.substr(slash + 1);
+  std::string folder = "kcache-name-check-";
+  while (folder.size() + file.size() + 2 < name.size() + 7) folder += 'q';
+  return (name.empty() || name.front() != '/' ? "" : "/") + folder + "/" + file;
+}
+
+std::string shared_program_name(const std::string& name) {
+  size_t slash = name.rfind('/');
+  return std::string(name.front() == '/' ? "<any folder>/" : "<any relative folder>/") +
+         (slash == std::string::npos ? name : name.substr(slash + 1));
 }
 
 bool same_answer_for_any_name(const cache::ProgramRecord& answer, const std::string& name,
@@ -316,6 +326,7 @@ ProgramResult compile_program(Compiler& compiler, const CompileOptions& options)
   if (may_share_across_names(options)) {
     shared.name_free = [name](const std::string& payload) { return shared_record(payload, name); };
     shared.name_check = other_program_name(name);
+    shared.shared_name = shared_program_name(name);
     shared.name_check_same = [name, other = shared.name_check](const cache::ProgramRecord& a,
                                                                const cache::ProgramRecord& b) {
       return same_answer_for_any_name(a, name, b, other);
@@ -329,6 +340,8 @@ ProgramResult compile_program(Compiler& compiler, const CompileOptions& options)
   if (target.hit && target.any_name) restore_name(out.record, name);
   out.lowered_names = target.entry->lowered_names();
   out.hit = target.hit;
+  out.any_name = target.any_name;
+  out.name_dependent = target.name_dependent;
   out.key = target.key;
   out.not_stored = target.not_stored;
   out.compile_ms = target.compile_ms;

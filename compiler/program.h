@@ -63,6 +63,11 @@ struct ProgramResult {
   cache::ProgramRecord record;
   std::vector<cache::LoweredName> lowered_names;
   bool hit = false;
+  // The entry is one for every program name (see above); `name_dependent`:
+  // it could have been, but the second compile under another name answered
+  // otherwise.
+  bool any_name = false;
+  bool name_dependent = false;
   Hash128 key;             // the entry's key
   std::string not_stored;  // a miss that was not stored: why
   uint32_t compile_ms = 0;  // NVRTC's time: now on a miss, when stored on a hit (saved)
@@ -74,13 +79,17 @@ struct ProgramResult {
 // include kcache found nowhere (the sealed NVRTC's message is not the one
 // an unsealed NVRTC writes).
 //
-// One entry for every name: a program's name (CuPy names each by a new
-// temporary folder) is keyed only where the answer does not depend on it.
-// A named program whose own text, options and name expressions use no
-// __FILE__, __BASE_FILE__, __FILE_NAME__ or __builtin_FILE (nor its in-memory
-// headers __BASE_FILE__) is looked up under the key of no name first; on a
-// miss NVRTC compiles it under its name and again, from the same input, under
-// another name of another length (other_program_name). Only where the two
+// One entry for every folder: a program's folder (CuPy names each program
+// by a new temporary folder) is keyed only where the answer does not depend
+// on it. Its file name stays keyed: NVRTC writes it into the names of
+// internal symbols (_ZN80_INTERNAL_00000000_49_<file>_cu_...; measured on
+// CuPy's CCCL kernels). A program named with a folder whose own text,
+// options and name expressions use no __FILE__, __BASE_FILE__, __FILE_NAME__
+// or __builtin_FILE (nor its in-memory headers __BASE_FILE__) is looked up
+// under the key of its file name in any folder first; on a miss NVRTC
+// compiles it under its name and again, from the same input, under the same
+// file name in another folder, of another length (other_program_name). Only
+// where the two
 // answers agree (result code, every output byte for byte, no output holding
 // the name, and the logs equal once each names its program only in NVRTC's
 // diagnostic places: "NAME(3): error", "in the compilation of "NAME"", "at
@@ -97,6 +106,7 @@ ProgramResult compile_program(Compiler& compiler, const CompileOptions& options)
 // reverse for a shared record. Exposed for tests.
 std::optional<std::string> shared_record(const std::string& payload, const std::string& name);
 std::string other_program_name(const std::string& name);
+std::string shared_program_name(const std::string& name);
 bool same_answer_for_any_name(const cache::ProgramRecord& answer, const std::string& name,
                               const cache::ProgramRecord& other, const std::string& other_name);
 void restore_name(cache::ProgramRecord& record, const std::string& name);

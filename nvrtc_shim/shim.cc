@@ -352,7 +352,9 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
     record_stat(
         result.hit ? "hit" : "miss", display_name(p),
         result.key.hex() + (result.not_stored.empty() ? "" : " not stored: " + result.not_stored) +
-            " ms=" + std::to_string(result.compile_ms));
+            (result.any_name ? " any-name" : "") +
+            (result.name_dependent ? " name-dependent" : "") + " ms=" +
+            std::to_string(result.compile_ms));
     return static_cast<nvrtcResult>(p->record.compile_result);
   } catch (const std::exception& e) {
     int deaths = compile_pool->deaths_in_a_row();

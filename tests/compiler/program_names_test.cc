@@ -102,9 +102,10 @@ std::string random_source(std::mt19937& rng, bool* reaches_own_name) {
 }
 
 std::string random_name(std::mt19937& rng) {
-  const char* shapes[] = {"/tmp/tmp%06u/kern.cu", "kern.cu", "sub/dir%u.cu", ""};
+  const char* shapes[] = {"/tmp/tmp%06u/kern.cu", "/var/tmp/k%u/kern.cu", "sub%u/kern.cu",
+                          "kern.cu", "sub/dir%u.cu", ""};
   char buf[64];
-  std::snprintf(buf, sizeof buf, shapes[rng() % 4], static_cast<unsigned>(rng() % 1000000));
+  std::snprintf(buf, sizeof buf, shapes[rng() % 6], static_cast<unsigned>(rng() % 1000000));
   return buf;
 }
 
@@ -163,13 +164,15 @@ TEST_F(ProgramNamesTest, EveryAnswerIsNvrtcsForTheAskingName) {
     }
   }
   // The property held where sharing happened, and where it must not.
-  EXPECT_GT(shared_hits, 10);
+  EXPECT_GT(shared_hits, 4);
   EXPECT_GT(named, 6);
 }
 
 // What an adversarial review found (each a wrong hit before the second
 // compile under another name): the name reached in ways no text shows, and
-// text that merely looks like the name in a diagnostic place.
+// text that merely looks like the name in a diagnostic place. Relative names
+// (an absolute one reaches __FILE__ as its sealed name: docs/KEYS.md), the
+// same file name in two folders, as shared entries now require.
 TEST_F(ProgramNamesTest, WaysToReachTheNameThatNoTextShows) {
   testing::write_file(dir_ / "base.h", "enum { LEN = sizeof(__BASE_FILE__) };\n");
   struct Case {
@@ -181,23 +184,24 @@ TEST_F(ProgramNamesTest, WaysToReachTheNameThatNoTextShows) {
   };
   const std::string k = "extern \"C\" __global__ void k(int* p) { p[0] = ";
   const Case cases[] = {
-      {"#line naming the program", "#line 10 \"x.cu\"\n__global__ void k() { int u = 1; }\n",
-       {}, {}, "x.cu", "y.cu"},
+      {"#line naming the program", "#line 10 \"d1/x.cu\"\n__global__ void k() { int u = 1; }\n",
+       {}, {}, "d1/x.cu", "dd22/x.cu"},
       {"a comment that reads like a diagnostic",
-       "__global__ void k() { int u = 1; } // copied at line 1 of k.cu\n", {}, {}, "k.cu", "z.cu"},
-      {"#error that reads like NVRTC's trailer", "#error in the compilation of \"x.cu\".\n", {}, {},
-       "x.cu", "y.cu"},
+       "__global__ void k() { int u = 1; } // copied at line 1 of a/k.cu\n", {}, {}, "a/k.cu",
+       "zzzz/k.cu"},
+      {"#error that reads like NVRTC's trailer", "#error in the compilation of \"d/x.cu\".\n", {},
+       {}, "d/x.cu", "eee/x.cu"},
       {"__FILE__ pasted together",
-       "#define CAT(a, b) a##b\n" + k + "sizeof(CAT(__FI, LE__)); }\n", {}, {}, "k.cu",
-       "kernel_long_name.cu"},
+       "#define CAT(a, b) a##b\n" + k + "sizeof(CAT(__FI, LE__)); }\n", {}, {}, "a/k.cu",
+       "bbbbbbbbbbbb/k.cu"},
       {"__BASE_FILE__ in an -I header", "#include \"base.h\"\n" + k + "LEN; }\n", {},
-       {"-I" + dir_.path()}, "k.cu", "kernel_long_name.cu"},
+       {"-I" + dir_.path()}, "a/k.cu", "bbbbbbbbbbbb/k.cu"},
       {"__builtin_FILE() as a default argument",
        "#include \"len.h\"\n" + k + "len(); }\n",
        {{"len.h",
          "__device__ constexpr int len(const char* s = __builtin_FILE()) {\n"
          "  int n = 0; while (s[n]) ++n; return n; }\n"}},
-       {}, "k.cu", "kernel_long_name.cu"},
+       {}, "a/k.cu", "bbbbbbbbbbbb/k.cu"},
       {"__FILE__ through an in-memory header's macro", "#include \"f.h\"\n" + k + "sizeof(F); }\n",
        {{"f.h", "#define F __FILE__\n"}}, {}, "a/k.cu", "bbbbbbbbb/kern.cu"},
   };
