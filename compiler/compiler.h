@@ -104,11 +104,12 @@ struct CompileOptions {
   // stored as a result rather than thrown, no stub for a missing include
   // (NVRTC's own message must reach the log), and no bundle.
   bool program = false;
-  // A program whose answer may not depend on its name (program.h decides):
-  // looked up first under the key of no name (any_name_request), then under
-  // its own; on a miss, given the stored payload, returns the payload to
-  // store for every name, or nothing if the answer names the program (then
-  // it is stored under its own key). Null: the name is always keyed.
+  // A program whose answer may not depend on its folder (program.h decides):
+  // looked up first under the key of its file name in any folder
+  // (any_name_request, `shared_name`), then under its own; on a miss, given
+  // the stored payload, returns the payload to store for every folder, or
+  // nothing if the answer names the program (then it is stored under its own
+  // key). Null: the name is always keyed.
   std::function<std::optional<std::string>(const std::string& payload)> name_free;
   // With name_free: a miss also compiles under `name_check` (another name,
   // of another length), and is stored for every name only where
