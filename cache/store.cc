@@ -176,6 +176,19 @@ class IndexLock {
 };
 
 int kind_code(TargetKind kind) { return kind == TargetKind::ptx ? 1 : 2; }
+
+// Binds an `entries` row, in the table's column order, to an INSERT of it.
+sqlite::Statement& bind_row(sqlite::Statement& s, const std::string& hex, const Entry& entry,
+                            const std::string& file, int64_t last_used) {
+  return s.bind(1, hex)
+      .bind(2, file)
+      .bind(3, kind_code(entry.kind()))
+      .bind(4, entry.arch())
+      .bind(5, static_cast<int64_t>(entry.encoded().size()))
+      .bind(6, static_cast<int64_t>(entry.compile_ms()))
+      .bind(7, entry.created_unix_s())
+      .bind(8, last_used);
+}
 TargetKind kind_from_code(int64_t code) { return code == 1 ? TargetKind::ptx : TargetKind::cubin; }
 
 // "<32 hex>.<16 hex>" -> the key, or nullopt for anything else (temp files).
@@ -305,15 +318,7 @@ class SqliteStore : public Store {
       changed_index_ = true;
       Row previous;
       if (find_row(hex, &previous)) old = previous;
-      insert_->bind(1, hex)
-          .bind(2, file)
-          .bind(3, kind_code(entry.kind()))
-          .bind(4, entry.arch())
-          .bind(5, static_cast<int64_t>(entry.encoded().size()))
-          .bind(6, static_cast<int64_t>(entry.compile_ms()))
-          .bind(7, entry.created_unix_s())
-          .bind(8, now)
-          .run();
+      bind_row(*insert_, hex, entry, file, now).run();
       add_totals(static_cast<int64_t>(entry.encoded().size()) - (old ? old->size : 0), old ? 0 : 1);
       pending_counters_["stored"] += 1;
       write_pending();
@@ -983,15 +988,7 @@ class SqliteStore : public Store {
 
   void insert_if_absent(const Entry& entry, const std::string& file, int64_t last_used) {
     sqlite::Statement s(*db_, "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-    s.bind(1, entry.key().hex())
-        .bind(2, file)
-        .bind(3, kind_code(entry.kind()))
-        .bind(4, entry.arch())
-        .bind(5, static_cast<int64_t>(entry.encoded().size()))
-        .bind(6, static_cast<int64_t>(entry.compile_ms()))
-        .bind(7, entry.created_unix_s())
-        .bind(8, last_used)
-        .run();
+    bind_row(s, entry.key().hex(), entry, file, last_used).run();
   }
 
   void recount_totals() {

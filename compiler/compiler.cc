@@ -444,6 +444,26 @@ bool time_macros_forbid_storing(const std::string& today, bool uses_time,
   return date && date_macro_value(std::time(nullptr)) != today;
 }
 
+// KCACHE_DEBUG_NAME_CHECK: what differed between a program's answer and its
+// answer in another folder, for looking into one kept under its name.
+void print_name_check(const std::string& name, const cache::ProgramRecord& a,
+                      const cache::ProgramRecord& b) {
+  std::fprintf(stderr, "name check %s: result %u/%u\n", name.c_str(), a.compile_result,
+               b.compile_result);
+  for (size_t i = 0; i < cache::kProgramOutputs; ++i) {
+    const std::string& x = a.outputs[i].bytes;
+    const std::string& y = b.outputs[i].bytes;
+    if (x == y) continue;
+    size_t at = 0;
+    while (at < x.size() && at < y.size() && x[at] == y[at]) ++at;
+    size_t from = at > 80 ? at - 80 : 0;
+    std::fprintf(stderr, "  output %zu differs at %zu: [%s] vs [%s]\n", i, at,
+                 x.substr(from, 200).c_str(), y.substr(from, 200).c_str());
+  }
+  std::fprintf(stderr, "  log A:\n%s\n  log B:\n%s\n", a.log.substr(0, 3000).c_str(),
+               b.log.substr(0, 3000).c_str());
+}
+
 // `request` for every program name in any folder (CompileOptions::
 // name_free): the name as `shared_name` says (its file name only), and a
 // pass name no named request carries, so the two never share a key.
@@ -848,7 +868,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
             take_ask(a, CompileError("NVRTC was refused " + f, "", input.options));
           }
         }
-        // One answer for every name? Compiled again under another name from
+        // One answer for every folder? Compiled again in another folder from
         // the same final input: only answers that agree (program.h) are.
         if (options.name_free && outputs[slot]->program && outputs[slot]->sealed &&
             classified[slot].unkeyable.empty() && unresolved[slot].empty()) {
@@ -866,26 +886,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
                                  checked->lowered_names == outputs[slot]->lowered_names &&
                                  options.name_check_same(*outputs[slot]->program, *checked->program);
             if (!name_checked[slot] && checked->program && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
-              // What differed, for looking into a program that is kept under its name.
-              const cache::ProgramRecord& a = *outputs[slot]->program;
-              const cache::ProgramRecord& b = *checked->program;
-              std::fprintf(stderr, "name check %s: result %u/%u sealed %d names %d\n",
-                           options.logical_name().c_str(), a.compile_result, b.compile_result,
-                           checked->sealed ? 1 : 0,
-                           checked->lowered_names == outputs[slot]->lowered_names ? 1 : 0);
-              for (size_t i = 0; i < cache::kProgramOutputs; ++i) {
-                size_t at = 0;
-                const std::string& x = a.outputs[i].bytes;
-                const std::string& y = b.outputs[i].bytes;
-                while (at < x.size() && at < y.size() && x[at] == y[at]) ++at;
-                if (x != y) {
-                  std::fprintf(stderr, "  output %zu differs at %zu: [%s] vs [%s]\n", i, at,
-                               x.substr(at > 80 ? at - 80 : 0, 200).c_str(),
-                               y.substr(at > 80 ? at - 80 : 0, 200).c_str());
-                }
-              }
-              std::fprintf(stderr, "  log A:\n%s\n  log B:\n%s\n", a.log.substr(0, 3000).c_str(),
-                           b.log.substr(0, 3000).c_str());
+              print_name_check(options.logical_name(), *outputs[slot]->program, *checked->program);
             }
           } catch (const std::exception&) {
             name_checked[slot] = false;  // kept under its own name
