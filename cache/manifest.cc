@@ -87,6 +87,13 @@ void check_set(const ManifestSet& set) {
     if (!problem.empty()) bad(problem);
     if (p.present && p.has_folder) bad("probe " + p.path + " is present and has a folder");
   }
+  if (set.results.size() > kMaxManifestResults) {
+    bad(std::to_string(set.results.size()) + " results");
+  }
+  for (const ManifestResult& r : set.results) {
+    std::string problem = name_problem(r.arch, "result arch");
+    if (!problem.empty()) bad(problem);
+  }
   for (const ManifestAsk& a : set) {
     for (const auto& [text, field] :
          {std::pair<const std::string&, const char*>{a.spelling, "spelling"},
@@ -147,6 +154,13 @@ std::string Manifest::encode() const {
         w.u32(p.folder_depth);
         for (uint64_t v : {p.dev, p.ino, p.mtime_ns, p.ctime_ns}) w.u64(v);
       }
+    }
+    w.u32(static_cast<uint32_t>(set.results.size()));
+    for (const ManifestResult& r : set.results) {
+      w.u8(r.cubin ? 1 : 0);
+      w.str(r.arch);
+      w.u8(r.any_name ? 1 : 0);
+      write_key(w, r.key);
     }
   }
   uint64_t checksum = xxh3_64(w.data());
@@ -235,6 +249,22 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
           }
         }
         set.probes.push_back(std::move(p));
+      }
+    }
+    if (version >= 3) {
+      constexpr size_t kMinResult = 1 + 4 + 1 + 1 + 16;
+      uint32_t results = count_or_none(body, "result count", kMaxManifestResults, kMinResult);
+      for (uint32_t i = 0; i < results; ++i) {
+        ManifestResult res;
+        uint8_t kind = body.u8("result kind");
+        if (kind > 1) body.fail("result kind is " + std::to_string(kind) + ", not 0 or 1");
+        res.cubin = kind == 1;
+        res.arch = name(body, "result arch");
+        uint8_t any = body.u8("result any_name");
+        if (any > 1) body.fail("result any_name is " + std::to_string(any) + ", not 0 or 1");
+        res.any_name = any == 1;
+        res.key = read_key(body);
+        set.results.push_back(std::move(res));
       }
     }
     if (std::find(m.sets_.begin(), m.sets_.end(), set) != m.sets_.end()) {

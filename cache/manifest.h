@@ -20,7 +20,8 @@
 //                key:bytes(16, high half first, big-endian) set_count:u32
 //                set{set_count} checksum
 //   set      ::= ask_count:u32 ask{ask_count}            (a compile's asks, in order)
-//                probe_count:u32 probe{probe_count}      (format 2 only)
+//                probe_count:u32 probe{probe_count}      (format 2 and later)
+//                result_count:u32 result{result_count}   (format 3 and later)
 //   ask      ::= spelling:str includer:str angled:u8(0|1) header_count:u32
 //                header{header_count}
 //   header   ::= name:str content_hash:u64               (XXH3-64 of the content)
@@ -33,12 +34,15 @@
 //                                                          deepest folder on its path
 //                                                          that existed, folder_depth
 //                                                          components below the base)
+//   result   ::= kind:u8(0 ptx|1 cubin) arch:str any_name:u8(0|1) key:bytes(16)
+//                                                        (a lookup record's: below)
 //   checksum ::= u64, XXH3-64 of every byte before it
 //
 // Bounds: 1 <= set_count <= kMaxManifestSets (newest first);
 // 0 <= ask_count <= kMaxManifestAsks, 0 <= probe_count <= kMaxManifestProbes,
 // not both 0; 1 <= header_count <=
 // kMaxManifestHeadersPerAsk; the whole manifest at most kMaxManifestBytes;
+// 0 <= result_count <= kMaxManifestResults;
 // every string 1 to kMaxManifestNameBytes bytes
 // without control characters (NUL, newline, ESC, ...). No two sets are equal.
 //
@@ -46,6 +50,13 @@
 // is a CorruptError naming the field, a newer version an
 // IncompatibleVersionError; callers treat both as a miss and replace the
 // manifest on the next write.
+//
+// Lookup records (compiler/lookup_record.h) are manifests too, filed under
+// a record key in the local store only (never sent to or read from a remote):
+// one set whose probes are what a lookup looked at on the disk and whose
+// results are the keys it found, one per target. Unlike a manifest's hashes,
+// those keys are used as they are: a local file, like the entries beside it.
+// Regular manifests have no results.
 //
 // Concurrency: writers read, add a set and replace the whole manifest (a file
 // renamed into place, or a remote object): the last writer wins. A lost set is
@@ -66,8 +77,8 @@ namespace kcache::cache {
 // Bump me whenever the bytes written for the same Manifest change, and add a
 // golden file (tests/cache/golden/): readers refuse newer versions.
 // Format 2 (issue 18) added each set's probes; format 1 files still read
-// (sets without probes).
-constexpr uint16_t kManifestFormatVersion = 2;
+// (sets without probes). Format 3 (issue 26) added each set's results.
+constexpr uint16_t kManifestFormatVersion = 3;
 constexpr std::string_view kManifestMagic{"KCMANIF\0", 8};
 
 // Sets kept per manifest, newest first: enough for a few -D variants of one
@@ -80,6 +91,8 @@ constexpr size_t kMaxManifestHeadersPerAsk = 4096;
 // Paths NVRTC named per set (toolkit headers read, paths found absent): a
 // CUB kernel names about a thousand.
 constexpr size_t kMaxManifestProbes = 16384;
+// Results per set: one per target of a compile.
+constexpr size_t kMaxManifestResults = 64;
 // A spelling or name: a path, so PATH_MAX.
 constexpr size_t kMaxManifestNameBytes = 4096;
 // A whole manifest. The counts above alone would allow ~16 GiB; this keeps a
@@ -133,15 +146,27 @@ struct ManifestProbe {
   }
 };
 
+// A lookup record's answer for one target: the key its lookup found.
+struct ManifestResult {
+  bool cubin = true;  // else PTX
+  std::string arch;
+  bool any_name = false;  // the entry of every program name (compiler.h)
+  Hash128 key;
+  friend bool operator==(const ManifestResult& a, const ManifestResult& b) {
+    return a.cubin == b.cubin && a.arch == b.arch && a.any_name == b.any_name && a.key == b.key;
+  }
+};
+
 // One compile's asks, in order (the vector), and the probes of its final
-// round of NVRTC.
+// round of NVRTC; a lookup record's results.
 struct ManifestSet : std::vector<ManifestAsk> {
   using std::vector<ManifestAsk>::vector;
   std::vector<ManifestProbe> probes;
+  std::vector<ManifestResult> results;
   friend bool operator==(const ManifestSet& a, const ManifestSet& b) {
     return static_cast<const std::vector<ManifestAsk>&>(a) ==
                static_cast<const std::vector<ManifestAsk>&>(b) &&
-           a.probes == b.probes;
+           a.probes == b.probes && a.results == b.results;
   }
 };
 

@@ -153,32 +153,42 @@ void Storage::put(const Entry& entry) {
   upload(entry.key(), [&](Remote& remote) { remote.put(entry); });
 }
 
-std::optional<Manifest> Storage::get_manifest(const Hash128& key) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (local_) {
-      try {
-        if (std::optional<std::string> bytes = read_manifest_file(local_->dir(), key)) {
-          Manifest manifest =
-              Manifest::decode(*bytes, key, "manifest " + manifest_path(local_->dir(), key));
-          // Used now: eviction by age and by the cap go by last use (store.h).
-          if (!local_->read_only()) touch_manifest_file(local_->dir(), key);
-          return manifest;
-        }
-      } catch (const CorruptError&) {
-        // A miss; the next put_manifest replaces it.
-      } catch (const IncompatibleVersionError&) {
-        // Written by a newer kcache: not ours to use.
-      } catch (const Error& e) {
-        warn_once("get",
-                  std::string("reading the cache failed: ") + e.what() + "; treating it as a miss");
-      }
+std::optional<Manifest> Storage::local_manifest(const Hash128& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!local_) return std::nullopt;
+  try {
+    if (std::optional<std::string> bytes = read_manifest_file(local_->dir(), key)) {
+      Manifest manifest =
+          Manifest::decode(*bytes, key, "manifest " + manifest_path(local_->dir(), key));
+      // Used now: eviction by age and by the cap go by last use (store.h).
+      if (!local_->read_only()) touch_manifest_file(local_->dir(), key);
+      return manifest;
     }
+  } catch (const CorruptError&) {
+    // A miss; the next put_manifest replaces it.
+  } catch (const IncompatibleVersionError&) {
+    // Written by a newer kcache: not ours to use.
+  } catch (const Error& e) {
+    warn_once("get",
+              std::string("reading the cache failed: ") + e.what() + "; treating it as a miss");
   }
+  return std::nullopt;
+}
+
+std::optional<Manifest> Storage::get_manifest(const Hash128& key) {
+  if (std::optional<Manifest> local = local_manifest(key)) return local;
   std::optional<Manifest> manifest =
       fetch_remote<Manifest>([&] { return remote_->get_manifest(key); });
   if (manifest) store_locally([&](Store& local) { write_manifest_file(local.dir(), *manifest); });
   return manifest;
+}
+
+std::optional<Manifest> Storage::get_lookup_record(const Hash128& key) {
+  return local_manifest(key);
+}
+
+void Storage::put_lookup_record(const Manifest& record) {
+  store_locally([&](Store& local) { write_manifest_file(local.dir(), record); });
 }
 
 void Storage::put_manifest(const Manifest& manifest) {

@@ -88,6 +88,11 @@ class Storage {
   // Replaces the manifest locally, then uploads it unless the remote is
   // read-only. Best effort, like put().
   void put_manifest(const Manifest& manifest);
+  // Lookup records (compiler/lookup_record.h): manifests in the local
+  // store only, never sent to or read from the remote (they name this
+  // machine's paths). Same failure policy.
+  std::optional<Manifest> get_lookup_record(const Hash128& key);
+  void put_lookup_record(const Manifest& record);
   // Adds to a named counter of the local store ("nvrtc_invocations", ...).
   void count(const std::string& counter, int64_t delta);
 
@@ -102,6 +107,7 @@ class Storage {
 
  private:
   void open_local();
+  std::optional<Manifest> local_manifest(const Hash128& key);
   void warn_once(const std::string& kind, const std::string& message);
   void count_locked(const std::string& counter, int64_t delta);
   void remote_failed(const std::string& what, const std::exception& e);

@@ -75,6 +75,7 @@ constexpr CounterLabel kCounterLabels[] = {
     {"stored", "Stored", false},
     {"compile_ms_saved", "Compile time saved", true},
     {"manifest_hits", "Hits through manifests", false},
+    {"lookup_record_hits", "Hits through lookup records", false},
     {"nvrtc_invocations", "NVRTC invocations", false},
     {"nvrtc_ms", "NVRTC compile time", true},
     {"nvrtc_failures", "NVRTC compile errors", false},

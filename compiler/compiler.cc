@@ -19,9 +19,11 @@
 #include "cache/manifest.h"
 #include "cache/program_record.h"
 #include "common/arch.h"
+#include "common/bytes.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/lookup_record.h"
 #include "compiler/includes.h"
 #include "compiler/lean_image.h"
 #include "compiler/nvrtc.h"
@@ -186,6 +188,7 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
     if (a.name.front() == '/') path = a.name;
     std::optional<std::string> content;
     if (!options.may_read || options.may_read(path)) {
+      observe_path(path);  // a lookup record (lookup_record.h) holds it
       content = read_input_file(path);  // a regular file, bounded (issue 27)
     } else if (refused->empty()) {
       std::optional<FileInfo> info = FileSystem::real().stat(path);
@@ -477,6 +480,12 @@ cache::CompileRequest any_name_request(cache::CompileRequest request,
 }  // namespace
 
 Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
+  Prepared p = prepare_head(options);
+  resolve(options, &p);
+  return p;
+}
+
+Compiler::Prepared Compiler::prepare_head(const CompileOptions& options) const {
   Prepared p;
   // Targets first: a typo in --arch must not wait for anything.
   for (const std::string& a : options.archs) {
@@ -520,6 +529,11 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
     if (!source) throw NotFound("kernel source " + options.source_path + " does not exist");
     p.source = std::move(*source);
   }
+  return p;
+}
+
+void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const {
+  Prepared& p = *prepared;
   std::set<std::string> in_memory;
   for (const cache::Header& h : options.memory_headers) in_memory.insert(h.include_name);
   p.includes = resolve_includes(options.source_path, p.source,
@@ -560,7 +574,6 @@ Compiler::Prepared Compiler::prepare(const CompileOptions& options) const {
                             std::string(kLeanPassVersion) + "; " +
                             (link.path.empty() ? "no nvJitLink" : link.describe());
   }
-  return p;
 }
 
 std::vector<Hash128> Compiler::keys(const CompileOptions& options) const {
@@ -594,31 +607,234 @@ void Compiler::add_to_manifest(const Hash128& key, cache::ManifestSet set) {
   storage_->put_manifest(*m);
 }
 
-CompileResult Compiler::compile(const CompileOptions& options) {
-  CompileResult result;
-  result.source_name = options.logical_name();
-  result.compiler_identity = identity_;
-  Prepared prepared = prepare(options);
-  const std::vector<Target>& targets = prepared.targets;
-  const std::vector<std::string>& key_options = prepared.key_options;
+namespace {
+
+// The names handed to NVRTC before it asks for any: the scanner's headers and
+// the stubs of the includes it could not find.
+std::set<std::string> handed_names(const IncludeGraph& includes) {
+  std::set<std::string> names;
+  for (const ResolvedHeader& h : includes.headers) names.insert(h.name);
+  for (const MissingInclude& m : includes.missing) {
+    if (!m.stub.empty()) names.insert(m.name);
+  }
+  return names;
+}
+
+// Whether `e`, found under `key`, answers target `t`: a key collision or a
+// foreign writer must never hand out a wrong image.
+bool entry_answers(const CompileOptions& options, const Target& t, const Hash128& key,
+                   const cache::Entry& e) {
+  bool names_ok = e.lowered_names().size() == options.name_expressions.size();
+  if (options.program) {
+    try {  // a compile NVRTC rejected has no lowered names
+      names_ok = names_ok || cache::ProgramRecord::decode(e.payload()).compile_result !=
+                                 cache::kNvrtcSuccess;
+    } catch (const Error&) {
+      names_ok = false;  // a record this kcache cannot read: compile again
+    }
+  }
+  return e.key() == key && e.kind() == t.kind && e.arch() == t.arch && names_ok;
+}
+
+void take_entry(const Hash128& key, cache::Entry e, TargetResult* r) {
+  r->hit = true;
+  r->key = key;
+  r->compile_ms = e.compile_ms();
+  r->lean = e.lean().lean();
+  r->lean_bytes_removed = e.lean().bytes_removed;
+  r->lean_variables_removed = e.lean().variables_removed;
+  r->entry = std::move(e);
+}
+
+std::string current_folder() {
+  char cwd[PATH_MAX];
+  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
+}
+
+// The absolute folder a program's quoted includes are searched in.
+std::string program_folder(const CompileOptions& options) {
+  std::string folder = folder_of(options.source_path);
+  if (!folder.empty() && folder.front() == '/') return folder;
+  std::string cwd = current_folder();
+  if (cwd.empty()) return "";
+  return folder.empty() ? cwd : cwd + "/" + folder;
+}
+
+bool names_folder(std::string_view text, const std::string& folder) {
+  return text.find(folder) != std::string_view::npos;
+}
+
+}  // namespace
+
+std::optional<Hash128> Compiler::record_key(const CompileOptions& o, const Prepared& p,
+                                            bool any_name) const {
+  if (!storage_ || o.may_read || (any_name && !o.name_free)) return std::nullopt;
+  static const bool off = [] {
+    const char* v = ::getenv("KCACHE_LOOKUP_RECORDS");
+    return v && std::string(v) == "off";
+  }();
+  if (off) return std::nullopt;
+  // Everything the lookup reads other than the disk (lookup_record.h). A new
+  // field of CompileOptions that a lookup reads belongs here.
+  ByteWriter w;
+  w.str("kcache-lookup-record v1");
+  w.str(keyed_identity_);
+  w.str(kLeanPassVersion);
+  w.u32(cache::kProgramRecordVersion);
+  w.str(toolkit_.nvjitlink.path.empty() ? "no nvJitLink" : toolkit_.nvjitlink.describe());
+  for (const std::vector<std::string>* list : std::initializer_list<const std::vector<std::string>*>{
+           &toolkit_.include_dirs, &probe_context_.toolkit_dirs, &probe_context_.own_dirs}) {
+    w.u32(static_cast<uint32_t>(list->size()));
+    for (const std::string& d : *list) w.str(d);
+  }
+  w.str(probe_context_.nvrtc_library_dir);
+  for (const char* name : {"CUDA_CACHE_PATH", "HOME"}) {  // probes.cc's driver cache
+    const char* v = ::getenv(name);
+    w.u8(v ? 1 : 0);
+    w.str(v ? v : "");
+  }
+  w.u8(storage_->sloppy_time_macros() ? 1 : 0);
+  w.str(current_folder());
+  w.u32(static_cast<uint32_t>(p.targets.size()));
+  for (const Target& t : p.targets) {
+    w.u8(t.kind == cache::TargetKind::cubin ? 1 : 0);
+    w.str(t.arch);
+  }
+  for (const std::vector<std::string>* list :
+       std::initializer_list<const std::vector<std::string>*>{&p.key_options, &o.name_expressions}) {
+    w.u32(static_cast<uint32_t>(list->size()));
+    for (const std::string& item : *list) w.str(item);
+  }
+  w.u32(static_cast<uint32_t>(o.include_dirs.size()));
+  for (const std::string& d : o.include_dirs) {
+    char real[PATH_MAX];
+    w.str(d);
+    w.str(::realpath(d.c_str(), real) ? real : "");  // includes.cc: is it the toolkit's?
+  }
+  w.u8(o.lean ? 1 : 0);
+  w.u8(o.program ? 1 : 0);
+  w.u8(o.source_text ? 1 : 0);
+  w.u8(o.name_free ? 1 : 0);
+  w.str(o.shared_name);
+  w.u32(static_cast<uint32_t>(o.memory_headers.size()));
+  for (const cache::Header& h : o.memory_headers) {
+    w.str(h.include_name);
+    w.str(h.content);
+  }
+  w.str(p.source);
+  if (any_name) {
+    // Its folder is in the record's paths (kSourceFolderPrefix), not here.
+    const std::string& path = o.source_path;
+    w.str(path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1));
+  } else {
+    w.str(o.source_path);
+    w.str(o.logical_name());
+  }
+  return xxh3_128(w.data());
+}
+
+bool Compiler::record_hit(const CompileOptions& options, const Prepared& p,
+                          std::vector<TargetResult>* out) {
+  for (bool any_name : {true, false}) {
+    std::optional<Hash128> key = record_key(options, p, any_name);
+    if (!key) continue;
+    std::optional<cache::Manifest> record = storage_->get_lookup_record(*key);
+    if (!record || record->sets().size() != 1) continue;
+    const cache::ManifestSet& set = record->sets().front();
+    if (set.results.size() != p.targets.size() ||
+        !disk_unchanged(set.probes, any_name ? program_folder(options) : "")) {
+      continue;
+    }
+    std::vector<TargetResult> found;
+    for (size_t i = 0; i < p.targets.size(); ++i) {
+      const Target& t = p.targets[i];
+      const cache::ManifestResult& recorded = set.results[i];
+      if (recorded.cubin != (t.kind == cache::TargetKind::cubin) || recorded.arch != t.arch) break;
+      std::optional<cache::Entry> e = storage_->get(recorded.key);
+      if (!e) {
+        storage_->count("misses", -1);  // evicted: the long way counts this lookup
+        break;
+      }
+      if (!entry_answers(options, t, recorded.key, *e)) break;
+      TargetResult r;
+      r.target = t;
+      r.any_name = recorded.any_name;
+      take_entry(recorded.key, std::move(*e), &r);
+      found.push_back(std::move(r));
+    }
+    if (found.size() == p.targets.size()) {
+      storage_->count("lookup_record_hits", static_cast<int64_t>(found.size()));
+      *out = std::move(found);
+      return true;
+    }
+    for (const TargetResult& r : found) {  // the long way counts these again
+      storage_->count("hits", -1);
+      storage_->count("compile_ms_saved", -static_cast<int64_t>(r.compile_ms));
+    }
+  }
+  return false;
+}
+
+void Compiler::write_lookup_record(const CompileOptions& options, const Prepared& p,
+                                   const DiskObservations& seen,
+                                   const std::vector<TargetResult>& found) {
+  if (!p.request.date.empty() || p.uses_time) return;  // keyed by the day, or never stored
+  bool any_name = options.name_free &&
+                  std::all_of(found.begin(), found.end(),
+                              [](const TargetResult& r) { return r.any_name; });
+  std::string folder = any_name ? program_folder(options) : "";
+  if (any_name) {
+    // Paths beneath the folder are recorded relative to it: only where
+    // nothing the lookup read names the folder itself, so that in another
+    // folder the lookup would look at the same places beneath that one.
+    const std::string cwd = current_folder();
+    bool named = folder.empty() || folder == "/" || cwd == folder ||
+                 cwd.compare(0, folder.size() + 1, folder + "/") == 0 ||
+                 names_folder(p.source, folder);
+    for (const std::vector<std::string>* list : std::initializer_list<const std::vector<std::string>*>{
+             &options.include_dirs, &p.key_options, &options.name_expressions,
+             &probe_context_.toolkit_dirs}) {
+      for (const std::string& item : *list) named = named || names_folder(item, folder);
+    }
+    for (const cache::Header& h : options.memory_headers) {
+      named = named || names_folder(h.content, folder);
+    }
+    for (const ResolvedHeader& h : p.includes.headers) {
+      named = named || names_folder(h.content, folder);
+    }
+    if (named) {
+      any_name = false;
+      folder.clear();
+    }
+  }
+  std::optional<std::vector<cache::ManifestProbe>> probes = seen.probes(folder);
+  std::optional<Hash128> key = record_key(options, p, any_name);
+  if (!probes || !key) return;
+  cache::ManifestSet set;
+  set.probes = std::move(*probes);
+  for (const TargetResult& r : found) {
+    set.results.push_back({r.target.kind == cache::TargetKind::cubin, r.target.arch,
+                           r.any_name, r.key});
+  }
+  cache::Manifest record(*key);
+  try {
+    record.add(std::move(set));
+  } catch (const InvalidArgument&) {
+    return;  // a path a manifest cannot hold: no record for this one
+  }
+  storage_->put_lookup_record(record);
+}
+
+void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
+                       std::vector<TargetResult>* out, bool* through_asks) {
   const IncludeGraph& includes = prepared.includes;
   cache::CompileRequest& request = prepared.request;
-
-  // Names handed to NVRTC before it asks for any: the scanner's headers and
-  // the stubs of the includes it could not find.
-  std::set<std::string> base_names;
-  for (const ResolvedHeader& h : includes.headers) base_names.insert(h.name);
-  for (const MissingInclude& m : includes.missing) {
-    if (!m.stub.empty()) base_names.insert(m.name);
-  }
+  const std::set<std::string> base_names = handed_names(includes);
   const AskContext ask_context{options, includes, base_names, probe_context_,
                                toolkit_.include_dirs, !prepared.today.empty()};
-
-  // Ask the store for every target first (cheap), then compile the misses.
   // Per target: the scanner key; on a miss, its manifest's sets, newest
   // first, each replayed against the disk (cache/manifest.h).
-  std::vector<size_t> misses;
-  for (const Target& t : targets) {
+  for (const Target& t : prepared.targets) {
     TargetResult r;
     r.target = t;
     request.target = t.kind;
@@ -628,25 +844,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     auto lookup = [&](const Hash128& key) {
       ++lookups;
       if (std::optional<cache::Entry> e = storage_->get(key)) {
-        // A key collision or a foreign writer must never hand out a wrong image.
-        bool names_ok = e->lowered_names().size() == options.name_expressions.size();
-        if (options.program) {
-          try {  // a compile NVRTC rejected has no lowered names
-            names_ok = names_ok || cache::ProgramRecord::decode(e->payload()).compile_result !=
-                                       cache::kNvrtcSuccess;
-          } catch (const Error&) {
-            names_ok = false;  // a record this kcache cannot read: compile again
-          }
-        }
-        if (e->key() == key && e->kind() == t.kind && e->arch() == t.arch && names_ok) {
-          r.hit = true;
-          r.key = key;
-          r.compile_ms = e->compile_ms();
-          r.lean = e->lean().lean();
-          r.lean_bytes_removed = e->lean().bytes_removed;
-          r.lean_variables_removed = e->lean().variables_removed;
-          r.entry = std::move(e);
-        }
+        if (entry_answers(options, t, key, *e)) take_entry(key, std::move(*e), &r);
       }
     };
     // The scanner key, then its manifest's sets; for a program that may
@@ -662,6 +860,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           lookup(full_key(req, *have, set, prepared.today));
           if (r.hit) {
             storage_->count("manifest_hits", 1);
+            if (through_asks && !have->empty()) *through_asks = true;
             return;
           }
         }
@@ -684,8 +883,76 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       // lookup, so the misses on the way to its answer are taken back.
       if (lookups > 1) storage_->count("misses", 1 - lookups);
     }
-    if (!r.hit) misses.push_back(result.targets.size());
-    result.targets.push_back(std::move(r));
+    out->push_back(std::move(r));
+  }
+}
+
+void Compiler::record_after_store(const CompileOptions& options, const Prepared& made) {
+  Prepared p;
+  p.targets = made.targets;
+  p.key_options = made.key_options;
+  p.source = made.source;
+  std::vector<TargetResult> found;
+  bool through_asks = false;
+  DiskObservations seen;
+  resolve(options, &p);
+  look_up(options, p, &found, &through_asks);
+  // Counted as the lookup of a later process would be: taken back.
+  int64_t hits = 0, saved = 0;
+  for (const TargetResult& r : found) {
+    hits += r.hit;
+    saved += r.hit ? r.compile_ms : 0;
+  }
+  storage_->count("hits", -hits);
+  storage_->count("compile_ms_saved", -saved);
+  storage_->count("misses", hits - static_cast<int64_t>(found.size()));
+  if (hits != static_cast<int64_t>(found.size())) return;
+  if (through_asks) {
+    for (TargetResult& r : found) r.any_name = false;  // asked headers may name the folder
+  }
+  write_lookup_record(options, p, seen, found);
+}
+
+CompileResult Compiler::compile(const CompileOptions& options) {
+  CompileResult result;
+  result.source_name = options.logical_name();
+  result.compiler_identity = identity_;
+  Prepared prepared = prepare_head(options);
+  const bool recorded = record_key(options, prepared, false).has_value();
+  // The lookup record first (lookup_record.h): no include is resolved on its hit.
+  if (recorded && record_hit(options, prepared, &result.targets)) {
+    return finish(options, std::move(result));
+  }
+  {
+    // What this lookup looks at on the disk, for the next one.
+    std::optional<DiskObservations> seen;
+    if (recorded) seen.emplace();
+    resolve(options, &prepared);
+    bool through_asks = false;
+    look_up(options, prepared, &result.targets, &through_asks);
+    bool all_hit = std::all_of(result.targets.begin(), result.targets.end(),
+                               [](const TargetResult& r) { return r.hit; });
+    if (seen && all_hit) {
+      std::vector<TargetResult> found;
+      for (const TargetResult& r : result.targets) {
+        TargetResult light;  // the record needs no payload
+        light.target = r.target;
+        light.key = r.key;
+        light.any_name = r.any_name && !through_asks;
+        found.push_back(std::move(light));
+      }
+      write_lookup_record(options, prepared, *seen, found);
+    }
+  }
+  const std::vector<std::string>& key_options = prepared.key_options;
+  const IncludeGraph& includes = prepared.includes;
+  cache::CompileRequest& request = prepared.request;
+  const std::set<std::string> base_names = handed_names(includes);
+  const AskContext ask_context{options, includes, base_names, probe_context_,
+                               toolkit_.include_dirs, !prepared.today.empty()};
+  std::vector<size_t> misses;
+  for (size_t i = 0; i < result.targets.size(); ++i) {
+    if (!result.targets[i].hit) misses.push_back(i);
   }
 
   if (!misses.empty()) {
@@ -1038,9 +1305,18 @@ CompileResult Compiler::compile(const CompileOptions& options) {
           storage_->count(time_macros[s] ? "uncached_time_macros" : "uncached_compiles", 1);
         }
       }
+      // The next process finds it through a lookup record (lookup_record.h):
+      // looked up once now as it would, recording what that looks at.
+      if (recorded && std::find(storable.begin(), storable.end(), true) != storable.end()) {
+        record_after_store(options, prepared);
+      }
     }
   }
 
+  return finish(options, std::move(result));
+}
+
+CompileResult Compiler::finish(const CompileOptions& options, CompileResult result) const {
   result.lowered_names = result.targets.front().entry->lowered_names();
   if (options.program) return result;  // its answers are in the entry's record
   bundle::Bundle b;

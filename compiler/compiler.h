@@ -52,6 +52,7 @@
 
 namespace kcache::compiler {
 
+class DiskObservations;
 class NvrtcPool;
 
 struct Target {
@@ -214,7 +215,27 @@ class Compiler {
   };
 
   struct Prepared;
-  Prepared prepare(const CompileOptions& options) const;
+  Prepared prepare(const CompileOptions& options) const;  // prepare_head, then resolve
+  // The targets, the options and the source: what a lookup starts from.
+  Prepared prepare_head(const CompileOptions& options) const;
+  // The includes resolved and the request made (the scanner key's).
+  void resolve(const CompileOptions& options, Prepared* p) const;
+  // Looks every target up, one TargetResult each (hit or not) appended to
+  // `out`; `through_asks`: a hit needed headers a manifest's asks brought.
+  void look_up(const CompileOptions& options, Prepared& p, std::vector<TargetResult>* out,
+               bool* through_asks);
+  // Lookup records (lookup_record.h): the key of the record for `p` (a program's
+  // for every folder with `any_name`), nullopt where there is none.
+  std::optional<Hash128> record_key(const CompileOptions& options, const Prepared& p,
+                                    bool any_name) const;
+  bool record_hit(const CompileOptions& options, const Prepared& p,
+                  std::vector<TargetResult>* out);
+  void write_lookup_record(const CompileOptions& options, const Prepared& p,
+                           const DiskObservations& seen, const std::vector<TargetResult>& found);
+  // After a miss was stored: looked up as the next process would, recorded.
+  void record_after_store(const CompileOptions& options, const Prepared& made);
+  // The lowered names and the bundle of a result whose targets all have entries.
+  CompileResult finish(const CompileOptions& options, CompileResult result) const;
   void add_to_manifest(const Hash128& key, cache::ManifestSet set);
 
   Toolkit toolkit_;

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/lookup_record.h"
 
 namespace kcache::compiler {
 namespace {
@@ -383,7 +384,7 @@ int64_t stamp_ns(const struct timespec& t) {
 // from regular files (read_input_file: a FIFO would block, /dev/zero never end).
 std::optional<FileId> includes_regular_file(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || S_ISDIR(st.st_mode)) return std::nullopt;
+  if (observed_stat(path, &st) != 0 || S_ISDIR(st.st_mode)) return std::nullopt;
   if (!S_ISREG(st.st_mode)) {
     throw IoError("cannot read " + path + ": it is " + describe_file_type(st.st_mode) +
                   ", not a regular file (kcache reads sources and headers only from regular "
@@ -521,7 +522,7 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
     auto it = is_folder.find(path);
     if (it == is_folder.end()) {
       struct stat st;
-      it = is_folder.emplace(path, ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)).first;
+      it = is_folder.emplace(path, observed_stat(path, &st) == 0 && S_ISDIR(st.st_mode)).first;
     }
     return it->second;
   };
@@ -568,13 +569,9 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
     size_t header_index;  // whose content to scan, or kMainSource
     int next_from;        // where its #include_next continues (IncludeSearch::root_next_from)
   };
+  // The source is never stat-ed: its text is given (a program's name may name
+  // no file), and a header that is the same file is a header like any other.
   std::deque<Pending> queue{{source_path, kMainSource, search.root_next_from}};
-  try {  // the source's text is given; its path may be a program's mere name
-    if (std::optional<FileId> id = includes_regular_file(source_path)) {
-      scanned.insert({*id, kMainSource});
-    }
-  } catch (const IoError&) {
-  }
 
   auto conflict = [](const std::string& name, const std::string& first, const std::string& second) {
     return InvalidArgument(

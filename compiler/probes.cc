@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/lookup_record.h"
 #include "compiler/seal.h"
 #include "compiler/time_macros.h"
 
@@ -242,7 +243,7 @@ uint64_t ns_of(const struct timespec& t) {
 
 std::optional<FolderState> folder_state(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+  if (observed_stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
   return FolderState{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
                      ns_of(st.st_mtim), ns_of(st.st_ctim)};
 }
@@ -485,6 +486,7 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
       if (it == folders.end()) it = folders.emplace(folder, folder_state(folder)).first;
       if (it->second == FolderState{p.dev, p.ino, p.mtime_ns, p.ctime_ns}) continue;
     }
+    observe_path(disk->full());  // a lookup record (lookup_record.h) holds it
     Stat st = handles.stat(*disk);
     if (st.file != p.present) {
       if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());

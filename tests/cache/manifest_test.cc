@@ -29,6 +29,8 @@ ManifestSet set_with_probes() {
   absent_in_folder.has_folder = true;
   absent_in_folder.folder_depth = 1;
   with_probes.probes = {absent, read, absent_in_folder};
+  with_probes.results = {{true, "sm_90", true, {0x0102030405060708ull, 0x1112131415161718ull}},
+                         {false, "compute_90", false, {7, 8}}};
   return with_probes;
 }
 
@@ -76,6 +78,7 @@ std::string craft(const std::vector<std::vector<RawAsk>>& sets,
       }
     }
     if (version >= 2) w.u32(0);  // probes: none
+    if (version >= 3) w.u32(0);  // results: none
   }
   uint64_t checksum = xxh3_64(w.data());
   w.u64(checksum);
@@ -190,6 +193,35 @@ TEST(ManifestTest, ProbesRoundTripAndASetMayHoldOnlyProbes) {
   only.add(probes_only);
   EXPECT_EQ(Manifest::decode(only.encode(), kKey).sets()[0], probes_only);
   EXPECT_THROW(only.add(ManifestSet{}), InvalidArgument);  // neither asks nor probes
+}
+
+TEST(ManifestTest, ResultsRoundTripAndAreBounded) {
+  Manifest m = Manifest::decode(sample().encode(), kKey);
+  EXPECT_EQ(m.sets()[0].results, set_with_probes().results);
+  EXPECT_TRUE(m.sets()[1].results.empty());
+  ManifestSet bad = set_with_probes();
+  bad.results.assign(kMaxManifestResults + 1, bad.results.front());
+  EXPECT_THROW(m.add(bad), InvalidArgument);
+  bad = set_with_probes();
+  bad.results[0].arch = "sm\n90";
+  bad.results[0].arch[2] = '\n';
+  EXPECT_THROW(m.add(bad), InvalidArgument);
+  // A result kind or flag out of range is a CorruptError naming it.
+  std::string bytes = sample().encode();
+  std::string key_bytes;  // the first result's key, to find it in the bytes
+  for (uint64_t half : {sample().sets()[0].results[0].key.high,
+                        sample().sets()[0].results[0].key.low}) {
+    for (int shift = 56; shift >= 0; shift -= 8) key_bytes += static_cast<char>(half >> shift);
+  }
+  size_t at = bytes.find(key_bytes);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at - 1] = 2;  // any_name
+  bytes.resize(bytes.size() - 8);
+  ByteWriter w;
+  w.bytes(bytes);
+  w.u64(xxh3_64(bytes));
+  EXPECT_NE(corrupt_message(w.data()).find("result any_name is 2"), std::string::npos)
+      << corrupt_message(w.data());
 }
 
 TEST(ManifestTest, AFormatOneManifestReadsWithoutProbes) {

@@ -18,10 +18,12 @@
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include "cache/storage.h"
 #include "common/error.h"
 #include "compiler/compiler.h"
+#include "compiler/lookup_record.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/test_files.h"
 #include "tests/compiler/toolkit_copy.h"
@@ -246,10 +248,19 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   // at the first (to see how often, while a fix is under way).
   const bool keep_going = env_or("KCACHE_DIFF_KEEP_GOING", 0) != 0;
   int hits = 0, errors = 0, mismatches = 0;
+  // A lookup record (lookup_record.h) is written only where every stamp is
+  // older than this margin; two seconds would leave it unused here. 50 ms is
+  // still above the file systems' timestamp granularity (jiffies), and every
+  // lookup below starts at least that long after the last edit.
+  set_too_new_margin_for_testing(int64_t{50} * 1000000);
   for (long step = 0; step < steps; ++step) {
     tree.edit(o);
+    const auto edited = std::chrono::steady_clock::now();
     std::string want = outcome(fresh, o);
+    std::this_thread::sleep_until(edited + std::chrono::milliseconds(60));
     std::string got = outcome(cached, o, &hits);
+    // The same state looked up again: now through its lookup record.
+    if (got == want) got = outcome(cached, o, &hits);
     errors += want.compare(0, 7, "error: ") == 0;
     if (std::getenv("KCACHE_DIFF_VERBOSE") && want.compare(0, 7, "error: ") == 0) {
       std::printf("step %ld: %s\n", step, want.c_str());
@@ -270,14 +281,17 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t manifest_hits = storage.local()->stats().counter("manifest_hits");
+  const int64_t record_hits = storage.local()->stats().counter("lookup_record_hits");
   std::printf(
-      "differential: seed %u, %ld steps, %d differ, %d hits (%lld through manifests), %d compile "
-      "errors, %.1f s\n",
-      seed, steps, mismatches, hits, static_cast<long long>(manifest_hits), errors, s);
+      "differential: seed %u, %ld steps, %d differ, %d hits (%lld through manifests, %lld in "
+      "lookup records), %d compile errors, %.1f s\n",
+      seed, steps, mismatches, hits, static_cast<long long>(manifest_hits),
+      static_cast<long long>(record_hits), errors, s);
   // Results that needed computed includes are stored and found (direct mode):
   // with this many steps, states repeat, so some hits must come through them.
   if (steps >= 100) {
     EXPECT_GT(manifest_hits, 0) << "no hit through a manifest";
+    EXPECT_GT(record_hits, 0) << "no hit through a lookup record";
   }
 }
 

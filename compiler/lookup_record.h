@@ -1,0 +1,105 @@
+// Lookup records: a lookup that skips the include resolution when nothing it
+// would look at on the disk has changed (ccache's direct mode goes one step
+// further than our manifests in the same way: by the files' stats).
+//
+// A lookup resolves every include again (hundreds of stats through the -I
+// folders, every header's bytes read or memoised, the toolkit probes of a
+// manifest) to compute the key it looks up. Most of the time the disk is as
+// it was, and the key comes out the same. So a lookup that found every
+// target records, under a record key (everything the lookup started from:
+// the source, the options, the folders, the compiler, the environment it
+// reads), what it looked at on the disk and the keys it found: a lookup
+// record (cache/manifest.h, local store only). The next lookup of the same
+// record key stats those paths once each; where every one is as
+// recorded it looks up the recorded keys, and otherwise takes the long way.
+//
+// What is recorded (DiskObservations): every stat a lookup made, by the
+// absolute path it named, with its outcome:
+//  - a file or folder that was there: its device, inode, size, mtime and
+//    ctime (no write leaves all five unchanged);
+//  - a path that was not: the deepest folder on it that exists and has no
+//    entry of the next name at all (not even a dangling link), with that
+//    folder's stamp (a name added to a folder changes its mtime), which
+//    answers for every absent name beneath it; where the next name has an
+//    entry (a dangling link), the path itself, checked to be absent again.
+// A record is written only where every stamp is older than two seconds
+// before the lookup started (a write inside the file system's timestamp
+// granularity could otherwise leave a stamp unchanged: ccache's "too new"),
+// where no stat failed other than "not there", and where the compile uses no
+// time macro. Paths beneath the program's folder are recorded relative to it
+// for a program shared by every folder (compiler.h's name_free), so CuPy's
+// default mode (a new temporary folder per program) finds the record too.
+//
+// Soundness: the lookup is a function of its record key's inputs and of the
+// outcomes of the stats it makes; a record says that those outcomes are
+// unchanged, so the lookup would compute the same keys again. The record key
+// hashes every field of CompileOptions the lookup reads (compiler.cc's
+// record_key: a new field must be added there); a compile whose files are
+// limited by may_read (Bazel's worker) has no lookup record.
+// KCACHE_LOOKUP_RECORDS=off turns them off (to measure what they save).
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/manifest.h"
+
+namespace kcache::compiler {
+
+// Records what this thread's lookups look at while it lives (one per thread
+// at a time; nesting keeps the outer one).
+class DiskObservations {
+ public:
+  DiskObservations();
+  ~DiskObservations();
+  DiskObservations(const DiskObservations&) = delete;
+  DiskObservations& operator=(const DiskObservations&) = delete;
+
+  void record(const std::string& path, int stat_result, int stat_errno, const struct stat& st);
+  // Something the record cannot express happened (a stat failing otherwise
+  // than "not there"): no record.
+  void spoil() { spoiled_ = true; }
+
+  // What a later lookup checks, or nullopt when no record may be written.
+  // Paths beneath `relative_to` (an absolute folder; empty: none) are
+  // written as kSourceFolderPrefix + the rest.
+  std::optional<std::vector<cache::ManifestProbe>> probes(const std::string& relative_to) const;
+
+ private:
+  struct Seen {
+    bool there = false;
+    uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
+  };
+  std::map<std::string, Seen> seen_;
+  bool spoiled_ = false;
+  int64_t started_ns_ = 0;
+  std::string cwd_;
+  DiskObservations* outer_ = nullptr;
+};
+
+// The stat every lookup makes goes through here: ::stat, recorded when this
+// thread records.
+int observed_stat(const std::string& path, struct stat* st);
+
+// Records `path` as a lookup of this thread saw it now, if it records (a read
+// that did not stat first).
+void observe_path(const std::string& path);
+
+// Tests that edit files faster than two seconds apart: the "too new" margin
+// (it must stay above the file system's timestamp granularity).
+void set_too_new_margin_for_testing(int64_t ns);
+
+// A recorded path beneath the program's folder.
+constexpr char kSourceFolderPrefix[] = "program-folder:";
+
+// True where every recorded path is as recorded; `source_folder` is the
+// absolute folder kSourceFolderPrefix paths are beneath now.
+bool disk_unchanged(const std::vector<cache::ManifestProbe>& probes,
+                    const std::string& source_folder);
+
+}  // namespace kcache::compiler

@@ -1,0 +1,213 @@
+// Lookup records (compiler/lookup_record.h): what a lookup looked at, recorded and
+// checked again; and through the Compiler, a second lookup that resolves no
+// include, and never one that answers for a changed disk.
+#include "compiler/lookup_record.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "cache/storage.h"
+#include "compiler/compiler.h"
+#include "compiler/toolkit.h"
+#include "tests/compiler/test_files.h"
+
+namespace kcache::compiler {
+namespace {
+
+using testing::test_dir;
+using testing::write;
+
+constexpr int64_t kMarginNs = int64_t{50} * 1000000;
+
+// Files made now are "too new" until the margin has passed.
+void age() { std::this_thread::sleep_for(std::chrono::milliseconds(60)); }
+
+class LookupRecordTest : public ::testing::Test {
+ protected:
+  void SetUp() override { set_too_new_margin_for_testing(kMarginNs); }
+  void TearDown() override { set_too_new_margin_for_testing(int64_t{2} * 1000000000); }
+};
+
+// Looks at `paths` as a lookup would, and returns the record.
+std::optional<std::vector<cache::ManifestProbe>> observe(const std::vector<std::string>& paths,
+                                                         const std::string& relative_to = "") {
+  DiskObservations seen;
+  for (const std::string& p : paths) {
+    struct stat st;
+    observed_stat(p, &st);
+  }
+  return seen.probes(relative_to);
+}
+
+TEST_F(LookupRecordTest, AnEditedFileIsNoLongerAsRecorded) {
+  std::string dir = test_dir();
+  std::string h = write(dir, "inc/h.cuh", "int a;\n");
+  age();
+  auto probes = observe({h});
+  ASSERT_TRUE(probes);
+  ASSERT_EQ(probes->size(), 1u);
+  EXPECT_TRUE((*probes)[0].present);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "inc/h.cuh", "int b;\n");  // same size, a new file by rename
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+}
+
+TEST_F(LookupRecordTest, AnAbsentNameIsAnsweredByItsFolderUntilTheNameAppears) {
+  std::string dir = test_dir();
+  write(dir, "inc/other.cuh", "");
+  age();
+  // Two names absent in inc/, one beneath a missing folder of inc/: one
+  // folder answers for all three.
+  auto probes = observe({dir + "/inc/a.cuh", dir + "/inc/b.cuh", dir + "/inc/sub/c.cuh"});
+  ASSERT_TRUE(probes);
+  EXPECT_EQ(probes->size(), 1u);
+  EXPECT_TRUE((*probes)[0].has_folder);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "inc/sub/c.cuh", "");
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+}
+
+TEST_F(LookupRecordTest, ADanglingLinkIsCheckedByItsOwnPath) {
+  // The folder does not change when a link's target appears elsewhere.
+  std::string dir = test_dir();
+  write(dir, "inc/keep", "");
+  ASSERT_EQ(::symlink((dir + "/elsewhere/t.cuh").c_str(), (dir + "/inc/l.cuh").c_str()), 0);
+  age();
+  auto probes = observe({dir + "/inc/l.cuh"});
+  ASSERT_TRUE(probes);
+  ASSERT_EQ(probes->size(), 1u);
+  EXPECT_FALSE((*probes)[0].has_folder);
+  EXPECT_FALSE((*probes)[0].present);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "elsewhere/t.cuh", "int x;\n");
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+}
+
+TEST_F(LookupRecordTest, NothingIsRecordedForATooNewStampOrALoop) {
+  std::string dir = test_dir();
+  std::string h = write(dir, "h.cuh", "");
+  EXPECT_FALSE(observe({h}));  // made just now
+  age();
+  EXPECT_TRUE(observe({h}));
+  ASSERT_EQ(::symlink((dir + "/loop").c_str(), (dir + "/loop").c_str()), 0);
+  EXPECT_FALSE(observe({h, dir + "/loop/x.cuh"}));  // ELOOP: not a state a stamp vouches for
+}
+
+TEST_F(LookupRecordTest, PathsBeneathTheProgramFolderAreRecordedRelativeToIt) {
+  std::string dir = test_dir();
+  std::string a = write(dir, "p1/a.cuh", "");
+  write(dir, "p2/a.cuh", "");
+  std::string outside = write(dir, "inc/o.cuh", "");
+  age();
+  auto probes = observe({a, outside}, dir + "/p1");
+  ASSERT_TRUE(probes);
+  ASSERT_EQ(probes->size(), 2u);
+  EXPECT_EQ((*probes)[0].path, dir + "/inc/o.cuh");
+  EXPECT_EQ((*probes)[1].path, std::string(kSourceFolderPrefix) + "/a.cuh");
+  EXPECT_TRUE(disk_unchanged(*probes, dir + "/p1"));
+  EXPECT_FALSE(disk_unchanged(*probes, dir + "/p2"));  // another file of that name
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+  auto outside_only = observe({outside}, dir + "/p1");
+  ASSERT_TRUE(outside_only);
+  EXPECT_TRUE(disk_unchanged(*outside_only, dir + "/p2"));
+}
+
+TEST_F(LookupRecordTest, OnlyTheOutermostRecordingRecords) {
+  std::string dir = test_dir();
+  std::string h = write(dir, "h.cuh", "");
+  age();
+  DiskObservations outer;
+  {
+    DiskObservations inner;
+    struct stat st;
+    observed_stat(h, &st);
+    EXPECT_FALSE(inner.probes(""));
+  }
+  auto probes = outer.probes("");
+  ASSERT_TRUE(probes);
+  EXPECT_EQ(probes->size(), 1u);
+}
+
+// Through the Compiler: the second process's lookup resolves nothing, and a
+// header edited, shadowed or removed afterwards is never answered from the
+// record.
+TEST_F(LookupRecordTest, ACompilerUsesARecordOnlyWhileTheDiskIsAsRecorded) {
+  std::string dir = test_dir();
+  write(dir, "inc2/h.cuh", "#define V 1\n");
+  write(dir, "inc1/keep", "");
+  write(dir, "k.cu", "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
+  age();
+  cache::StorageOptions so;
+  so.local_dir = dir + "/store";
+  cache::Storage storage(so);
+  Toolkit toolkit = find_toolkit("");
+  CompileOptions o;
+  o.source_path = dir + "/k.cu";
+  o.source_name = "k.cu";
+  o.ptx_arch = "compute_80";
+  o.include_dirs = {dir + "/inc1", dir + "/inc2"};
+  auto compile = [&] { return Compiler(toolkit, &storage).compile(o); };
+  auto fresh = [&] { return Compiler(toolkit, nullptr).compile(o).bundle; };
+  auto record_hits = [&] { return storage.local()->stats().counter("lookup_record_hits"); };
+
+  CompileResult first = compile();
+  EXPECT_EQ(first.misses(), 1);
+  CompileResult second = compile();
+  EXPECT_EQ(second.hits(), 1);
+  EXPECT_EQ(record_hits(), 1);
+  EXPECT_EQ(second.bundle, first.bundle);
+
+  // A header earlier on the search path shadows the old one.
+  write(dir, "inc1/h.cuh", "#define V 2\n");
+  CompileResult shadowed = compile();
+  EXPECT_EQ(record_hits(), 1);
+  EXPECT_EQ(shadowed.misses(), 1);
+  EXPECT_EQ(shadowed.bundle, fresh());
+  EXPECT_NE(shadowed.bundle, first.bundle);
+
+  // Removed again: the first result, found the long way (its record was
+  // replaced by the shadowed state's, whose folder has changed since).
+  ASSERT_EQ(::unlink((dir + "/inc1/h.cuh").c_str()), 0);
+  CompileResult back = compile();
+  EXPECT_EQ(back.hits(), 1);
+  EXPECT_EQ(back.bundle, first.bundle);
+
+  // Edited in place (same size).
+  age();
+  write(dir, "inc2/h.cuh", "#define V 3\n");
+  CompileResult edited = compile();
+  EXPECT_EQ(edited.misses(), 1);
+  EXPECT_EQ(edited.bundle, fresh());
+  age();
+  CompileResult again = compile();
+  EXPECT_EQ(again.hits(), 1);
+  EXPECT_EQ(again.bundle, edited.bundle);
+}
+
+TEST_F(LookupRecordTest, ACompileLimitedByMayReadHasNoRecord) {
+  // may_read (Bazel's worker) has no lookup record: its files depend on the action.
+  std::string dir = test_dir();
+  write(dir, "k.cu", "extern \"C\" __global__ void k() {}\n#include \"h.cuh\"\n");
+  write(dir, "h.cuh", "");
+  age();
+  cache::StorageOptions so;
+  so.local_dir = dir + "/store";
+  cache::Storage storage(so);
+  CompileOptions o;
+  o.source_path = dir + "/k.cu";
+  o.ptx_arch = "compute_80";
+  o.may_read = [](const std::string&) { return true; };
+  Compiler c(find_toolkit(""), &storage);
+  c.compile(o);
+  c.compile(o);
+  EXPECT_EQ(storage.local()->stats().counter("hits"), 1);
+  EXPECT_EQ(storage.local()->stats().counter("lookup_record_hits"), 0);
+}
+
+}  // namespace
+}  // namespace kcache::compiler
