@@ -826,7 +826,7 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
 }
 
 void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
-                       std::vector<TargetResult>* out, bool* through_asks) {
+                       std::vector<TargetResult>* out, bool* through_asks, bool counted) {
   const IncludeGraph& includes = prepared.includes;
   cache::CompileRequest& request = prepared.request;
   const std::set<std::string> base_names = handed_names(includes);
@@ -859,7 +859,7 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
           if (!have) continue;
           lookup(full_key(req, *have, set, prepared.today));
           if (r.hit) {
-            storage_->count("manifest_hits", 1);
+            if (counted) storage_->count("manifest_hits", 1);
             if (through_asks && !have->empty()) *through_asks = true;
             return;
           }
@@ -880,8 +880,15 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
       }
       if (!r.hit) look_up_request(request);
       // The store counted each get as a hit or a miss; one target is one
-      // lookup, so the misses on the way to its answer are taken back.
-      if (lookups > 1) storage_->count("misses", 1 - lookups);
+      // lookup, so the misses on the way to its answer are taken back (all
+      // of it for a lookup that is not the program's).
+      if (!counted) {
+        storage_->count("hits", -static_cast<int64_t>(r.hit));
+        storage_->count("compile_ms_saved", -static_cast<int64_t>(r.hit ? r.compile_ms : 0));
+        storage_->count("misses", -(lookups - static_cast<int>(r.hit)));
+      } else if (lookups > 1) {
+        storage_->count("misses", 1 - lookups);
+      }
     }
     out->push_back(std::move(r));
   }
@@ -896,17 +903,10 @@ void Compiler::record_after_store(const CompileOptions& options, const Prepared&
   bool through_asks = false;
   DiskObservations seen;
   resolve(options, &p);
-  look_up(options, p, &found, &through_asks);
-  // Counted as the lookup of a later process would be: taken back.
-  int64_t hits = 0, saved = 0;
-  for (const TargetResult& r : found) {
-    hits += r.hit;
-    saved += r.hit ? r.compile_ms : 0;
+  look_up(options, p, &found, &through_asks, /*counted=*/false);
+  if (!std::all_of(found.begin(), found.end(), [](const TargetResult& r) { return r.hit; })) {
+    return;
   }
-  storage_->count("hits", -hits);
-  storage_->count("compile_ms_saved", -saved);
-  storage_->count("misses", hits - static_cast<int64_t>(found.size()));
-  if (hits != static_cast<int64_t>(found.size())) return;
   if (through_asks) {
     for (TargetResult& r : found) r.any_name = false;  // asked headers may name the folder
   }
@@ -929,7 +929,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     if (recorded) seen.emplace();
     resolve(options, &prepared);
     bool through_asks = false;
-    look_up(options, prepared, &result.targets, &through_asks);
+    look_up(options, prepared, &result.targets, &through_asks, /*counted=*/true);
     bool all_hit = std::all_of(result.targets.begin(), result.targets.end(),
                                [](const TargetResult& r) { return r.hit; });
     if (seen && all_hit) {

@@ -222,8 +222,9 @@ class Compiler {
   void resolve(const CompileOptions& options, Prepared* p) const;
   // Looks every target up, one TargetResult each (hit or not) appended to
   // `out`; `through_asks`: a hit needed headers a manifest's asks brought.
+  // Not `counted`: the store's counters are left as they were.
   void look_up(const CompileOptions& options, Prepared& p, std::vector<TargetResult>* out,
-               bool* through_asks);
+               bool* through_asks, bool counted);
   // Lookup records (lookup_record.h): the key of the record for `p` (a program's
   // for every folder with `any_name`), nullopt where there is none.
   std::optional<Hash128> record_key(const CompileOptions& options, const Prepared& p,

@@ -10,28 +10,28 @@
 namespace kcache::compiler {
 namespace {
 
-thread_local DiskObservations* t_recording = nullptr;
+thread_local DiskObservations* t_lookup_recording = nullptr;
 
 // ccache's "too new": a stamp this close to the lookup's start may not have
 // moved for a write that came after it.
-int64_t g_too_new_ns = int64_t{2} * 1000000000;
+int64_t g_record_too_new_ns = int64_t{2} * 1000000000;
 
-int64_t ns_of(const struct timespec& t) {
+int64_t record_ns(const struct timespec& t) {
   return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
 
-int64_t now_ns() {
+int64_t record_now_ns() {
   struct timespec t;
   ::clock_gettime(CLOCK_REALTIME, &t);
-  return ns_of(t);
+  return record_ns(t);
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) {
+bool record_starts_with(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
 // `path` without its last `strip` components ("/a/b/c", 1 -> "/a/b"; to "/").
-std::optional<std::string> strip_components(const std::string& path, uint32_t strip) {
+std::optional<std::string> record_strip_components(const std::string& path, uint32_t strip) {
   std::string out = path;
   for (uint32_t i = 0; i < strip; ++i) {
     size_t slash = out.rfind('/');
@@ -43,18 +43,18 @@ std::optional<std::string> strip_components(const std::string& path, uint32_t st
 
 }  // namespace
 
-DiskObservations::DiskObservations() : started_ns_(now_ns()), outer_(t_recording) {
+DiskObservations::DiskObservations() : started_ns_(record_now_ns()), outer_(t_lookup_recording) {
   char cwd[PATH_MAX];
   if (::getcwd(cwd, sizeof cwd)) {
     cwd_ = cwd;
   } else {
     spoiled_ = true;  // relative names would mean nothing
   }
-  if (!outer_) t_recording = this;
+  if (!outer_) t_lookup_recording = this;
 }
 
 DiskObservations::~DiskObservations() {
-  if (t_recording == this) t_recording = outer_;
+  if (t_lookup_recording == this) t_lookup_recording = outer_;
 }
 
 void DiskObservations::record(const std::string& path, int stat_result, int stat_errno,
@@ -67,8 +67,8 @@ void DiskObservations::record(const std::string& path, int stat_result, int stat
     s.dev = static_cast<uint64_t>(st.st_dev);
     s.ino = static_cast<uint64_t>(st.st_ino);
     s.size = static_cast<uint64_t>(st.st_size);
-    s.mtime_ns = static_cast<uint64_t>(ns_of(st.st_mtim));
-    s.ctime_ns = static_cast<uint64_t>(ns_of(st.st_ctim));
+    s.mtime_ns = static_cast<uint64_t>(record_ns(st.st_mtim));
+    s.ctime_ns = static_cast<uint64_t>(record_ns(st.st_ctim));
   } else if (stat_errno != ENOENT && stat_errno != ENOTDIR) {
     spoiled_ = true;  // EACCES, ELOOP, ...: not a state a stat stamp can vouch for
     return;
@@ -84,12 +84,12 @@ void DiskObservations::record(const std::string& path, int stat_result, int stat
 std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
     const std::string& relative_to) const {
   if (spoiled_ || seen_.empty()) return std::nullopt;
-  const int64_t limit = started_ns_ - g_too_new_ns;
+  const int64_t limit = started_ns_ - g_record_too_new_ns;
   auto too_new = [&](uint64_t mtime_ns, uint64_t ctime_ns) {
     return static_cast<int64_t>(mtime_ns) >= limit || static_cast<int64_t>(ctime_ns) >= limit;
   };
   auto written = [&](const std::string& path) {
-    if (!relative_to.empty() && (path == relative_to || starts_with(path, relative_to + "/"))) {
+    if (!relative_to.empty() && (path == relative_to || record_starts_with(path, relative_to + "/"))) {
       return kSourceFolderPrefix + path.substr(relative_to.size());
     }
     return path;
@@ -116,20 +116,20 @@ std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
     uint32_t strip = 0;
     std::string child = path;
     bool answered = false;
-    for (std::optional<std::string> up = strip_components(path, 1); up;
-         up = strip_components(*up, 1)) {
+    for (std::optional<std::string> up = record_strip_components(path, 1); up;
+         up = record_strip_components(*up, 1)) {
       ++strip;
       struct stat st;
       if (::stat(up->c_str(), &st) == 0) {
         struct stat entry;
         if (S_ISDIR(st.st_mode) && ::lstat(child.c_str(), &entry) != 0 && errno == ENOENT) {
           auto seen = seen_.find(*up);
-          if (too_new(static_cast<uint64_t>(ns_of(st.st_mtim)),
-                      static_cast<uint64_t>(ns_of(st.st_ctim))) ||
+          if (too_new(static_cast<uint64_t>(record_ns(st.st_mtim)),
+                      static_cast<uint64_t>(record_ns(st.st_ctim))) ||
               (seen != seen_.end() &&
                (!seen->second.there || seen->second.ino != static_cast<uint64_t>(st.st_ino) ||
-                seen->second.mtime_ns != static_cast<uint64_t>(ns_of(st.st_mtim)) ||
-                seen->second.ctime_ns != static_cast<uint64_t>(ns_of(st.st_ctim))))) {
+                seen->second.mtime_ns != static_cast<uint64_t>(record_ns(st.st_mtim)) ||
+                seen->second.ctime_ns != static_cast<uint64_t>(record_ns(st.st_ctim))))) {
             return std::nullopt;  // changed since the lookup looked
           }
           if (folder_probe.count(*up)) {
@@ -141,8 +141,8 @@ std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
           p.folder_depth = strip;
           p.dev = static_cast<uint64_t>(st.st_dev);
           p.ino = static_cast<uint64_t>(st.st_ino);
-          p.mtime_ns = static_cast<uint64_t>(ns_of(st.st_mtim));
-          p.ctime_ns = static_cast<uint64_t>(ns_of(st.st_ctim));
+          p.mtime_ns = static_cast<uint64_t>(record_ns(st.st_mtim));
+          p.ctime_ns = static_cast<uint64_t>(record_ns(st.st_ctim));
           folder_probe.emplace(*up, out.size());
           answered = true;
         }
@@ -162,16 +162,16 @@ std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
   return out;
 }
 
-void set_too_new_margin_for_testing(int64_t ns) { g_too_new_ns = ns; }
+void set_too_new_margin_for_testing(int64_t ns) { g_record_too_new_ns = ns; }
 
 int observed_stat(const std::string& path, struct stat* st) {
   int r = ::stat(path.c_str(), st);
-  if (t_recording) t_recording->record(path, r, r == 0 ? 0 : errno, *st);
+  if (t_lookup_recording) t_lookup_recording->record(path, r, r == 0 ? 0 : errno, *st);
   return r;
 }
 
 void observe_path(const std::string& path) {
-  if (!t_recording) return;
+  if (!t_lookup_recording) return;
   struct stat st;
   observed_stat(path, &st);
 }
@@ -182,7 +182,7 @@ bool disk_unchanged(const std::vector<cache::ManifestProbe>& probes,
   const std::string prefix = kSourceFolderPrefix;
   for (const cache::ManifestProbe& p : probes) {
     std::string path = p.path;
-    if (starts_with(path, prefix)) {
+    if (record_starts_with(path, prefix)) {
       if (source_folder.empty()) return false;
       path = source_folder + path.substr(prefix.size());
     } else if (path.empty() || path.front() != '/') {
@@ -193,20 +193,20 @@ bool disk_unchanged(const std::vector<cache::ManifestProbe>& probes,
       if (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_dev) != p.dev ||
           static_cast<uint64_t>(st.st_ino) != p.ino ||
           static_cast<uint64_t>(st.st_size) != p.size ||
-          static_cast<uint64_t>(ns_of(st.st_mtim)) != p.mtime_ns ||
-          static_cast<uint64_t>(ns_of(st.st_ctim)) != p.ctime_ns) {
+          static_cast<uint64_t>(record_ns(st.st_mtim)) != p.mtime_ns ||
+          static_cast<uint64_t>(record_ns(st.st_ctim)) != p.ctime_ns) {
         return false;
       }
     } else if (p.has_folder) {
-      std::optional<std::string> folder = strip_components(path, p.folder_depth);
+      std::optional<std::string> folder = record_strip_components(path, p.folder_depth);
       if (!folder) return false;
       auto it = folders.find(*folder);
       if (it == folders.end()) {
         bool same = ::stat(folder->c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
                     static_cast<uint64_t>(st.st_dev) == p.dev &&
                     static_cast<uint64_t>(st.st_ino) == p.ino &&
-                    static_cast<uint64_t>(ns_of(st.st_mtim)) == p.mtime_ns &&
-                    static_cast<uint64_t>(ns_of(st.st_ctim)) == p.ctime_ns;
+                    static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
+                    static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
         it = folders.emplace(*folder, same).first;
       }
       if (!it->second) return false;
