@@ -808,6 +808,10 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
     }
   }
   std::optional<std::vector<cache::ManifestProbe>> probes = seen.probes(folder);
+  if (!probes && any_name) {
+    any_name = false;  // it holds for this folder only (lookup_record.h)
+    probes = seen.probes("");
+  }
   std::optional<Hash128> key = record_key(options, p, any_name);
   if (!probes || !key) return;
   cache::ManifestSet set;

@@ -88,11 +88,13 @@ std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
   auto too_new = [&](uint64_t mtime_ns, uint64_t ctime_ns) {
     return static_cast<int64_t>(mtime_ns) >= limit || static_cast<int64_t>(ctime_ns) >= limit;
   };
+  auto beneath_program_folder = [&](const std::string& path) {
+    return !relative_to.empty() &&
+           (path == relative_to || record_starts_with(path, relative_to + "/"));
+  };
   auto written = [&](const std::string& path) {
-    if (!relative_to.empty() && (path == relative_to || record_starts_with(path, relative_to + "/"))) {
-      return kSourceFolderPrefix + path.substr(relative_to.size());
-    }
-    return path;
+    return beneath_program_folder(path) ? kSourceFolderPrefix + path.substr(relative_to.size())
+                                        : path;
   };
   std::vector<cache::ManifestProbe> out;
   std::unordered_map<std::string, size_t> folder_probe;  // one probe per answering folder
@@ -116,11 +118,16 @@ std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
     uint32_t strip = 0;
     std::string child = path;
     bool answered = false;
+    const bool beneath = beneath_program_folder(path);
     for (std::optional<std::string> up = record_strip_components(path, 1); up;
          up = record_strip_components(*up, 1)) {
       ++strip;
       struct stat st;
       if (::stat(up->c_str(), &st) == 0) {
+        // A folder above the program folder says nothing about what another
+        // program folder holds (one that did not exist here): such a record
+        // holds only for this folder.
+        if (beneath && !beneath_program_folder(*up)) return std::nullopt;
         struct stat entry;
         if (S_ISDIR(st.st_mode) && ::lstat(child.c_str(), &entry) != 0 && errno == ENOENT) {
           auto seen = seen_.find(*up);

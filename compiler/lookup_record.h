@@ -28,7 +28,9 @@
 // where no stat failed other than "not there", and where the compile uses no
 // time macro. Paths beneath the program's folder are recorded relative to it
 // for a program shared by every folder (compiler.h's name_free), so CuPy's
-// default mode (a new temporary folder per program) finds the record too.
+// default mode (a new temporary folder per program) finds the record too;
+// where an absent name beneath it is answered by a folder above it (the
+// program's folder does not exist), the record holds for this folder only.
 //
 // Soundness: the lookup is a function of its record key's inputs and of the
 // outcomes of the stats it makes; a record says that those outcomes are

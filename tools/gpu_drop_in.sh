@@ -16,6 +16,7 @@
 #                   NVRTC, then CuPy's own disk cache
 #   kcache_cold     under kcache run, empty store and CuPy cache
 #   kcache_warm     under kcache run, a new CuPy cache folder: every compile a kcache hit
+#                   (through lookup records; kcache_warm_no_records: without them)
 #   default_mode1/2 the drop-in preloaded by hand, CuPy's default mode (temporary names)
 #   *_edited        the -I header edited (SCALE 3 -> 5): CuPy's own cache answers the
 #                   old kernel; kcache must answer the new one
@@ -103,6 +104,14 @@ run() {
     KCACHE_SHIM_STATS="$work/kcache_warm.stats" "$k" run -- python3 "$wl" "$work/inc"
   step kcache_warm2 '"ok": true' env CUPY_CACHE_DIR="$work/cupyD" KCACHE_DIR="$store" \
     KCACHE_SHIM_STATS="$work/kcache_warm2.stats" "$k" run -- python3 "$wl" "$work/inc"
+  # The same without lookup records (every hit resolves its includes), and
+  # CuPy's own warm cache again: the comparison in one session.
+  step kcache_warm_no_records '"ok": true' env CUPY_CACHE_DIR="$work/cupyH" KCACHE_DIR="$store" \
+    KCACHE_LOOKUP_RECORDS=off KCACHE_SHIM_STATS="$work/kcache_warm_no_records.stats" \
+    "$k" run -- python3 "$wl" "$work/inc"
+  step alone_warm2 '"ok": true' env CUPY_CACHE_DIR="$work/cupyA" python3 "$wl" "$work/inc"
+  step kcache_warm3 '"ok": true' env CUPY_CACHE_DIR="$work/cupyI" KCACHE_DIR="$store" \
+    KCACHE_SHIM_STATS="$work/kcache_warm3.stats" "$k" run -- python3 "$wl" "$work/inc"
   step kcache_warm_cupy_cache '"ok": true' env CUPY_CACHE_DIR="$work/cupyB" KCACHE_DIR="$store" \
     KCACHE_SHIM_STATS="$work/kcache_warm_cupy_cache.stats" "$k" run -- python3 "$wl" "$work/inc"
   # The drop-in preloaded by hand (no kcache run): CuPy in its default mode names
