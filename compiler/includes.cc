@@ -581,28 +581,24 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
   };
 
   // A user header found at `user_path` under spelling `name`: handed (once per
-  // spelling) and queued for scanning (once per file).
+  // spelling) and queued for scanning (once per file). False where the name
+  // already names another header: the toolkit's, or other bytes.
   auto add_user = [&](const std::string& name, const std::string& user_path, const FileId& id,
                       const std::string& from, int next_from) {
     size_t index;
     auto it = found.find(name);
     if (it != found.end()) {
-      if (it->second.id == id) return;
+      if (it->second.id == id) return true;
       index = it->second.header_index;
       std::optional<std::string> content = HeaderMemo::get().read(user_path, id);
       auto o = original.find(index);
       if (!content || *content != (o != original.end() ? o->second : graph.headers[index].content)) {
-        throw conflict(name, it->second.path + " (included from " + it->second.included_from + ")",
-                       user_path + " (included from " + from + ")");
+        return false;
       }
       // The same bytes under another path: nothing new for NVRTC, but its
       // own relative includes may resolve differently, so it is scanned too.
     } else {
-      auto t = toolkit.find(name);
-      if (t != toolkit.end()) {
-        throw conflict(name, "the toolkit's (included from " + t->second + ")",
-                       user_path + " (included from " + from + ")");
-      }
+      if (toolkit.count(name)) return false;
       std::optional<std::string> content = HeaderMemo::get().read(user_path, id);
       if (!content) throw IoError("cannot read " + user_path + ": it vanished while compiling");
       index = graph.headers.size();
@@ -610,6 +606,48 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
       graph.headers.push_back({name, user_path, std::move(*content), {}});
     }
     if (scanned.insert({id, index}).second) queue.push_back({user_path, index, next_from});
+    return true;
+  };
+  // The name a user header is handed under where its spelling already names
+  // another header (CUTLASS 2.x: "mma.h" next to cutlass/arch/mma_sm70.h, and
+  // the toolkit's <mma.h> from cutlass/arch/wmma.h): the name it is handed
+  // under already, else its path beneath the -I folder it lies in (the name
+  // other includers are likely to use), else one no file has. The includer's
+  // directive is rewritten to it, as for #include_next (docs/KEYS.md).
+  auto alias_for = [&](const std::string& name, const std::string& user_path,
+                       const FileId& id) {
+    for (const auto& [handed, f] : found) {
+      if (f.id == id) return handed;
+    }
+    auto free = [&](const std::string& n) { return !found.count(n) && !toolkit.count(n); };
+    for (const std::string& d : user_dirs) {
+      // "." holds every relative path (the working folder's).
+      std::string prefix = d == "." ? "" : d.empty() || d.back() == '/' ? d : d + "/";
+      if ((!prefix.empty() || (d == "." && user_path.front() != '/')) &&
+          user_path.compare(0, prefix.size(), prefix) == 0) {
+        std::string relative = user_path.substr(prefix.size());
+        if (relative.find("..") == std::string::npos && free(relative)) return relative;
+      }
+    }
+    std::string alias;
+    for (size_t n = 0; alias.empty() || !free(alias); ++n) {
+      alias = std::string(kAliasPrefix) + std::to_string(n) + "/" + name;
+    }
+    return alias;
+  };
+  auto hand_user = [&](const std::string& name, const std::string& user_path, const FileId& id,
+                       const std::string& from, int next_from) {
+    if (add_user(name, user_path, id, from, next_from)) return name;
+    std::string alias = alias_for(name, user_path, id);
+    if (!add_user(alias, user_path, id, from, next_from)) {
+      auto it = found.find(name);
+      throw conflict(name,
+                     it != found.end() ? it->second.path + " (included from " +
+                                             it->second.included_from + ")"
+                                       : "the toolkit's (included from " + toolkit[name] + ")",
+                     user_path + " (included from " + from + ")");
+    }
+    return alias;
   };
 
   while (!queue.empty()) {
@@ -630,7 +668,8 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
     std::vector<std::string>& line_names =
         is_source ? graph.root_line_names : graph.headers[file.header_index].line_names;
     if (line_names.empty()) line_names = scan.line_names;
-    // #include_next rewritten to the name its header is handed under.
+    // #include_next, and an include whose spelling names another header too,
+    // rewritten to the name its header is handed under.
     std::vector<std::pair<const IncludeDirective*, std::string>> rewrites;
     for (const IncludeDirective& d : scan.includes) {
       std::string from = file.path + ":" + std::to_string(d.line);
@@ -645,7 +684,9 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
           std::string path = join(user_dirs[k], d.name);
           if (std::optional<FileId> id = user_file(path)) {
             handed = include_next_name(user_index[k], d.name);
-            add_user(handed, path, *id, from, static_cast<int>(user_index[k]) + 1);
+            if (!add_user(handed, path, *id, from, static_cast<int>(user_index[k]) + 1)) {
+              throw conflict(handed, found[handed].path, path + " (included from " + from + ")");
+            }
           }
         }
         bool in_toolkit = false;
@@ -693,7 +734,8 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
         }
       }
       if (user_path) {
-        add_user(d.name, *user_path, *id, from, next_from);
+        std::string handed = hand_user(d.name, *user_path, *id, from, next_from);
+        if (handed != d.name) rewrites.push_back({&d, "\"" + handed + "\""});
         continue;
       }
       bool in_toolkit = false;
@@ -702,11 +744,14 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
         if (!in_toolkit && regular_file(join(t, d.name))) in_toolkit = true;
       }
       if (in_toolkit) {
-        auto it = found.find(d.name);
-        if (it != found.end()) {
-          throw conflict(d.name,
-                         it->second.path + " (included from " + it->second.included_from + ")",
-                         "the toolkit's (included from " + from + ")");
+        if (found.count(d.name)) {
+          // The spelling names a user header elsewhere: "./x.h" is no handed
+          // header's name, so NVRTC searches its -I folders, the toolkit's.
+          std::string handed = "./" + d.name;
+          while (found.count(handed)) handed = "./" + handed;
+          toolkit.emplace(handed, from);
+          rewrites.push_back({&d, "<" + handed + ">"});
+          continue;
         }
         toolkit.emplace(d.name, from);
         continue;

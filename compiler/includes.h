@@ -75,6 +75,13 @@ struct IncludeSearch {
 // and the directive in the includer's handed text is rewritten to include
 // that name (docs/KEYS.md, "#include_next").
 constexpr const char kIncludeNextPrefix[] = "kcache-include-next/";
+// A user header whose spelling names another header in the same compile (the
+// toolkit's, or another file's) is handed under another name: the one it is
+// handed under already, its path beneath its -I folder, or, where those are
+// taken, "kcache-alias/<n>/<spelling>"; its includer's directive is rewritten
+// to that name. A toolkit header whose spelling names a user header is
+// included as <./spelling>, which no handed header is named.
+constexpr const char kAliasPrefix[] = "kcache-alias/";
 
 struct ResolvedHeader {
   std::string name;     // the spelling, e.g. "util/math.cuh": what NVRTC matches

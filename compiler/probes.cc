@@ -13,6 +13,8 @@
 #include <climits>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/error.h"
@@ -303,6 +305,23 @@ Stat stat_of(const std::string& path, int dir = AT_FDCWD) {
 
 }  // namespace
 
+// `path` without "." components and repeated slashes.
+std::string without_dot_parts(const std::string& path) {
+  std::string out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string_view part(path.data() + start, end - start);
+    if (!part.empty() && part != ".") {
+      out += '/';
+      out += part;
+    }
+    start = end + 1;
+  }
+  return out.empty() ? "/" : out;
+}
+
 ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
                                  int64_t started_ns) {
   ClassifiedProbes out;
@@ -311,8 +330,11 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
   for (const std::string& d : c.toolkit_dirs) toolkit_reals.push_back(canonical(d));
   const std::string library_real =
       c.nvrtc_library_dir.empty() ? "" : canonical(c.nvrtc_library_dir);
-  for (const std::string& path : probes) {
-    if (path.empty() || path.front() != '/') continue;  // the seal gives absolute paths only
+  for (const std::string& named : probes) {
+    if (named.empty() || named.front() != '/') continue;  // the seal gives absolute paths only
+    // "x/./y" and "x//y" name x/y (a toolkit header included as <./mma.h>:
+    // includes.h, kAliasPrefix); ".." is left as named.
+    const std::string path = without_dot_parts(named);
     // Beneath the sealed source's folder, which exists nowhere (seal.h):
     // nothing to key, and a program's key stays free of its folder's name.
     if (under(path, kSealedSourceRoot)) {

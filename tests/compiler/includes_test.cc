@@ -402,23 +402,29 @@ TEST(ResolveIncludesTest, NamesCarryNoCheckoutLocation) {
   for (const ResolvedHeader& h : g.headers) EXPECT_EQ(h.name.find(d), std::string::npos);
 }
 
-TEST(ResolveIncludesTest, OneSpellingForTwoDifferentFilesIsAnError) {
+TEST(ResolveIncludesTest, OneSpellingForTwoDifferentFilesHandsTheSecondUnderAnAlias) {
   std::string d = test_dir();
   write(d, "k.cu", "#include \"a/x.h\"\n#include \"b/y.h\"\n");
   write(d, "a/x.h", "#include \"util.h\"\n");
   write(d, "a/util.h", "// a's\n");
   write(d, "b/y.h", "#include \"util.h\"\n");
   write(d, "b/util.h", "// b's\n");
+  write(d, "inc/b/util.h", "// taken by <b/util.h> below\n");
   ScopedCwd cwd(d);
-  try {
-    resolve_includes("k.cu", *read_file("k.cu"), {{}, {}, {}});
-    FAIL() << "expected InvalidArgument";
-  } catch (const InvalidArgument& e) {
-    std::string m = e.what();
-    EXPECT_NE(m.find("\"util.h\" names two different headers"), std::string::npos) << m;
-    EXPECT_NE(m.find("a/util.h (included from a/x.h:1)"), std::string::npos) << m;
-    EXPECT_NE(m.find("b/util.h (included from b/y.h:1)"), std::string::npos) << m;
-  }
+  // No -I folder holds b/util.h: a name no file has.
+  IncludeGraph g = resolve_includes("k.cu", *read_file("k.cu"), {{}, {}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"a/x.h", "b/y.h",
+                                                       "kcache-alias/0/util.h", "util.h"}));
+  EXPECT_EQ(g.headers[1].content, "#include \"kcache-alias/0/util.h\"\n");
+  EXPECT_EQ(g.headers[2].content, "// b's\n");
+  EXPECT_EQ(g.headers[3].content, "// a's\n");
+  // Beneath an -I folder: its path there ("b/util.h"), unless that is taken.
+  g = resolve_includes("k.cu", *read_file("k.cu"), {{"."}, {}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"a/x.h", "b/util.h", "b/y.h", "util.h"}));
+  write(d, "k.cu", "#include <b/util.h>\n#include \"a/x.h\"\n#include \"b/y.h\"\n");
+  g = resolve_includes("k.cu", *read_file("k.cu"), {{"inc", "."}, {}, {}});
+  EXPECT_EQ(header_names(g), (std::vector<std::string>{"a/x.h", "b/util.h", "b/y.h",
+                                                       "kcache-alias/0/util.h", "util.h"}));
 }
 
 TEST(ResolveIncludesTest, OneSpellingForTwoIdenticalFilesIsFine) {

@@ -1,0 +1,113 @@
+// One spelling that names two headers in one compile (includes.h,
+// kAliasPrefix): NVRTC matches in-memory headers by name, so kcache hands the
+// second under another name and rewrites its includer. Each case goes through
+// the drop-in's path (compile_program) twice, a miss and a hit, and every
+// answer (result, log, PTX) must equal the real NVRTC's from the files on
+// disk with the same -I folders.
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cache/storage.h"
+#include "common/file_system.h"
+#include "compiler/program.h"
+#include "compiler/toolkit.h"
+#include "tests/compiler/real_nvrtc.h"
+#include "tests/testing/temp_dir.h"
+
+namespace kcache::compiler {
+namespace {
+
+class SameSpellingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    toolkit_ = find_toolkit("");
+    real_ = std::make_unique<RealNvrtc>(toolkit_.nvrtc.path);
+  }
+
+  void write(const std::string& relative, const std::string& text) {
+    std::string path = dir_ / relative;
+    FileSystem::real().create_directories(path.substr(0, path.rfind('/')), 0755);
+    std::ofstream(path, std::ios::binary) << text;
+  }
+
+  // kcache's answer (miss, then hit) against NVRTC's, for `source` named
+  // dir/k.cu with `options`.
+  void expect_nvrtcs_answer(const std::string& source, const std::vector<std::string>& options) {
+    const std::string name = dir_ / "k.cu";
+    cache::ProgramRecord want = real_->answer(source, name, options);
+    ASSERT_EQ(want.compile_result, 0) << want.log;  // the case must compile with NVRTC
+    cache::StorageOptions so;
+    so.local_dir = dir_ / "store";
+    cache::Storage storage(so);
+    for (int round = 0; round < 2; ++round) {
+      Compiler compiler(toolkit_, &storage);
+      ProgramSource p;
+      p.source = source;
+      p.name = name;
+      ProgramOptions mapped = program_options(p, options);
+      ASSERT_EQ(mapped.unsupported, "");
+      ProgramResult got;
+      ASSERT_NO_THROW(got = compile_program(compiler, mapped.options));
+      EXPECT_EQ(got.hit, round == 1);
+      EXPECT_EQ(got.record.compile_result, want.compile_result) << got.record.log;
+      EXPECT_EQ(got.record.log, want.log);
+      EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx), want.output(cache::ProgramOutput::ptx));
+    }
+  }
+
+  Toolkit toolkit_;
+  std::unique_ptr<RealNvrtc> real_;
+  testing::TempDir dir_;
+};
+
+const char kKernel[] = "extern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n";
+
+TEST_F(SameSpellingTest, TwoFoldersEachWithTheirOwnConfigH) {
+  write("inc/a/x.cuh", "#pragma once\n#include \"config.h\"\n#define AX A_CONFIG\n");
+  write("inc/a/config.h", "#pragma once\n#define A_CONFIG 3\n");
+  write("inc/b/y.cuh", "#pragma once\n#include \"config.h\"\n#define BY B_CONFIG\n");
+  write("inc/b/config.h", "#pragma once\n#define B_CONFIG 500\n");
+  expect_nvrtcs_answer("#include <a/x.cuh>\n#include <b/y.cuh>\n#define VALUE (AX + BY)\n" +
+                           std::string(kKernel),
+                       {"-arch=sm_90", "-I" + dir_ / "inc"});
+}
+
+TEST_F(SameSpellingTest, AUserMmaHNextToItsIncluderAndTheToolkitsMmaH) {
+  // CUTLASS 2.x: cutlass/arch/mma_sm70.h includes "mma.h" (its neighbour),
+  // cutlass/arch/wmma.h includes <mma.h> (the toolkit's WMMA header).
+  write("inc/lib/mma.h", "#pragma once\n#define LIB_MMA 7\n");
+  write("inc/lib/uses_own.h", "#pragma once\n#include \"mma.h\"\n");
+  write("inc/lib/uses_toolkit.h", "#pragma once\n#include <mma.h>\n");
+  // NVRTC finds <mma.h> through -I to the toolkit, as CUTLASS users pass it.
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc",
+                                            "-I" + toolkit_.include_dirs.front()};
+  const std::string wmma = "#define VALUE (LIB_MMA + (int)sizeof(nvcuda::wmma::fragment<"
+                           "nvcuda::wmma::accumulator, 16, 16, 16, float>))\n";
+  // Both orders: the user's first, then the toolkit's; and the other way.
+  expect_nvrtcs_answer(
+      "#include <lib/uses_own.h>\n#include <lib/uses_toolkit.h>\n" + wmma + kKernel, options);
+  expect_nvrtcs_answer(
+      "#include <lib/uses_toolkit.h>\n#include <lib/uses_own.h>\n" + wmma + kKernel, options);
+}
+
+TEST_F(SameSpellingTest, ASpellingTakenByAnotherFileIsHandedUnderAnAlias) {
+  // "cfg.h" from a/ and from b/ are different files; b/cfg.h's path beneath
+  // the -I folder ("b/cfg.h") is taken too, by c/b/cfg.h included as <b/cfg.h>
+  // through the second -I folder: the alias is the kcache-alias name.
+  write("inc/a/x.cuh", "#pragma once\n#include \"cfg.h\"\n");
+  write("inc/a/cfg.h", "#pragma once\n#define ONE 1\n");
+  write("inc/b/y.cuh", "#pragma once\n#include \"cfg.h\"\n");
+  write("inc/b/cfg.h", "#pragma once\n#define TWO 20\n");
+  write("inc2/b/cfg.h", "#pragma once\n#define THREE 300\n");
+  expect_nvrtcs_answer(
+      "#include <b/cfg.h>\n#include <a/x.cuh>\n#include <b/y.cuh>\n#define VALUE (ONE + TWO + "
+      "THREE)\n" + std::string(kKernel),
+      {"-arch=sm_90", "-I" + dir_ / "inc2", "-I" + dir_ / "inc"});
+}
+
+}  // namespace
+}  // namespace kcache::compiler
