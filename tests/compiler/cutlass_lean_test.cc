@@ -168,5 +168,24 @@ TEST_F(CutlassLeanTest, CutlassEpilogueIsAsLeanAsNvccs) {
   expect_as_lean_as_nvcc("cutlass_epilogue.cu", "cutlass_epilogue");
 }
 
+// CUTLASS 2.x (issue 27): its "mma.h" names cutlass/arch/mma.h beside
+// mma_sm70.h and the toolkit's WMMA header from wmma.h; kcache refused it.
+// Now it compiles, as lean as nvcc's, and through a store the second compile
+// is a hit.
+TEST_F(CutlassLeanTest, Cutlass2GemmCompilesAsLeanAsNvccsAndHits) {
+  expect_as_lean_as_nvcc("cutlass2_gemm.cu", "cutlass2_gemm");
+  const std::string store = dir_ + "/store";
+  for (int round = 0; round < 2; ++round) {
+    CommandResult c = run_command(
+        {kcache::testing::kcache_binary(), "compile", "--arch", "sm_90", "--ptx", "none", "--std",
+         "c++17", "--nvrtc-opt=-default-device", "-I", cutlass_include(), "-o",
+         dir_ + "/stored.kcb", kKernels + "cutlass2_gemm.cu"},
+        {{"KCACHE_DIR", store}});
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+  }
+  CommandResult s = run_command({kcache::testing::kcache_binary(), "-s"}, {{"KCACHE_DIR", store}});
+  EXPECT_NE(s.out.find("Hits:                      1 / 2"), std::string::npos) << s.out;
+}
+
 }  // namespace
 }  // namespace kcache::compiler

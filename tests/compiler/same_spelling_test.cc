@@ -4,7 +4,9 @@
 // the drop-in's path (compile_program) twice, a miss and a hit, and every
 // answer (result, log, PTX) must equal the real NVRTC's from the files on
 // disk with the same -I folders.
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -107,6 +109,25 @@ TEST_F(SameSpellingTest, ASpellingTakenByAnotherFileIsHandedUnderAnAlias) {
       "#include <b/cfg.h>\n#include <a/x.cuh>\n#include <b/y.cuh>\n#define VALUE (ONE + TWO + "
       "THREE)\n" + std::string(kKernel),
       {"-arch=sm_90", "-I" + dir_ / "inc2", "-I" + dir_ / "inc"});
+}
+
+// The CUTLASS 2.x GEMM of cutlass_lean_test through the drop-in's path, with
+// the options a CUTLASS user gives NVRTC (its include folder and the
+// toolkit's). Skipped without the nvidia-cutlass headers (install_deps.sh).
+TEST_F(SameSpellingTest, ACutlass2GemmAnswersAsNvrtc) {
+  const char* env = std::getenv("KCACHE_CUTLASS_DIR");
+  const std::string include =
+      std::string(env && *env ? env : "/opt/kcache-cutlass") + "/cutlass_library/source/include";
+  std::ifstream kernel("tests/compiler/kernels/cutlass/cutlass2_gemm.cu", std::ios::binary);
+  if (!std::ifstream(include + "/cutlass/gemm/kernel/default_gemm.h") || !kernel) {
+    GTEST_SKIP() << "no CUTLASS headers at " << include << " (tools/install_deps.sh)";
+  }
+  std::stringstream source;
+  source << kernel.rdbuf();
+  std::vector<std::string> options = {"-arch=sm_90", "-std=c++17", "-default-device",
+                                      "-I" + include};
+  for (const std::string& d : toolkit_.include_dirs) options.push_back("-I" + d);
+  expect_nvrtcs_answer(source.str(), options);
 }
 
 }  // namespace
