@@ -9,8 +9,13 @@ warm-up), and for the CuTe images whether cuModuleGetGlobal finds the user's
 unreferenced `cuda::my::knob` (`_ZN4cuda2my4knobE`, initialised to 11). Load
 times come from bench/runtime_cubin_load.py on the same files.
 
-    runtime_cutlass_lean.py DIR   (DIR holds cute_{lean,nvrtc,nvcc}.cubin and
-                                   cutlass_{lean,nvrtc,nvcc}.cubin)
+    runtime_cutlass_lean.py DIR   (DIR holds cute_{lean,nvrtc,nvcc}.cubin,
+                                   cutlass_{lean,nvrtc,nvcc}.cubin and
+                                   cutlass2_{lean,nvrtc,nvcc}.cubin; the CuTe
+                                   ones may be left out)
+
+The CUTLASS 2.x GEMM (cutlass2_gemm.cu, issue 27) the same way: results against
+NumPy and between the images, kernel times.
 """
 import statistics
 import sys
@@ -121,12 +126,51 @@ def cutlass(folder):
         print(f"lean vs {image}: {'bit-identical' if same else 'DIFFERENT'}")
 
 
+def cutlass2(folder):
+    """The CUTLASS 2.x GEMM (issue 27): C = A @ B^T in f32, f16 inputs."""
+    m, n, k = 1024, 1024, 512
+    rng = np.random.default_rng(27)
+    a = rng.integers(-4, 5, size=(m, k)).astype(np.float16) / np.float16(4)
+    b = rng.integers(-4, 5, size=(n, k)).astype(np.float16) / np.float16(4)  # B column-major
+    want = a.astype(np.float64) @ b.astype(np.float64).T  # exact in f32 too
+    da, db = cp.asarray(a), cp.asarray(b)
+    results, launches, rows = {}, {}, {}
+    print("| CUTLASS 2.x GEMM image | max abs error vs host | kernel (median) | shared memory |")
+    print("|---|---|---|---|")
+    for image in (i for i in IMAGES if os.path.exists(f"{folder}/cutlass2_{i}.cubin")):
+        mod = cp.RawModule(path=f"{folder}/cutlass2_{image}.cubin")
+        f = mod.get_function("cutlass2_gemm")
+        smem_out = cp.zeros(1, dtype=cp.int32)
+        mod.get_function("cutlass2_gemm_smem")((1,), (1,), (smem_out,))
+        smem = int(smem_out.get()[0])
+        f.max_dynamic_shared_size_bytes = smem
+        dc = cp.zeros((m, n), dtype=cp.float32)
+        launches[image] = (lambda f=f, dc=dc: f(
+            ((m + 127) // 128, (n + 127) // 128), (128,),
+            (np.int32(m), np.int32(n), np.int32(k), da, db, dc, np.float32(1), np.float32(0)),
+            shared_mem=smem))
+        launches[image]()
+        cp.cuda.Device().synchronize()
+        got = cp.asnumpy(dc)
+        results[image] = got
+        rows[image] = (float(np.max(np.abs(got.astype(np.float64) - want))), smem)
+    times = interleaved_ms(launches)
+    for image in launches:
+        err, smem = rows[image]
+        print(f"| {image} | {err:g} | {times[image] * 1000:.1f} us | {smem:,} B |")
+    for image in (i for i in launches if i != "lean"):
+        same = np.array_equal(results["lean"], results[image])
+        print(f"lean vs {image}: {'bit-identical' if same else 'DIFFERENT'}")
+
+
 def main():
     folder = sys.argv[1]
     print(f"device: {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, "
           f"driver {cp.cuda.runtime.driverGetVersion()}")
-    cute(folder)
-    cutlass(folder)
+    if os.path.exists(f"{folder}/cute_lean.cubin"):
+        cute(folder)
+        cutlass(folder)
+    cutlass2(folder)
     return 0
 
 

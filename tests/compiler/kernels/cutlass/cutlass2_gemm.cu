@@ -19,21 +19,30 @@ using Kernel = typename cutlass::gemm::kernel::DefaultGemm<
     cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>, 3, false,
     cutlass::arch::OpMultiplyAdd>::GemmKernel;
 
+// C (m x n, row-major, f32) = alpha * A (m x k, row-major) * B (k x n,
+// column-major) + beta * C; grid (ceil(m/128), ceil(n/128)), Kernel::kThreadCount
+// threads, cutlass2_gemm_smem() bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(Kernel::kThreadCount)
-cutlass2_gemm(cutlass::gemm::GemmCoord problem, cutlass::half_t const* A, cutlass::half_t const* B,
-             float* C, float alpha, float beta) {
+cutlass2_gemm(int m, int n, int k, cutlass::half_t const* A, cutlass::half_t const* B, float* C,
+              float alpha, float beta) {
+  cutlass::gemm::GemmCoord problem(m, n, k);
   cutlass::gemm::GemmCoord grid = cutlass::gemm::threadblock::GemmIdentityThreadblockSwizzle<>()
       .get_tiled_shape(problem, {128, 128, 32}, 1);
   typename Kernel::Params params(
       problem, grid,
       typename Kernel::Mma::IteratorA::TensorRef(const_cast<cutlass::half_t*>(A),
-                                                 cutlass::layout::RowMajor(problem.k())),
+                                                 cutlass::layout::RowMajor(k)),
       typename Kernel::Mma::IteratorB::TensorRef(const_cast<cutlass::half_t*>(B),
-                                                 cutlass::layout::ColumnMajor(problem.k())),
-      typename Kernel::Epilogue::OutputTileIterator::TensorRef(C, cutlass::layout::RowMajor(problem.n())),
-      typename Kernel::Epilogue::OutputTileIterator::TensorRef(C, cutlass::layout::RowMajor(problem.n())),
+                                                 cutlass::layout::ColumnMajor(k)),
+      typename Kernel::Epilogue::OutputTileIterator::TensorRef(C, cutlass::layout::RowMajor(n)),
+      typename Kernel::Epilogue::OutputTileIterator::TensorRef(C, cutlass::layout::RowMajor(n)),
       typename Kernel::Epilogue::OutputOp::Params(alpha, beta));
   extern __shared__ int smem[];
   Kernel op;
   op(params, *reinterpret_cast<typename Kernel::SharedStorage*>(smem));
+}
+
+// The dynamic shared memory cutlass2_gemm needs, for the launcher.
+extern "C" __global__ void cutlass2_gemm_smem(int* bytes) {
+  *bytes = static_cast<int>(sizeof(typename Kernel::SharedStorage));
 }
