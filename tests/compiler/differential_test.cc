@@ -1,8 +1,11 @@
 // A differential test that cannot be tuned to: a small include tree with
 // macros, conditional, computed and __has_include includes, absolute and `..`
 // names, a header in the toolkit's include folder, CR LF files, line splices
-// and #include_next is edited at random (header contents, -D values, files
-// appearing and disappearing), and after every edit a compile through the
+// and #include_next, same-named headers in two folders included relatively
+// ("cfg.cuh" next to each includer, probed by a computed relative
+// __has_include too; a user "mma.h" beside the toolkit's <mma.h>), is edited
+// at random (header contents, -D values, files appearing and disappearing,
+// HOME and CUDA_CACHE_PATH between steps), and after every edit a compile through the
 // store must give exactly what a compile without a store (--no-store) gives
 // of the files as they are (or fail the same way). The same seed gives the
 // same trees, edits and options.
@@ -13,12 +16,15 @@
 // the test also asserts that some hits came that way.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "cache/storage.h"
 #include "common/error.h"
@@ -54,6 +60,46 @@ std::string dir_of(int name, int pick2) {
 }
 
 std::string file_of(int name) { return std::string(kNames[name]) + ".cuh"; }
+
+// Same-named headers in two folders, each included relatively by its own
+// neighbour: p/x.cuh and q/y.cuh (reached <angled> through -I inc1 and -I
+// inc2) each include "cfg.cuh" meaning the cfg.cuh next to them (which comes
+// and goes: a computed relative __has_include probes it); inc1/q/cfg.cuh
+// takes the spelling <q/cfg.cuh> (the source includes it sometimes), so
+// inc2/q/cfg.cuh is then handed under a kcache-alias/ name; and p/mma.h is a
+// user header named like the toolkit's WMMA header, included "quoted" by its
+// neighbour x.cuh while <mma.h> (the toolkit's) is included elsewhere.
+const char* const kRelPaths[] = {"inc1/p/x.cuh",   "inc2/q/y.cuh",   "inc1/p/cfg.cuh",
+                                 "inc2/q/cfg.cuh", "inc1/q/cfg.cuh", "inc1/p/mma.h"};
+constexpr int kRelCount = 6;
+// The macro each cfg.cuh defines (its own, mostly).
+const char* const kCfgMacros[] = {"CFG_P", "CFG_Q", "CFG_I"};
+
+// HOME and CUDA_CACHE_PATH as they were before the test, put back after it.
+class SavedEnv {
+ public:
+  SavedEnv() {
+    for (int i = 0; i < 2; ++i) {
+      const char* v = std::getenv(kVars[i]);
+      had_[i] = v != nullptr;
+      if (v) value_[i] = v;
+    }
+  }
+  ~SavedEnv() {
+    for (int i = 0; i < 2; ++i) {
+      if (had_[i]) {
+        setenv(kVars[i], value_[i].c_str(), 1);
+      } else {
+        unsetenv(kVars[i]);
+      }
+    }
+  }
+  static constexpr const char* kVars[2] = {"HOME", "CUDA_CACHE_PATH"};
+
+ private:
+  bool had_[2] = {};
+  std::string value_[2];
+};
 
 std::string spelled(int name) {
   return name < 2 ? "\"" + file_of(name) + "\"" : "<" + file_of(name) + ">";
@@ -134,6 +180,79 @@ class Tree {
     return line_ends(t);
   }
 
+  // One of the relatively included files (kRelPaths[r]).
+  std::string rel_header(int r) {
+    std::string guard = "R_" + std::to_string(r) + "_" + std::to_string(pick(1000));
+    // Sometimes one guard shared by all the cfg.cuh: the second one is then empty.
+    if (r >= 2 && r <= 4 && pick(5) == 0) guard = "CFG_GUARD";
+    std::string t = pick(2) ? "#pragma once\n" : "#ifndef " + guard + "\n#define " + guard + "\n";
+    if (r < 2) {  // x.cuh or y.cuh: its neighbour cfg.cuh, maybe mma.h
+      const std::string v = r == 0 ? "V_x" : "V_y";
+      t += "#ifndef " + v + "\n#define " + v + " " + std::to_string(pick(50)) + "\n#endif\n";
+      switch (pick(6)) {
+        case 0:
+          t += "#include \"cfg.cuh\"\n";
+          break;
+        case 1:  // a computed relative probe
+        case 2:
+          t += "#undef REL\n#define REL \"cfg.cuh\"\n#if __has_include(REL)\n#include REL\n#endif\n";
+          break;
+        case 3:
+          t += "#if __has_include(\"cfg.cuh\")\n#include \"cfg.cuh\"\n#endif\n";
+          break;
+        case 4:
+          t += "#undef REL\n#define REL \"cfg.cuh\"\n#include REL\n";
+          break;
+        default:
+          break;
+      }
+      switch (pick(5)) {
+        case 0:  // the neighbour p/mma.h if x.cuh's, else the toolkit's
+          t += "#include \"mma.h\"\n";
+          break;
+        case 1:  // the toolkit's
+          t += "#include <mma.h>\n";
+          break;
+        case 2:
+          t += "#if __has_include(\"mma.h\")\n#include \"mma.h\"\n#endif\n";
+          break;
+        default:
+          break;
+      }
+    } else if (r <= 4) {  // a cfg.cuh: its own macro, or (one time in four) another's
+      const char* macro = kCfgMacros[pick(4) ? r - 2 : pick(3)];
+      t += "#ifndef " + std::string(macro) + "\n#define " + macro + " " +
+           std::to_string(100 + pick(50)) + "\n#endif\n";
+    } else {  // the user's mma.h
+      t += "#ifndef USER_MMA\n#define USER_MMA " + std::to_string(200 + pick(50)) + "\n#endif\n";
+    }
+    if (t.compare(0, 7, "#pragma") != 0) t += "#endif\n";
+    return line_ends(t);
+  }
+
+  // HOME and CUDA_CACHE_PATH set, changed or unset in the test process.
+  void change_env() {
+    for (const char* var : SavedEnv::kVars) {
+      switch (pick(5)) {
+        case 0:
+          unsetenv(var);
+          break;
+        case 1:
+          setenv(var, "", 1);
+          break;
+        case 2:
+          setenv(var, (root_ + "/env1").c_str(), 1);
+          break;
+        case 3:
+          setenv(var, (root_ + "/env2").c_str(), 1);
+          break;
+        default:
+          setenv(var, "/nonexistent/kcache-env", 1);
+          break;
+      }
+    }
+  }
+
   std::string source() {
     std::string t = "#define STR2(x) #x\n#define STR(x) STR2(x)\n";
     for (int i = 0; i < 3; ++i) {
@@ -165,11 +284,31 @@ class Tree {
           break;
       }
     }
+    // The relatively included headers, in a random order.
+    // (Literally or probed: these come and go.)
+    std::vector<std::string> rel;
+    auto include = [&](const std::string& name) {
+      rel.push_back(pick(2) ? "#include " + name + "\n"
+                            : "#if __has_include(" + name + ")\n#include " + name + "\n#endif\n");
+    };
+    if (pick(4)) include("<p/x.cuh>");
+    if (pick(4)) include("<q/y.cuh>");
+    if (pick(4) == 0) include("<q/cfg.cuh>");
+    if (pick(4) == 0) rel.push_back("#include <mma.h>\n");
+    if (pick(6) == 0) include("<p/mma.h>");
+    std::shuffle(rel.begin(), rel.end(), rng_);
+    for (const std::string& line : rel) t += line;
     for (const char* n : kNames) {
       t += "#ifndef V_" + std::string(n) + "\n#define V_" + n + " 0\n#endif\n";
     }
+    for (const char* n : {"V_x", "V_y", "CFG_P", "CFG_Q", "CFG_I", "USER_MMA"}) {
+      t += "#ifndef " + std::string(n) + "\n#define " + n + " 0\n#endif\n";
+    }
+    t += "#ifdef __CUDA_MMA_H__\n#define TK_MMA ((int)sizeof(nvcuda::wmma::fragment<"
+         "nvcuda::wmma::accumulator, 16, 16, 16, float>))\n#else\n#define TK_MMA 0\n#endif\n";
     t += "extern \"C\" __global__ void k(int* p) { p[0] = V_a; p[1] = V_b; p[2] = V_c; "
-         "p[3] = V_d; p[4] = V_e; }\n";
+         "p[3] = V_d; p[4] = V_e; p[5] = V_x; p[6] = V_y; p[7] = CFG_P; p[8] = CFG_Q; "
+         "p[9] = CFG_I; p[10] = USER_MMA; p[11] = TK_MMA; }\n";
     return line_ends(t);
   }
 
@@ -179,7 +318,10 @@ class Tree {
     std::string folder = dir_of(name, pick(2));
     std::string relative = folder + "/" + kNames[name] + ".cuh";
     std::string path = root_ + "/" + relative;
-    switch (pick(6)) {
+    // Between some steps HOME and CUDA_CACHE_PATH change too.
+    if (pick(5) == 0) change_env();
+    const int rel = pick(kRelCount);
+    switch (pick(9)) {
       case 0:
       case 1:
         write(root_, relative, header(kNames[name], folder));
@@ -189,6 +331,13 @@ class Tree {
         break;
       case 3:
         write(root_, "src/k.cu", source());
+        break;
+      case 4:  // a relatively included file changes or appears
+      case 5:
+        write(root_, kRelPaths[rel], rel_header(rel));
+        break;
+      case 6:  // or disappears (x.cuh and y.cuh less often than the others)
+        std::remove((root_ + "/" + kRelPaths[rel < 2 && pick(3) ? 2 + pick(4) : rel]).c_str());
         break;
       default:
         o.defines.clear();
@@ -236,7 +385,10 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
       write(dir, dir_of(n, d) + "/" + kNames[n] + ".cuh", tree.header(kNames[n], dir_of(n, d)));
     }
   }
+  for (int r = 0; r < kRelCount; ++r) write(dir, kRelPaths[r], tree.rel_header(r));
   write(dir, "src/k.cu", tree.source());
+  // The test changes HOME and CUDA_CACHE_PATH between steps; this puts them back.
+  SavedEnv saved_env;
   CompileOptions o;
   o.source_path = dir + "/src/k.cu";
   o.source_name = "src/k.cu";
