@@ -694,6 +694,10 @@ std::optional<Hash128> Compiler::record_key(const CompileOptions& o, const Prepa
     w.str(v ? v : "");
   }
   w.u8(storage_->sloppy_time_macros() ? 1 : 0);
+  // Today as __DATE__ gives it (time_macros.h): a header a manifest's ask
+  // brings may use it, and the key the lookup computes then holds the day
+  // (the second review's wrong hit). A record lasts a day at most.
+  w.str(storage_->sloppy_time_macros() ? "" : date_macro_value(std::time(nullptr)));
   w.str(current_folder());
   w.u32(static_cast<uint32_t>(p.targets.size()));
   for (const Target& t : p.targets) {

@@ -8,7 +8,7 @@
 // it was, and the key comes out the same. So a lookup that found every
 // target records, under a record key (everything the lookup started from:
 // the source, the options, the folders, the compiler, the environment it
-// reads), what it looked at on the disk and the keys it found: a lookup
+// reads, today's __DATE__), what it looked at on the disk and the keys it found: a lookup
 // record (cache/manifest.h, local store only). The next lookup of the same
 // record key stats those paths once each; where every one is as
 // recorded it looks up the recorded keys, and otherwise takes the long way.

@@ -1,0 +1,142 @@
+// Adversarial attempts (second round) at a wrong hit through lookup records
+// (compiler/lookup_record.h): each compiles through a store with records and
+// compares with a compile through no store.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+#include <thread>
+
+#include "cache/storage.h"
+#include "compiler/compiler.h"
+#include "compiler/lookup_record.h"
+#include "compiler/toolkit.h"
+#include "tests/compiler/test_files.h"
+
+namespace kcache::compiler {
+namespace {
+
+using testing::test_dir;
+using testing::write;
+
+void age() { std::this_thread::sleep_for(std::chrono::milliseconds(80)); }
+
+void set_tz(const char* tz) {
+  ::setenv("TZ", tz, 1);
+  ::tzset();
+}
+
+class LookupRecordAttack2Test : public ::testing::Test {
+ protected:
+  void SetUp() override { set_too_new_margin_for_testing(int64_t{50} * 1000000); }
+  void TearDown() override {
+    set_too_new_margin_for_testing(int64_t{2} * 1000000000);
+    ::unsetenv("TZ");
+    ::tzset();
+  }
+};
+
+int64_t record_hits(cache::Storage& s) { return s.local()->stats().counter("lookup_record_hits"); }
+
+const char kStringize[] = "#define STR2(x) #x\n#define STR(x) STR2(x)\n";
+
+// Attempt 1: __DATE__ in a header reached by a computed include (an ask
+// replayed through a manifest). full_key keys the date for asked headers
+// only in its own copy of the request, so p.request.date stays empty and
+// write_lookup_record writes a record; the record key has no date. Another
+// day (here: another TZ, 26 hours apart) the record hands the old day's entry.
+TEST_F(LookupRecordAttack2Test, DateMacroInAComputedHeaderAcrossADayChange) {
+  set_tz("AAA-14");
+  std::string dir = test_dir();
+  write(dir, "v7.cuh", "#define V (__DATE__[4] * 1000 + __DATE__[5] * 10 + 3)\n");
+  write(dir, "k.cu", std::string(kStringize) +
+                         "#include STR(VARIANT.cuh)\nextern \"C\" __global__ void k(int* p) "
+                         "{ *p = V; }\n");
+  age();
+  cache::StorageOptions so;
+  so.local_dir = dir + "/store";
+  cache::Storage storage(so);
+  CompileOptions o;
+  o.source_path = dir + "/k.cu";
+  o.source_name = "k.cu";
+  o.ptx_arch = "compute_80";
+  o.defines = {"VARIANT=v7"};
+  Toolkit tk = find_toolkit("");
+  CompileResult first = Compiler(tk, &storage).compile(o);
+  age();
+  Compiler(tk, &storage).compile(o);
+  Compiler(tk, &storage).compile(o);
+  int64_t before = record_hits(storage);
+  set_tz("BBB+12");  // 26 hours behind: another __DATE__
+  CompileResult got = Compiler(tk, &storage).compile(o);
+  CompileResult want = Compiler(tk, nullptr).compile(o);
+  EXPECT_NE(first.bundle, want.bundle) << "NVRTC did not see the TZ change";
+  EXPECT_EQ(got.bundle, want.bundle) << "record hits " << before << " -> " << record_hits(storage);
+}
+
+// Attempt 2: the same with the __DATE__ header included literally (scanned):
+// p.request.date is set, so no record may be written.
+TEST_F(LookupRecordAttack2Test, DateMacroInAScannedHeaderAcrossADayChange) {
+  set_tz("AAA-14");
+  std::string dir = test_dir();
+  write(dir, "d.cuh", "#define V (__DATE__[4] * 1000 + __DATE__[5] * 10 + 3)\n");
+  write(dir, "k.cu", "#include \"d.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
+  age();
+  cache::StorageOptions so;
+  so.local_dir = dir + "/store";
+  cache::Storage storage(so);
+  CompileOptions o;
+  o.source_path = dir + "/k.cu";
+  o.source_name = "k.cu";
+  o.ptx_arch = "compute_80";
+  Toolkit tk = find_toolkit("");
+  Compiler(tk, &storage).compile(o);
+  age();
+  Compiler(tk, &storage).compile(o);
+  Compiler(tk, &storage).compile(o);
+  set_tz("BBB+12");
+  CompileResult got = Compiler(tk, &storage).compile(o);
+  EXPECT_EQ(got.bundle, Compiler(tk, nullptr).compile(o).bundle);
+}
+
+// Attempt 3: a header that is a symlink, retargeted to another file of the
+// same size and mtime.
+TEST_F(LookupRecordAttack2Test, HeaderSymlinkRetargetedToSameSizeAndMtime) {
+  std::string dir = test_dir();
+  std::string a = write(dir, "a.cuh", "#define V 1\n");
+  std::string b = write(dir, "b.cuh", "#define V 2\n");
+  struct stat st;
+  ASSERT_EQ(::stat(a.c_str(), &st), 0);
+  struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, b.c_str(), times, 0), 0);
+  ASSERT_EQ(::symlink(a.c_str(), (dir + "/h.cuh").c_str()), 0);
+  write(dir, "k.cu", "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
+  age();
+  cache::StorageOptions so;
+  so.local_dir = dir + "/store";
+  cache::Storage storage(so);
+  CompileOptions o;
+  o.source_path = dir + "/k.cu";
+  o.source_name = "k.cu";
+  o.ptx_arch = "compute_80";
+  Toolkit tk = find_toolkit("");
+  Compiler(tk, &storage).compile(o);
+  age();
+  Compiler(tk, &storage).compile(o);
+  Compiler(tk, &storage).compile(o);
+  ASSERT_GE(record_hits(storage), 1);
+  ::unlink((dir + "/h.cuh").c_str());
+  ASSERT_EQ(::symlink(b.c_str(), (dir + "/h.cuh").c_str()), 0);
+  age();
+  CompileResult got = Compiler(tk, &storage).compile(o);
+  EXPECT_EQ(got.bundle, Compiler(tk, nullptr).compile(o).bundle);
+}
+
+}  // namespace
+}  // namespace kcache::compiler
