@@ -62,6 +62,7 @@ TEST_F(LookupRecordAttack2Test, DateMacroInAComputedHeaderAcrossADayChange) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";
@@ -91,6 +92,7 @@ TEST_F(LookupRecordAttack2Test, DateMacroInAScannedHeaderAcrossADayChange) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";
@@ -121,6 +123,7 @@ TEST_F(LookupRecordAttack2Test, HeaderSymlinkRetargetedToSameSizeAndMtime) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";

@@ -64,6 +64,7 @@ TEST_F(LookupRecordAttackTest, MissingProgramFolderAnsweredByItsParent) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   const std::string src =
       "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V * 7919; }\n";
   const std::vector<std::string> opts = {"-arch=compute_80", "-I", dir + "/inc"};
@@ -95,6 +96,7 @@ TEST_F(LookupRecordAttackTest, SameSizeEditWithMtimeSetBack) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   CompileOptions o = file_options(dir);
   o.include_dirs = {dir + "/inc"};
   Toolkit tk = find_toolkit("");
@@ -127,6 +129,7 @@ TEST_F(LookupRecordAttackTest, RetargetedSymlinkedIncludeFolder) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   CompileOptions o = file_options(dir);
   o.include_dirs = {dir + "/inc"};
   Toolkit tk = find_toolkit("");
@@ -153,6 +156,7 @@ TEST_F(LookupRecordAttackTest, NewFolderWhereAMissingOneWas) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   CompileOptions o = file_options(dir);
   o.include_dirs = {dir + "/inc1", dir + "/inc2"};
   Toolkit tk = find_toolkit("");
@@ -180,6 +184,7 @@ TEST_F(LookupRecordAttackTest, RelativeIncludeFolderAndAnotherWorkingDirectory) 
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   CompileOptions o = file_options(dir);
   o.include_dirs = {"inc"};
   Toolkit tk = find_toolkit("");
@@ -205,6 +210,7 @@ TEST_F(LookupRecordAttackTest, ChangedDefine) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   CompileOptions o = file_options(dir);
   o.include_dirs = {dir + "/inc"};
   Toolkit tk = find_toolkit("");

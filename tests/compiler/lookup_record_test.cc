@@ -145,6 +145,7 @@ TEST_F(LookupRecordTest, ACompilerUsesARecordOnlyWhileTheDiskIsAsRecorded) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   Toolkit toolkit = find_toolkit("");
   CompileOptions o;
   o.source_path = dir + "/k.cu";
@@ -198,6 +199,7 @@ TEST_F(LookupRecordTest, ACompileLimitedByMayReadHasNoRecord) {
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
   cache::Storage storage(so);
+  age();  // the store made a folder in the test folder: its stamp too must be old
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.ptx_arch = "compute_80";
