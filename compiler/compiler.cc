@@ -952,376 +952,426 @@ CompileResult Compiler::compile(const CompileOptions& options) {
       write_lookup_record(options, prepared, *seen, found);
     }
   }
-  const std::vector<std::string>& key_options = prepared.key_options;
-  const IncludeGraph& includes = prepared.includes;
-  cache::CompileRequest& request = prepared.request;
-  const std::set<std::string> base_names = handed_names(includes);
-  const AskContext ask_context{options, includes, base_names, probe_context_,
-                               toolkit_.include_dirs, !prepared.today.empty()};
-  std::vector<size_t> misses;
-  for (size_t i = 0; i < result.targets.size(); ++i) {
-    if (!result.targets[i].hit) misses.push_back(i);
-  }
-
-  if (!misses.empty()) {
-    // A program's unsupported arch is NVRTC's to answer (in its record), and
-    // NVRTC is not loaded here for it: the drop-in's compiles run in a pool.
-    for (size_t i : options.program ? std::vector<size_t>{} : misses) {
-      const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
-      std::vector<int> supported = nvrtc.supported_archs();
-      const Target& t = result.targets[i].target;
-      if (!supported.empty() &&
-          std::find(supported.begin(), supported.end(), t.number) == supported.end()) {
-        auto [major, minor] = nvrtc.version();
-        throw InvalidArgument(t.arch + " is not supported by NVRTC " + std::to_string(major) + "." +
-                              std::to_string(minor) + " (" + nvrtc.path() + "); it supports " +
-                              describe_supported(supported) + " (and compute_ of each)");
-      }
-    }
-
-    NvrtcInput base;
-    base.source_name = options.logical_name();
-    base.source = prepared.source;
-    for (const ResolvedHeader& h : includes.headers) base.headers.push_back({h.name, h.content});
-    for (const MissingInclude& m : includes.missing) {
-      if (!m.stub.empty()) base.headers.push_back({m.name, m.stub});
-    }
-    base.name_expressions = options.name_expressions;
-    base.program = options.program;
-
-    auto resolve_asked = [&](const AskedInclude& a, const std::vector<ResolvedHeader>& have,
-                             const CompileError& e) {
-      std::string searched;
-      std::string refused;  // the first existing file may_read refused
-      std::optional<std::string> includer_path;
-      if (std::optional<std::vector<ResolvedHeader>> out =
-              resolve_ask(ask_context, a, have, &searched, &includer_path, &refused)) {
-        return std::move(*out);
-      }
-      for (const std::string& d : toolkit_.include_dirs) {
-        searched += (searched.empty() ? "" : ", ") + d;
-      }
-      std::string message = "\"" + a.name + "\" (included from " +
-                            (includer_path ? *includer_path : a.includer) + ":" +
-                            std::to_string(a.line) + ") was not found in: " + searched;
-      // may_read is Bazel's worker honouring the action's declared inputs
-      // (cli/declared_inputs.h): say which declaration is missing.
-      if (refused.empty()) {  // sandboxed: the file is not there at all (undeclared.h)
-        std::vector<std::string> dirs = options.include_dirs;
-        if (!a.angled && includer_path) dirs.insert(dirs.begin(), folder_of(*includer_path));
-        refused = find_undeclared(a.name, dirs, options.source_path).value_or("");
-      }
-      if (!refused.empty()) {
-        // The hint first and alone; NVRTC's log adds nothing to it.
-        throw CompileError(undeclared_hint(refused, options.target_label) + "\n  " + message,
-                           "", e.options());
-      }
-      throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
-    };
-
-    std::vector<std::optional<NvrtcOutput>> outputs(misses.size());
-    std::vector<std::vector<ResolvedHeader>> asked(misses.size());  // headers NVRTC asked for
-    std::vector<cache::ManifestSet> asks(misses.size());            // the same, ask by ask
-    std::vector<std::exception_ptr> errors(misses.size());
-    std::vector<LeanImage> leans(misses.size());
-    std::vector<ClassifiedProbes> classified(misses.size());  // the final round's probes
-    std::vector<std::string> unresolved(misses.size());       // an include found nowhere (program)
-    std::vector<char> name_checked(misses.size(), 0);  // one answer for every name (name_check)
-    std::vector<std::thread> threads;
-    auto run = [&](size_t slot) {
-      const Target& t = result.targets[misses[slot]].target;
-      try {
-        NvrtcInput input = base;
-        input.want_cubin = t.kind == cache::TargetKind::cubin;
-        input.want_ptx = options.lean;
-        input.options.push_back("-arch=" + t.arch);
-        input.options.insert(input.options.end(), key_options.begin(), key_options.end());
-        for (const std::string& d : probe_context_.toolkit_dirs) {
-          input.options.push_back("-I" + d);  // absolute: NVRTC's cwd is sealed
-        }
-        SlotGuard guard(slots_);
-        std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
-        // With a pool every compile runs there, so each child keeps seeing
-        // the same options (the same arch), which its PCH needs.
-        if (!pool_) here.try_lock();
-        // NVRTC is sealed (nvrtc.h): an include the scanner could not see (a
-        // computed one, say) fails the compile, naming it; kcache finds it
-        // the way NVRTC would, hands it over and compiles again.
-        struct timespec slot_start;
-        ::clock_gettime(CLOCK_REALTIME, &slot_start);
-        const int64_t started_ns = static_cast<int64_t>(slot_start.tv_sec) * 1000000000 +
-                                   slot_start.tv_nsec;
-        std::vector<std::string> asked_names;  // what NVRTC searched its folders for
-        // The probes of every round before the last, and when each started.
-        std::vector<std::pair<std::vector<std::string>, int64_t>> earlier_rounds;
-        auto take_ask = [&](const AskedInclude& a, const CompileError& e) {
-          asked_names.push_back(a.name);
-          cache::ManifestAsk recorded{a.name, a.includer, a.angled, {}};
-          for (ResolvedHeader& h : resolve_asked(a, asked[slot], e)) {
-            input.headers.push_back({h.name, h.content});
-            recorded.headers.push_back({h.name, xxh3_64(h.content)});
-            asked[slot].push_back(std::move(h));
-          }
-          asks[slot].push_back(std::move(recorded));
-        };
-        for (int round = 0;; ++round) {
-          try {
-            if (pool_) {
-              outputs[slot] = pool_->compile(toolkit_.nvrtc.path, input);
-            } else if (here.owns_lock() || worker_command_.empty()) {
-              if (!here.owns_lock()) here.lock();
-              const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
-              outputs[slot] = pch_dir_.empty() ? nvrtc.compile(input)
-                                               : compile_with_pch(nvrtc, input, pch_dir_);
-            } else {
-              outputs[slot] = compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
-            }
-          } catch (const CompileError& e) {
-            std::optional<AskedInclude> a = parse_cannot_open(e.log());
-            if (!a || round == kMaxIncludeRounds) throw;
-            // Where this round searched before it asked is keyed too.
-            earlier_rounds.emplace_back(e.probes(), e.started_ns());
-            take_ask(*a, e);
-            continue;
-          }
-          // A program's compile NVRTC rejected is a result; one it rejected
-          // for an include it could not open goes round like the throw above.
-          const std::optional<cache::ProgramRecord>& answered = outputs[slot]->program;
-          if (answered && answered->compile_result == cache::kNvrtcErrorCompilation) {
-            std::optional<AskedInclude> a = parse_cannot_open(answered->log);
-            if (a && round < kMaxIncludeRounds) {
-              try {
-                take_ask(*a, CompileError("NVRTC could not compile " + options.logical_name(),
-                                          answered->log, input.options));
-                earlier_rounds.emplace_back(outputs[slot]->probes, outputs[slot]->started_ns);
-                continue;
-              } catch (const CompileError& e) {
-                // Found nowhere: NVRTC's own answer stands, but it is the
-                // sealed NVRTC's (its -I are the toolkit's), so it is not stored.
-                unresolved[slot] = e.what();
-              }
-            }
-          }
-          // NVRTC compiled. What it named (seal.h) is keyed; an existing
-          // user file it was refused without failing (a computed
-          // __has_include, say) got an answer that is not the file
-          // system's: hand it over by its absolute name and compile again.
-          ProbeContext probe_context = probe_context_;
-          probe_context.check_time_macros = !(storage_ && storage_->sloppy_time_macros());
-          ClassifiedProbes c = classify_probes(outputs[slot]->probes, probe_context,
-                                               outputs[slot]->started_ns);
-          if (::getenv("KCACHE_DEBUG_PROBES")) {
-            for (const std::string& p : outputs[slot]->probes) std::fprintf(stderr, "probe %s\n", p.c_str());
-            for (const std::string& l : probe_key_lines(c.keyed)) std::fprintf(stderr, "keyed %s\n", l.c_str());
-          }
-          std::vector<std::string> fresh;
-          for (const std::string& f : c.user_files) {
-            bool handed = std::any_of(input.headers.begin(), input.headers.end(),
-                                      [&](const NvrtcHeader& h) { return h.name == f; });
-            if (!handed) fresh.push_back(f);
-          }
-          if (!outputs[slot]->sealed || fresh.empty() || round == kMaxIncludeRounds) {
-            if (!c.user_files.empty() && c.unkeyable.empty()) {
-              c.unkeyable = "NVRTC reached " + c.user_files.front() +
-                            " by a name kcache cannot hand it under (more `..` than the seal "
-                            "is deep?)";
-            }
-            for (const std::string& name : asked_names) {
-              add_asked_absences(name, probe_context, started_ns, &c);
-            }
-            for (const auto& [probes, round_started] : earlier_rounds) {
-              merge_earlier_round(classify_probes(probes, probe_context, round_started), &c);
-            }
-            classified[slot] = std::move(c);
-            break;
-          }
-          earlier_rounds.emplace_back(outputs[slot]->probes, outputs[slot]->started_ns);
-          for (const std::string& f : fresh) {
-            AskedInclude a;
-            a.name = f;
-            a.includer = options.logical_name();
-            take_ask(a, CompileError("NVRTC was refused " + f, "", input.options));
-          }
-        }
-        // One answer for every folder? Compiled again in another folder from
-        // the same final input: only answers that agree (program.h) are.
-        if (options.name_free && outputs[slot]->program && outputs[slot]->sealed &&
-            classified[slot].unkeyable.empty() && unresolved[slot].empty()) {
-          NvrtcInput other = input;
-          other.source_name = options.name_check;
-          try {
-            std::optional<NvrtcOutput> checked;
-            if (pool_) {
-              checked = pool_->compile(toolkit_.nvrtc.path, other);
-            } else {
-              if (!here.owns_lock()) here.lock();
-              checked = Nvrtc::open(toolkit_.nvrtc.path).compile(other);
-            }
-            name_checked[slot] = checked->program && checked->sealed &&
-                                 checked->lowered_names == outputs[slot]->lowered_names &&
-                                 options.name_check_same(*outputs[slot]->program, *checked->program);
-            if (!name_checked[slot] && checked->program && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
-              print_name_check(options.logical_name(), *outputs[slot]->program, *checked->program);
-            }
-          } catch (const std::exception&) {
-            name_checked[slot] = false;  // kept under its own name
-          }
-        }
-        if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
-        if (options.lean && outputs[slot]->program) {
-          // A program's CUBIN made lean from its PTX; the PTX it reads
-          // stays NVRTC's, and a compile that made no CUBIN is left alone.
-          cache::ProgramRecord& answers = *outputs[slot]->program;
-          cache::ProgramRecord::Output& cubin = answers.output(cache::ProgramOutput::cubin);
-          std::string ptx = answers.output(cache::ProgramOutput::ptx).bytes;
-          while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
-          if (answers.compile_result == cache::kNvrtcSuccess &&
-              t.kind == cache::TargetKind::cubin && cubin.size_result == cache::kNvrtcSuccess &&
-              !cubin.bytes.empty()) {
-            LeanInput in{t.kind,      t.arch, std::move(cubin.bytes),  std::move(ptx),
-                         key_options, {},     toolkit_.nvjitlink.path};
-            for (const cache::LoweredName& n : outputs[slot]->lowered_names) {
-              in.keep.push_back(n.lowered_name);
-            }
-            leans[slot] = make_lean_image(in);
-            cubin.bytes = std::move(leans[slot].image);
-          }
-        } else if (options.lean) {
-          NvrtcOutput& out = *outputs[slot];
-          LeanInput in{t.kind,      t.arch, std::move(out.image),   std::move(out.ptx),
-                       key_options, {},     toolkit_.nvjitlink.path};
-          for (const cache::LoweredName& n : out.lowered_names) in.keep.push_back(n.lowered_name);
-          leans[slot] = make_lean_image(in);
-          out.image = std::move(leans[slot].image);
-        }
-      } catch (const CompileError& e) {
-        errors[slot] = std::make_exception_ptr(
-            CompileError(std::string(e.what()) + " for " + t.arch, e.log(), e.options()));
-      } catch (...) {
-        errors[slot] = std::current_exception();
-      }
-    };
-    for (size_t s = 1; s < misses.size(); ++s) threads.emplace_back(run, s);
-    run(0);  // the first on this thread: a single target starts no thread
-    for (std::thread& th : threads) th.join();
-
-    double nvrtc_ms = 0;
-    int failures = 0;
-    for (size_t s = 0; s < misses.size(); ++s) {
-      if (outputs[s]) nvrtc_ms += outputs[s]->ms;
-      // A program's rejected source is an answer, not a throw: it counts too.
-      failures += errors[s] != nullptr ||
-                  (outputs[s] && outputs[s]->program &&
-                   outputs[s]->program->compile_result != cache::kNvrtcSuccess);
-    }
-    if (storage_) {
-      storage_->count("nvrtc_invocations", static_cast<int64_t>(misses.size()));
-      storage_->count("nvrtc_ms", static_cast<int64_t>(nvrtc_ms + 0.5));
-      if (failures) storage_->count("nvrtc_failures", failures);
-    }
-    for (size_t s = 0; s < misses.size(); ++s) {
-      if (!errors[s]) continue;
-      try {
-        std::rethrow_exception(errors[s]);  // the first in target order
-      } catch (const CompileError& e) {
-        // An include the action did not declare: say so (undeclared.h).
-        throw with_undeclared_hints(e, includes.missing, options.source_path,
-                                    options.target_label);
-      }
-    }
-
-    int64_t now = static_cast<int64_t>(std::time(nullptr));
-    std::vector<bool> storable(misses.size(), true);
-    std::vector<bool> time_macros(misses.size(), false);  // not stored for them
-    std::vector<std::optional<Hash128>> manifest_keys(misses.size());
-    std::vector<std::optional<cache::Entry>> stored(misses.size());  // if not r.entry
-    for (size_t s = 0; s < misses.size(); ++s) {
-      TargetResult& r = result.targets[misses[s]];
-      NvrtcOutput& out = *outputs[s];
-      asks[s].probes = std::move(classified[s].keyed);
-      if (!asked[s].empty() || !asks[s].probes.empty()) {
-        // Keyed by everything handed over and everything NVRTC named; a
-        // lookup finds it through the manifest of its scanner key (r.key
-        // until here).
-        cache::CompileRequest full = request;
-        full.target = r.target.kind;
-        full.arch = r.target.arch;
-        manifest_keys[s] = cache::manifest_key(cache::compute_key(full));
-        r.key = full_key(full, asked[s], asks[s], prepared.today);
-      }
-      // A compile NVRTC could not be sealed for may have read an unkeyed
-      // file; one whose probes cannot be keyed may have answered from one.
-      if (!out.sealed) {
-        storable[s] = false;
-        warn_unsealed(out.unsealed_why);
-      }
-      if (!classified[s].unkeyable.empty()) {
-        storable[s] = false;
-        if (::getenv("KCACHE_DEBUG_PROBES")) {
-          std::fprintf(stderr, "unkeyable: %s\n", classified[s].unkeyable.c_str());
-        }
-      }
-      if (!unresolved[s].empty()) {
-        storable[s] = false;
-        r.not_stored = unresolved[s];
-      }
-      if (!classified[s].unkeyable.empty()) r.not_stored = classified[s].unkeyable;
-      if (!out.sealed) r.not_stored = "NVRTC could not be sealed: " + out.unsealed_why;
-      if (time_macros_forbid_storing(prepared.today, prepared.uses_time, request.date, asked[s])) {
-        storable[s] = false;
-        time_macros[s] = true;
-        r.not_stored = "it uses __TIME__, __TIMESTAMP__ or a __DATE__ that changed";
-      }
-      r.compile_ms = static_cast<uint32_t>(out.ms + 0.5);
-      const LeanRecord lean = options.lean ? leans[s].record() : LeanRecord{};  // before the move
-      r.lean = leans[s].lean;
-      r.lean_bytes_removed = leans[s].bytes_removed;
-      r.lean_variables_removed = leans[s].variables_removed;
-      r.lean_note = std::move(leans[s].note);
-      std::string payload = out.program ? out.program->encode() : out.image;
-      // A program whose answer does not name it (program.h) is stored under
-      // the key of no name, for every name.
-      r.name_dependent = options.name_free && storable[s] && !name_checked[s];
-      if (options.name_free && storable[s] && name_checked[s]) {
-        if (std::optional<std::string> shared = options.name_free(payload)) {
-          cache::CompileRequest any = any_name_request(request, options.shared_name);
-          any.target = r.target.kind;
-          any.arch = r.target.arch;
-          Hash128 any_key = cache::compute_key(any);
-          if (manifest_keys[s]) {
-            manifest_keys[s] = cache::manifest_key(any_key);
-            any_key = full_key(any, asked[s], asks[s], prepared.today);
-          }
-          r.key = any_key;
-          r.any_name = true;
-          stored[s].emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now,
-                            std::move(*shared), out.lowered_names, lean);
-        }
-      }
-      r.entry.emplace(r.key, r.target.kind, r.target.arch, r.compile_ms, now, std::move(payload),
-                      std::move(out.lowered_names), lean);
-      if (!out.log.empty() && result.warnings.find(out.log) == std::string::npos) {
-        result.warnings += out.log;
-      }
-    }
-    if (storage_) {
-      for (size_t s = 0; s < misses.size(); ++s) {
-        if (storable[s]) {
-          storage_->put(stored[s] ? *stored[s] : *result.targets[misses[s]].entry);
-          if (manifest_keys[s]) add_to_manifest(*manifest_keys[s], std::move(asks[s]));
-        } else {
-          storage_->count(time_macros[s] ? "uncached_time_macros" : "uncached_compiles", 1);
-        }
-      }
-      // The next process finds it through a lookup record (lookup_record.h):
-      // looked up once now as it would, recording what that looks at.
-      if (recorded && std::find(storable.begin(), storable.end(), true) != storable.end()) {
-        record_after_store(options, prepared);
-      }
-    }
-  }
-
+  compile_misses(options, prepared, recorded, &result);
   return finish(options, std::move(result));
+}
+
+// One target compiled now: what NVRTC answered and what keys it.
+struct Compiler::Miss {
+  size_t index = 0;  // into CompileResult::targets
+  Target target;
+  NvrtcInput input;  // as the last round handed it
+  std::optional<NvrtcOutput> output;
+  std::vector<ResolvedHeader> asked;  // headers NVRTC asked for
+  cache::ManifestSet asks;            // the same, ask by ask (then the probes)
+  ClassifiedProbes classified;        // the final round's probes
+  std::string unresolved;             // an include found nowhere (a program's)
+  bool name_checked = false;          // one answer for every name (name_check)
+  LeanImage lean;
+  std::exception_ptr error;
+  // Storing it (store_misses).
+  bool storable = true;
+  bool time_macros = false;  // not stored for them
+  std::optional<Hash128> manifest_key;
+  std::optional<cache::Entry> shared;  // the entry for every name, if not r.entry
+};
+
+namespace {
+
+// An include NVRTC asked for, found where NVRTC would have looked, or a
+// CompileError that says where kcache looked (and the hdrs/deps hint for an
+// undeclared one, undeclared.h).
+std::vector<ResolvedHeader> resolve_asked(const AskContext& c, const AskedInclude& a,
+                                          const std::vector<ResolvedHeader>& have,
+                                          const CompileError& e) {
+  const CompileOptions& options = c.options;
+  std::string searched;
+  std::string refused;  // the first existing file may_read refused
+  std::optional<std::string> includer_path;
+  if (std::optional<std::vector<ResolvedHeader>> out =
+          resolve_ask(c, a, have, &searched, &includer_path, &refused)) {
+    return std::move(*out);
+  }
+  for (const std::string& d : c.toolkit_dirs) searched += (searched.empty() ? "" : ", ") + d;
+  std::string message = "\"" + a.name + "\" (included from " +
+                        (includer_path ? *includer_path : a.includer) + ":" +
+                        std::to_string(a.line) + ") was not found in: " + searched;
+  // may_read is Bazel's worker honouring the action's declared inputs
+  // (cli/declared_inputs.h): say which declaration is missing.
+  if (refused.empty()) {  // sandboxed: the file is not there at all (undeclared.h)
+    std::vector<std::string> dirs = options.include_dirs;
+    if (!a.angled && includer_path) dirs.insert(dirs.begin(), folder_of(*includer_path));
+    refused = find_undeclared(a.name, dirs, options.source_path).value_or("");
+  }
+  if (!refused.empty()) {
+    // The hint first and alone; NVRTC's log adds nothing to it.
+    throw CompileError(undeclared_hint(refused, options.target_label) + "\n  " + message, "",
+                       e.options());
+  }
+  throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
+}
+
+int64_t realtime_ns() {
+  struct timespec t;
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+}  // namespace
+
+void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared, bool recorded,
+                              CompileResult* result) {
+  std::vector<Miss> misses;
+  for (size_t i = 0; i < result->targets.size(); ++i) {
+    if (result->targets[i].hit) continue;
+    misses.emplace_back();
+    misses.back().index = i;
+    misses.back().target = result->targets[i].target;
+  }
+  if (misses.empty()) return;
+  if (!options.program) check_archs(misses);
+  const std::set<std::string> base_names = handed_names(prepared.includes);
+  const AskContext ask_context{options, prepared.includes, base_names, probe_context_,
+                               toolkit_.include_dirs, !prepared.today.empty()};
+  const AskResolver resolve = [&ask_context](const AskedInclude& a,
+                                             const std::vector<ResolvedHeader>& have,
+                                             const CompileError& e) {
+    return resolve_asked(ask_context, a, have, e);
+  };
+  std::vector<std::thread> threads;
+  for (size_t s = 1; s < misses.size(); ++s) {
+    threads.emplace_back([&, s] { compile_miss(options, prepared, resolve, &misses[s]); });
+  }
+  compile_miss(options, prepared, resolve, &misses[0]);  // a single target starts no thread
+  for (std::thread& th : threads) th.join();
+
+  double nvrtc_ms = 0;
+  int failures = 0;
+  for (const Miss& m : misses) {
+    if (m.output) nvrtc_ms += m.output->ms;
+    // A program's rejected source is an answer, not a throw: it counts too.
+    failures += m.error != nullptr || (m.output && m.output->program &&
+                                       m.output->program->compile_result != cache::kNvrtcSuccess);
+  }
+  if (storage_) {
+    storage_->count("nvrtc_invocations", static_cast<int64_t>(misses.size()));
+    storage_->count("nvrtc_ms", static_cast<int64_t>(nvrtc_ms + 0.5));
+    if (failures) storage_->count("nvrtc_failures", failures);
+  }
+  for (const Miss& m : misses) {
+    if (!m.error) continue;
+    try {
+      std::rethrow_exception(m.error);  // the first in target order
+    } catch (const CompileError& e) {
+      // An include the action did not declare: say so (undeclared.h).
+      throw with_undeclared_hints(e, prepared.includes.missing, options.source_path,
+                                  options.target_label);
+    }
+  }
+  store_misses(options, prepared, misses, result);
+  // The next process finds it through a lookup record (lookup_record.h):
+  // looked up once now as it would, recording what that looks at.
+  if (storage_ && recorded &&
+      std::any_of(misses.begin(), misses.end(), [](const Miss& m) { return m.storable; })) {
+    record_after_store(options, prepared);
+  }
+}
+
+// A target NVRTC does not support is an InvalidArgument naming what it does.
+// (A program's is NVRTC's to answer, in its record.)
+void Compiler::check_archs(const std::vector<Miss>& misses) const {
+  for (const Miss& m : misses) {
+    const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
+    std::vector<int> supported = nvrtc.supported_archs();
+    const Target& t = m.target;
+    if (!supported.empty() &&
+        std::find(supported.begin(), supported.end(), t.number) == supported.end()) {
+      auto [major, minor] = nvrtc.version();
+      throw InvalidArgument(t.arch + " is not supported by NVRTC " + std::to_string(major) + "." +
+                            std::to_string(minor) + " (" + nvrtc.path() + "); it supports " +
+                            describe_supported(supported) + " (and compute_ of each)");
+    }
+  }
+}
+
+NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p,
+                                const Target& t) const {
+  NvrtcInput input;
+  input.source_name = options.logical_name();
+  input.source = p.source;
+  for (const ResolvedHeader& h : p.includes.headers) input.headers.push_back({h.name, h.content});
+  for (const MissingInclude& m : p.includes.missing) {
+    if (!m.stub.empty()) input.headers.push_back({m.name, m.stub});
+  }
+  input.name_expressions = options.name_expressions;
+  input.program = options.program;
+  input.want_cubin = t.kind == cache::TargetKind::cubin;
+  input.want_ptx = options.lean;
+  input.options.push_back("-arch=" + t.arch);
+  input.options.insert(input.options.end(), p.key_options.begin(), p.key_options.end());
+  for (const std::string& d : probe_context_.toolkit_dirs) {
+    input.options.push_back("-I" + d);  // absolute: NVRTC's cwd is sealed
+  }
+  return input;
+}
+
+void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
+                            const AskResolver& resolve, Miss* m) {
+  try {
+    m->input = miss_input(options, p, m->target);
+    SlotGuard guard(slots_);
+    std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
+    // With a pool every compile runs there, so each child keeps seeing
+    // the same options (the same arch), which its PCH needs.
+    if (!pool_) here.try_lock();
+    run_rounds(options, resolve, m, &here);
+    check_name(options, m, &here);
+    if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
+    if (options.lean) make_lean(p, m);
+  } catch (const CompileError& e) {
+    m->error = std::make_exception_ptr(
+        CompileError(std::string(e.what()) + " for " + m->target.arch, e.log(), e.options()));
+  } catch (...) {
+    m->error = std::current_exception();
+  }
+}
+
+NvrtcOutput Compiler::nvrtc_round(const NvrtcInput& input, std::unique_lock<std::mutex>* here) {
+  if (pool_) return pool_->compile(toolkit_.nvrtc.path, input);
+  if (here->owns_lock() || worker_command_.empty()) {
+    if (!here->owns_lock()) here->lock();
+    const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
+    return pch_dir_.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir_);
+  }
+  return compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
+}
+
+// NVRTC is sealed (nvrtc.h): an include the scanner could not see (a
+// computed one, say) fails the compile, naming it; kcache finds it the way
+// NVRTC would, hands it over and compiles again, at most kMaxIncludeRounds
+// times.
+void Compiler::run_rounds(const CompileOptions& options, const AskResolver& resolve, Miss* m,
+                          std::unique_lock<std::mutex>* here) {
+  Rounds rounds;
+  rounds.started_ns = realtime_ns();
+  auto take_ask = [&](const AskedInclude& a, const CompileError& e) {
+    rounds.asked_names.push_back(a.name);
+    cache::ManifestAsk recorded{a.name, a.includer, a.angled, {}};
+    for (ResolvedHeader& h : resolve(a, m->asked, e)) {
+      m->input.headers.push_back({h.name, h.content});
+      recorded.headers.push_back({h.name, xxh3_64(h.content)});
+      m->asked.push_back(std::move(h));
+    }
+    m->asks.push_back(std::move(recorded));
+  };
+  for (int round = 0;; ++round) {
+    try {
+      m->output = nvrtc_round(m->input, here);
+    } catch (const CompileError& e) {
+      std::optional<AskedInclude> a = parse_cannot_open(e.log());
+      if (!a || round == kMaxIncludeRounds) throw;
+      // Where this round searched before it asked is keyed too.
+      rounds.earlier.emplace_back(e.probes(), e.started_ns());
+      take_ask(*a, e);
+      continue;
+    }
+    // A program's compile NVRTC rejected is a result; one it rejected for
+    // an include it could not open goes round like the throw above.
+    const std::optional<cache::ProgramRecord>& answered = m->output->program;
+    if (answered && answered->compile_result == cache::kNvrtcErrorCompilation) {
+      std::optional<AskedInclude> a = parse_cannot_open(answered->log);
+      if (a && round < kMaxIncludeRounds) {
+        try {
+          take_ask(*a, CompileError("NVRTC could not compile " + options.logical_name(),
+                                    answered->log, m->input.options));
+          rounds.earlier.emplace_back(m->output->probes, m->output->started_ns);
+          continue;
+        } catch (const CompileError& e) {
+          // Found nowhere: NVRTC's own answer stands, but it is the sealed
+          // NVRTC's (its -I are the toolkit's), so it is not stored.
+          m->unresolved = e.what();
+        }
+      }
+    }
+    std::vector<std::string> refused = settle_probes(rounds, round == kMaxIncludeRounds, m);
+    if (refused.empty()) return;
+    rounds.earlier.emplace_back(m->output->probes, m->output->started_ns);
+    for (const std::string& f : refused) {
+      AskedInclude a;
+      a.name = f;
+      a.includer = options.logical_name();
+      take_ask(a, CompileError("NVRTC was refused " + f, "", m->input.options));
+    }
+  }
+}
+
+// NVRTC compiled. What it named (seal.h) is keyed; an existing user file it
+// was refused without failing (a computed __has_include, say) got an answer
+// that is not the file system's: those are returned, to be handed over by
+// their absolute names for another round. Empty: the probes are settled.
+std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last_round, Miss* m) {
+  ProbeContext probe_context = probe_context_;
+  probe_context.check_time_macros = !(storage_ && storage_->sloppy_time_macros());
+  const NvrtcOutput& out = *m->output;
+  ClassifiedProbes c = classify_probes(out.probes, probe_context, out.started_ns);
+  if (::getenv("KCACHE_DEBUG_PROBES")) {
+    for (const std::string& p : out.probes) std::fprintf(stderr, "probe %s\n", p.c_str());
+    for (const std::string& l : probe_key_lines(c.keyed)) std::fprintf(stderr, "keyed %s\n", l.c_str());
+  }
+  std::vector<std::string> fresh;
+  for (const std::string& f : c.user_files) {
+    bool handed = std::any_of(m->input.headers.begin(), m->input.headers.end(),
+                              [&](const NvrtcHeader& h) { return h.name == f; });
+    if (!handed) fresh.push_back(f);
+  }
+  if (out.sealed && !fresh.empty() && !last_round) return fresh;
+  if (!c.user_files.empty() && c.unkeyable.empty()) {
+    c.unkeyable = "NVRTC reached " + c.user_files.front() +
+                  " by a name kcache cannot hand it under (more `..` than the seal is deep?)";
+  }
+  for (const std::string& name : rounds.asked_names) {
+    add_asked_absences(name, probe_context, rounds.started_ns, &c);
+  }
+  for (const auto& [probes, round_started] : rounds.earlier) {
+    merge_earlier_round(classify_probes(probes, probe_context, round_started), &c);
+  }
+  m->classified = std::move(c);
+  return {};
+}
+
+// One answer for every folder? Compiled again in another folder from the
+// same final input: only answers that agree (program.h) are.
+void Compiler::check_name(const CompileOptions& options, Miss* m,
+                          std::unique_lock<std::mutex>* here) {
+  if (!options.name_free || !m->output->program || !m->output->sealed ||
+      !m->classified.unkeyable.empty() || !m->unresolved.empty()) {
+    return;
+  }
+  NvrtcInput other = m->input;
+  other.source_name = options.name_check;
+  try {
+    std::optional<NvrtcOutput> checked;
+    if (pool_) {
+      checked = pool_->compile(toolkit_.nvrtc.path, other);
+    } else {
+      if (!here->owns_lock()) here->lock();
+      checked = Nvrtc::open(toolkit_.nvrtc.path).compile(other);
+    }
+    m->name_checked = checked->program && checked->sealed &&
+                      checked->lowered_names == m->output->lowered_names &&
+                      options.name_check_same(*m->output->program, *checked->program);
+    if (!m->name_checked && checked->program && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
+      print_name_check(options.logical_name(), *m->output->program, *checked->program);
+    }
+  } catch (const std::exception&) {
+    m->name_checked = false;  // kept under its own name
+  }
+}
+
+// The lean image (lean_image.h). A program's CUBIN is made lean from its
+// PTX; the PTX it reads stays NVRTC's, and a compile that made no CUBIN is
+// left alone.
+void Compiler::make_lean(const Prepared& p, Miss* m) const {
+  const Target& t = m->target;
+  NvrtcOutput& out = *m->output;
+  std::string* image = &out.image;
+  std::string ptx = std::move(out.ptx);
+  if (out.program) {
+    cache::ProgramRecord& answers = *out.program;
+    cache::ProgramRecord::Output& cubin = answers.output(cache::ProgramOutput::cubin);
+    ptx = answers.output(cache::ProgramOutput::ptx).bytes;
+    while (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+    if (answers.compile_result != cache::kNvrtcSuccess || t.kind != cache::TargetKind::cubin ||
+        cubin.size_result != cache::kNvrtcSuccess || cubin.bytes.empty()) {
+      return;
+    }
+    image = &cubin.bytes;
+  }
+  LeanInput in{t.kind, t.arch, std::move(*image), std::move(ptx), p.key_options, {},
+               toolkit_.nvjitlink.path};
+  for (const cache::LoweredName& n : out.lowered_names) in.keep.push_back(n.lowered_name);
+  m->lean = make_lean_image(in);
+  *image = std::move(m->lean.image);
+}
+
+void Compiler::store_misses(const CompileOptions& options, const Prepared& p,
+                            std::vector<Miss>& misses, CompileResult* result) {
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  for (Miss& m : misses) {
+    TargetResult& r = result->targets[m.index];
+    settle_entry(options, p, now, &m, &r);
+    if (!m.output->log.empty() && result->warnings.find(m.output->log) == std::string::npos) {
+      result->warnings += m.output->log;
+    }
+  }
+  if (!storage_) return;
+  for (Miss& m : misses) {
+    if (m.storable) {
+      storage_->put(m.shared ? *m.shared : *result->targets[m.index].entry);
+      if (m.manifest_key) add_to_manifest(*m.manifest_key, std::move(m.asks));
+    } else {
+      storage_->count(m.time_macros ? "uncached_time_macros" : "uncached_compiles", 1);
+    }
+  }
+}
+
+// A miss's key and entry, and whether it may be stored (and why not).
+void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, int64_t now,
+                            Miss* m, TargetResult* r) {
+  NvrtcOutput& out = *m->output;
+  m->asks.probes = std::move(m->classified.keyed);
+  if (!m->asked.empty() || !m->asks.probes.empty()) {
+    // Keyed by everything handed over and everything NVRTC named; a lookup
+    // finds it through the manifest of its scanner key (r->key until here).
+    cache::CompileRequest full = p.request;
+    full.target = r->target.kind;
+    full.arch = r->target.arch;
+    m->manifest_key = cache::manifest_key(cache::compute_key(full));
+    r->key = full_key(full, m->asked, m->asks, p.today);
+  }
+  // A compile NVRTC could not be sealed for may have read an unkeyed file;
+  // one whose probes cannot be keyed may have answered from one.
+  if (!out.sealed) warn_unsealed(out.unsealed_why);
+  if (!m->classified.unkeyable.empty() && ::getenv("KCACHE_DEBUG_PROBES")) {
+    std::fprintf(stderr, "unkeyable: %s\n", m->classified.unkeyable.c_str());
+  }
+  if (!m->unresolved.empty()) r->not_stored = m->unresolved;
+  if (!m->classified.unkeyable.empty()) r->not_stored = m->classified.unkeyable;
+  if (!out.sealed) r->not_stored = "NVRTC could not be sealed: " + out.unsealed_why;
+  m->storable = out.sealed && m->classified.unkeyable.empty() && m->unresolved.empty();
+  if (time_macros_forbid_storing(p.today, p.uses_time, p.request.date, m->asked)) {
+    m->storable = false;
+    m->time_macros = true;
+    r->not_stored = "it uses __TIME__, __TIMESTAMP__ or a __DATE__ that changed";
+  }
+  r->compile_ms = static_cast<uint32_t>(out.ms + 0.5);
+  const LeanRecord lean = options.lean ? m->lean.record() : LeanRecord{};  // before the move
+  r->lean = m->lean.lean;
+  r->lean_bytes_removed = m->lean.bytes_removed;
+  r->lean_variables_removed = m->lean.variables_removed;
+  r->lean_note = std::move(m->lean.note);
+  std::string payload = out.program ? out.program->encode() : out.image;
+  // A program whose answer does not name it (program.h) is stored under the
+  // key of no name, for every name.
+  r->name_dependent = options.name_free && m->storable && !m->name_checked;
+  if (options.name_free && m->storable && m->name_checked) {
+    if (std::optional<std::string> shared = options.name_free(payload)) {
+      cache::CompileRequest any = any_name_request(p.request, options.shared_name);
+      any.target = r->target.kind;
+      any.arch = r->target.arch;
+      Hash128 any_key = cache::compute_key(any);
+      if (m->manifest_key) {
+        m->manifest_key = cache::manifest_key(any_key);
+        any_key = full_key(any, m->asked, m->asks, p.today);
+      }
+      r->key = any_key;
+      r->any_name = true;
+      m->shared.emplace(r->key, r->target.kind, r->target.arch, r->compile_ms, now,
+                        std::move(*shared), out.lowered_names, lean);
+    }
+  }
+  r->entry.emplace(r->key, r->target.kind, r->target.arch, r->compile_ms, now, std::move(payload),
+                   std::move(out.lowered_names), lean);
 }
 
 CompileResult Compiler::finish(const CompileOptions& options, CompileResult result) const {

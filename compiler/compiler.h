@@ -50,10 +50,16 @@
 #include "compiler/probes.h"
 #include "compiler/toolkit.h"
 
+namespace kcache {
+class CompileError;
+}
+
 namespace kcache::compiler {
 
 class DiskObservations;
 class NvrtcPool;
+struct NvrtcInput;
+struct NvrtcOutput;
 
 struct Target {
   cache::TargetKind kind = cache::TargetKind::cubin;
@@ -237,6 +243,35 @@ class Compiler {
   void record_after_store(const CompileOptions& options, const Prepared& made);
   // The lowered names and the bundle of a result whose targets all have entries.
   CompileResult finish(const CompileOptions& options, CompileResult result) const;
+
+  // The misses of one compile (compiler.cc): each target NVRTC compiles now,
+  // on a thread of its own, in rounds while it asks for headers; then keyed
+  // and stored.
+  struct Miss;
+  struct Rounds {  // what every round of one target's compile leaves
+    int64_t started_ns = 0;                // CLOCK_REALTIME, when the first began
+    std::vector<std::string> asked_names;  // what NVRTC searched its folders for
+    // The probes of every round before the last, and when each started.
+    std::vector<std::pair<std::vector<std::string>, int64_t>> earlier;
+  };
+  using AskResolver = std::function<std::vector<ResolvedHeader>(
+      const AskedInclude& asked, const std::vector<ResolvedHeader>& have, const CompileError& e)>;
+  void compile_misses(const CompileOptions& options, Prepared& p, bool recorded,
+                      CompileResult* result);
+  void check_archs(const std::vector<Miss>& misses) const;
+  NvrtcInput miss_input(const CompileOptions& options, const Prepared& p, const Target& t) const;
+  void compile_miss(const CompileOptions& options, const Prepared& p, const AskResolver& resolve,
+                    Miss* m);
+  NvrtcOutput nvrtc_round(const NvrtcInput& input, std::unique_lock<std::mutex>* here);
+  void run_rounds(const CompileOptions& options, const AskResolver& resolve, Miss* m,
+                  std::unique_lock<std::mutex>* here);
+  std::vector<std::string> settle_probes(const Rounds& rounds, bool last_round, Miss* m);
+  void check_name(const CompileOptions& options, Miss* m, std::unique_lock<std::mutex>* here);
+  void make_lean(const Prepared& p, Miss* m) const;
+  void store_misses(const CompileOptions& options, const Prepared& p, std::vector<Miss>& misses,
+                    CompileResult* result);
+  void settle_entry(const CompileOptions& options, const Prepared& p, int64_t now, Miss* m,
+                    TargetResult* r);
   void add_to_manifest(const Hash128& key, cache::ManifestSet set);
 
   Toolkit toolkit_;
