@@ -496,47 +496,83 @@ std::string include_next_name(size_t folder, const std::string& name) {
   return std::string(kIncludeNextPrefix) + std::to_string(folder) + "/" + name;
 }
 
-IncludeGraph resolve_includes(const std::string& source_path, std::string_view source,
-                              const IncludeSearch& search) {
-  // A -I naming a toolkit include folder (users pass -I <cuda>/include/cccl
-  // out of habit) stays the toolkit's: keyed by version, not hashed file by file.
-  std::set<std::string> toolkit_real;
-  for (const std::string& d : search.toolkit_dirs) toolkit_real.insert(real_path(d));
-  std::vector<std::string> user_dirs;
-  std::vector<size_t> user_index;  // each one's place in search.user_dirs
-  for (size_t i = 0; i < search.user_dirs.size(); ++i) {
-    if (toolkit_real.count(real_path(search.user_dirs[i]))) continue;
-    user_dirs.push_back(search.user_dirs[i]);
-    user_index.push_back(i);
+namespace {
+
+// Resolves one source's includes (resolve_includes): a queue of files, each
+// scanned once per name it is handed under; every path looked at once.
+class Resolver {
+ public:
+  Resolver(std::string_view source, const IncludeSearch& search)
+      : source_(source), search_(search) {
+    // A -I naming a toolkit include folder (users pass -I <cuda>/include/cccl
+    // out of habit) stays the toolkit's: keyed by version, not hashed file by file.
+    std::set<std::string> toolkit_real;
+    for (const std::string& d : search.toolkit_dirs) toolkit_real.insert(real_path(d));
+    for (size_t i = 0; i < search.user_dirs.size(); ++i) {
+      if (toolkit_real.count(real_path(search.user_dirs[i]))) continue;
+      user_dirs_.push_back(search.user_dirs[i]);
+      user_index_.push_back(i);
+    }
   }
 
-  // Each path is looked at once per resolve: CCCL's headers include the
-  // same few hundred names from hundreds of places, and every search walks
-  // the -I folders again (a CuPy kernel: 11,000 stats of 1,400 paths).
-  // A folder found missing answers for every name beneath it: the search
-  // of "cuda/std/detail/__config" through six -I folders mostly meets
-  // folders that have no "cuda" at all.
-  std::unordered_map<std::string, std::optional<FileId>> looked_at;
-  std::unordered_map<std::string, bool> is_folder;  // path -> a folder there
-  auto folder_at = [&is_folder](const std::string& path) {
-    auto it = is_folder.find(path);
-    if (it == is_folder.end()) {
+  IncludeGraph run(const std::string& source_path) {
+    // The source is never stat-ed: its text is given (a program's name may
+    // name no file), and a header that is the same file is a header like any other.
+    queue_.push_back({source_path, kMainSource, search_.root_next_from});
+    while (!queue_.empty()) {
+      Pending file = queue_.front();
+      queue_.pop_front();
+      resolve_file(file);
+    }
+    std::sort(graph_.headers.begin(), graph_.headers.end(),
+              [](const ResolvedHeader& a, const ResolvedHeader& b) { return a.name < b.name; });
+    for (const auto& t : toolkit_) graph_.toolkit_includes.push_back(t.first);
+    add_missing();
+    return std::move(graph_);
+  }
+
+ private:
+  static constexpr size_t kMainSource = SIZE_MAX;
+  struct Pending {
+    std::string path;
+    size_t header_index;  // whose content to scan, or kMainSource
+    int next_from;        // where its #include_next continues (IncludeSearch::root_next_from)
+  };
+  using Rewrites = std::vector<std::pair<const IncludeDirective*, std::string>>;
+
+  static InvalidArgument conflict(const std::string& name, const std::string& first,
+                                  const std::string& second) {
+    return InvalidArgument(
+        "\"" + name + "\" names two different headers: " + first + " and " + second +
+        "; NVRTC matches in-memory headers by the name as written, so one compile cannot hold "
+        "both. Include one of them by a longer or different path.");
+  }
+
+  // ---- The disk, each path looked at once per resolve ----------------------
+  // CCCL's headers include the same few hundred names from hundreds of
+  // places, and every search walks the -I folders again (a CuPy kernel:
+  // 11,000 stats of 1,400 paths). A folder found missing answers for every
+  // name beneath it: the search of "cuda/std/detail/__config" through six -I
+  // folders mostly meets folders that have no "cuda" at all.
+  bool folder_at(const std::string& path) {
+    auto it = is_folder_.find(path);
+    if (it == is_folder_.end()) {
       struct stat st;
-      it = is_folder.emplace(path, observed_stat(path, &st) == 0 && S_ISDIR(st.st_mode)).first;
+      it = is_folder_.emplace(path, observed_stat(path, &st) == 0 && S_ISDIR(st.st_mode)).first;
     }
     return it->second;
-  };
-  auto beneath_missing_folder = [&is_folder](const std::string& path) {
+  }
+  bool beneath_missing_folder(const std::string& path) const {
     for (size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0;
          slash = path.rfind('/', slash - 1)) {
-      auto it = is_folder.find(path.substr(0, slash));
-      if (it != is_folder.end()) return !it->second;  // the nearest known folder decides
+      auto it = is_folder_.find(path.substr(0, slash));
+      if (it != is_folder_.end()) return !it->second;  // the nearest known folder decides
     }
     return false;
-  };
-  auto regular_file = [&](const std::string& path) -> std::optional<FileId> {
-    auto it = looked_at.find(path);
-    if (it != looked_at.end()) return it->second;
+  }
+  std::optional<FileId> regular_file(const std::string& path) {
+    auto it = looked_at_.find(path);
+    if (it != looked_at_.end()) return it->second;
     std::optional<FileId> found;
     if (!beneath_missing_folder(path)) {
       found = includes_regular_file(path);
@@ -546,81 +582,57 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
         if (folder_at(path.substr(0, slash))) break;
       }
     }
-    return looked_at.emplace(path, found).first->second;
-  };
+    return looked_at_.emplace(path, found).first->second;
+  }
   // A user file kcache may not read (MayRead) is as good as absent.
-  auto user_file = [&](const std::string& path) -> std::optional<FileId> {
-    if (search.may_read && !search.may_read(path)) return std::nullopt;
+  std::optional<FileId> user_file(const std::string& path) {
+    if (search_.may_read && !search_.may_read(path)) return std::nullopt;
     return regular_file(path);
-  };
+  }
 
-  IncludeGraph graph;
-  std::map<std::string, Found> found;             // spelling -> user header
-  std::map<std::string, std::string> toolkit;     // spelling -> where first included
-  std::map<std::string, MissingInclude> missing;  // spelling -> first place
-  std::map<size_t, std::string> original;         // header index -> its text before a rewrite
-  std::set<std::string> probed;
-  // (file, handed name): a file handed under two names (an #include_next
-  // through a folder given twice) is two texts, each rewritten for its place.
-  std::set<std::pair<FileId, size_t>> scanned;
-  constexpr size_t kMainSource = SIZE_MAX;
-  struct Pending {
-    std::string path;
-    size_t header_index;  // whose content to scan, or kMainSource
-    int next_from;        // where its #include_next continues (IncludeSearch::root_next_from)
-  };
-  // The source is never stat-ed: its text is given (a program's name may name
-  // no file), and a header that is the same file is a header like any other.
-  std::deque<Pending> queue{{source_path, kMainSource, search.root_next_from}};
-
-  auto conflict = [](const std::string& name, const std::string& first, const std::string& second) {
-    return InvalidArgument(
-        "\"" + name + "\" names two different headers: " + first + " and " + second +
-        "; NVRTC matches in-memory headers by the name as written, so one compile cannot hold "
-        "both. Include one of them by a longer or different path.");
-  };
-
+  // ---- Handing user headers ----------------------------------------------------
   // A user header found at `user_path` under spelling `name`: handed (once per
   // spelling) and queued for scanning (once per file). False where the name
   // already names another header: the toolkit's, or other bytes.
-  auto add_user = [&](const std::string& name, const std::string& user_path, const FileId& id,
-                      const std::string& from, int next_from) {
+  bool add_user(const std::string& name, const std::string& user_path, const FileId& id,
+                const std::string& from, int next_from) {
     size_t index;
-    auto it = found.find(name);
-    if (it != found.end()) {
+    auto it = found_.find(name);
+    if (it != found_.end()) {
       if (it->second.id == id) return true;
       index = it->second.header_index;
       std::optional<std::string> content = HeaderMemo::get().read(user_path, id);
-      auto o = original.find(index);
-      if (!content || *content != (o != original.end() ? o->second : graph.headers[index].content)) {
+      auto o = original_.find(index);
+      if (!content ||
+          *content != (o != original_.end() ? o->second : graph_.headers[index].content)) {
         return false;
       }
       // The same bytes under another path: nothing new for NVRTC, but its
       // own relative includes may resolve differently, so it is scanned too.
     } else {
-      if (toolkit.count(name)) return false;
+      if (toolkit_.count(name)) return false;
       std::optional<std::string> content = HeaderMemo::get().read(user_path, id);
       if (!content) throw IoError("cannot read " + user_path + ": it vanished while compiling");
-      index = graph.headers.size();
-      found[name] = Found{id, user_path, from, index};
-      graph.headers.push_back({name, user_path, std::move(*content), {}});
+      index = graph_.headers.size();
+      found_[name] = Found{id, user_path, from, index};
+      graph_.headers.push_back({name, user_path, std::move(*content), {}});
     }
-    if (scanned.insert({id, index}).second) queue.push_back({user_path, index, next_from});
+    if (scanned_.insert({id, index}).second) queue_.push_back({user_path, index, next_from});
     return true;
-  };
+  }
   // The name a user header is handed under where its spelling already names
   // another header (CUTLASS 2.x: "mma.h" next to cutlass/arch/mma_sm70.h, and
   // the toolkit's <mma.h> from cutlass/arch/wmma.h): the name it is handed
   // under already, else its path beneath the -I folder it lies in (the name
   // other includers are likely to use), else one no file has. The includer's
   // directive is rewritten to it, as for #include_next (docs/KEYS.md).
-  auto alias_for = [&](const std::string& name, const std::string& user_path,
-                       const FileId& id) {
-    for (const auto& [handed, f] : found) {
+  std::string alias_for(const std::string& name, const std::string& user_path,
+                        const FileId& id) const {
+    for (const auto& [handed, f] : found_) {
       if (f.id == id) return handed;
     }
-    auto free = [&](const std::string& n) { return !found.count(n) && !toolkit.count(n); };
-    for (const std::string& d : user_dirs) {
+    auto free = [&](const std::string& n) { return !found_.count(n) && !toolkit_.count(n); };
+    for (const std::string& d : user_dirs_) {
       // "." holds every relative path (the working folder's).
       std::string prefix = d == "." ? "" : d.empty() || d.back() == '/' ? d : d + "/";
       if ((!prefix.empty() || (d == "." && user_path.front() != '/')) &&
@@ -634,134 +646,148 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
       alias = std::string(kAliasPrefix) + std::to_string(n) + "/" + name;
     }
     return alias;
-  };
-  auto hand_user = [&](const std::string& name, const std::string& user_path, const FileId& id,
-                       const std::string& from, int next_from) {
+  }
+  std::string hand_user(const std::string& name, const std::string& user_path, const FileId& id,
+                        const std::string& from, int next_from) {
     if (add_user(name, user_path, id, from, next_from)) return name;
     std::string alias = alias_for(name, user_path, id);
     if (!add_user(alias, user_path, id, from, next_from)) {
-      auto it = found.find(name);
+      auto it = found_.find(name);
       throw conflict(name,
-                     it != found.end() ? it->second.path + " (included from " +
-                                             it->second.included_from + ")"
-                                       : "the toolkit's (included from " + toolkit[name] + ")",
+                     it != found_.end() ? it->second.path + " (included from " +
+                                              it->second.included_from + ")"
+                                        : "the toolkit's (included from " + toolkit_[name] + ")",
                      user_path + " (included from " + from + ")");
     }
     return alias;
-  };
+  }
 
-  while (!queue.empty()) {
-    Pending file = queue.front();
-    queue.pop_front();
-    std::string dir = dir_of(file.path);
-    bool is_source = file.header_index == kMainSource;
-    auto o = is_source ? original.end() : original.find(file.header_index);
-    // Copied: graph.headers grows below.
+  // ---- One file ------------------------------------------------------------
+  void resolve_file(const Pending& file) {
+    const bool is_source = file.header_index == kMainSource;
     // The text this file is handed as, before any rewrite: scanned in place,
-    // copied below only for a rewrite (graph.headers grows meanwhile).
+    // copied below only for a rewrite (graph_.headers grows meanwhile).
     auto text_of = [&]() -> std::string_view {
-      return is_source ? source
-             : o != original.end() ? std::string_view(o->second)
-                                   : std::string_view(graph.headers[file.header_index].content);
+      auto o = is_source ? original_.end() : original_.find(file.header_index);
+      return is_source ? source_
+             : o != original_.end() ? std::string_view(o->second)
+                                    : std::string_view(graph_.headers[file.header_index].content);
     };
-    ScannedFile scan = HeaderMemo::get().scan(text_of(), search.scan);
+    ScannedFile scan = HeaderMemo::get().scan(text_of(), search_.scan);
     std::vector<std::string>& line_names =
-        is_source ? graph.root_line_names : graph.headers[file.header_index].line_names;
+        is_source ? graph_.root_line_names : graph_.headers[file.header_index].line_names;
     if (line_names.empty()) line_names = scan.line_names;
     // #include_next, and an include whose spelling names another header too,
     // rewritten to the name its header is handed under.
-    std::vector<std::pair<const IncludeDirective*, std::string>> rewrites;
+    Rewrites rewrites;
     for (const IncludeDirective& d : scan.includes) {
       std::string from = file.path + ":" + std::to_string(d.line);
-      if (d.next && file.next_from >= 0 && d.name.front() != '/') {
-        // GCC's and NVRTC's rule: the search goes on after the folder the
-        // current file was found in (docs/KEYS.md, "#include_next").
-        std::vector<std::string> searched;
-        std::string handed;
-        for (size_t k = 0; k < user_dirs.size() && handed.empty(); ++k) {
-          if (user_index[k] < static_cast<size_t>(file.next_from)) continue;
-          searched.push_back(shown(user_dirs[k]));
-          std::string path = join(user_dirs[k], d.name);
-          if (std::optional<FileId> id = user_file(path)) {
-            handed = include_next_name(user_index[k], d.name);
-            if (!add_user(handed, path, *id, from, static_cast<int>(user_index[k]) + 1)) {
-              throw conflict(handed, found[handed].path, path + " (included from " + from + ")");
-            }
-          }
-        }
-        bool in_toolkit = false;
-        if (handed.empty()) {
-          for (const std::string& t : search.toolkit_dirs) {
-            searched.push_back(t);
-            if (!in_toolkit && regular_file(join(t, d.name))) in_toolkit = true;
-          }
-        }
-        if (in_toolkit) {
-          // "./x.h" is no handed header's name, so NVRTC searches its -I
-          // folders, the toolkit's, for it.
-          handed = "./" + d.name;
-          while (found.count(handed)) handed = "./" + handed;
-          toolkit.emplace(handed, from);
-        } else if (handed.empty()) {
-          handed = include_next_name(search.user_dirs.size(), d.name);
-          if (d.probe) probed.insert(handed);
-          missing.emplace(handed, MissingInclude{handed, from, searched, ""});
-        }
-        rewrites.push_back({&d, in_toolkit ? "<" + handed + ">" : "\"" + handed + "\""});
-        continue;
-      }
-      if (search.in_memory.count(d.name)) continue;  // NVRTC is handed it by name
-      if (d.probe) probed.insert(d.name);
-      std::vector<std::string> searched;
-      std::optional<std::string> user_path;
-      std::optional<FileId> id;
-      int next_from = -1;  // absolute: #include_next searches from the start
-      if (d.name.front() == '/') {
-        if ((id = user_file(d.name))) user_path = d.name;
-      } else {
-        std::vector<std::string> dirs;
-        if (!d.angled) dirs.push_back(dir);
-        dirs.insert(dirs.end(), user_dirs.begin(), user_dirs.end());
-        for (size_t k = 0; k < dirs.size(); ++k) {
-          searched.push_back(shown(dirs[k]));
-          if ((id = user_file(join(dirs[k], d.name)))) {
-            user_path = join(dirs[k], d.name);
-            // Next to its includer: #include_next goes on with the first -I.
-            size_t in_user = k - (d.angled ? 0 : 1);
-            next_from = d.angled || k > 0 ? static_cast<int>(user_index[in_user]) + 1 : 0;
-            break;
-          }
+      std::optional<std::string> rewritten =
+          d.next && file.next_from >= 0 && d.name.front() != '/'
+              ? std::optional<std::string>(include_next(d, file, from))
+              : include(d, dir_of(file.path), from);
+      if (rewritten) rewrites.push_back({&d, *rewritten});
+    }
+    if (!rewrites.empty()) rewrite(file, std::string(text_of()), rewrites);
+  }
+
+  // GCC's and NVRTC's rule: the search goes on after the folder the current
+  // file was found in (docs/KEYS.md, "#include_next"). Returns the directive's
+  // rewritten spelling.
+  std::string include_next(const IncludeDirective& d, const Pending& file,
+                           const std::string& from) {
+    std::vector<std::string> searched;
+    std::string handed;
+    for (size_t k = 0; k < user_dirs_.size() && handed.empty(); ++k) {
+      if (user_index_[k] < static_cast<size_t>(file.next_from)) continue;
+      searched.push_back(shown(user_dirs_[k]));
+      std::string path = join(user_dirs_[k], d.name);
+      if (std::optional<FileId> id = user_file(path)) {
+        handed = include_next_name(user_index_[k], d.name);
+        if (!add_user(handed, path, *id, from, static_cast<int>(user_index_[k]) + 1)) {
+          throw conflict(handed, found_[handed].path, path + " (included from " + from + ")");
         }
       }
-      if (user_path) {
-        std::string handed = hand_user(d.name, *user_path, *id, from, next_from);
-        if (handed != d.name) rewrites.push_back({&d, "\"" + handed + "\""});
-        continue;
-      }
-      bool in_toolkit = false;
-      for (const std::string& t : search.toolkit_dirs) {
+    }
+    bool in_toolkit = false;
+    if (handed.empty()) {
+      for (const std::string& t : search_.toolkit_dirs) {
         searched.push_back(t);
         if (!in_toolkit && regular_file(join(t, d.name))) in_toolkit = true;
       }
-      if (in_toolkit) {
-        if (found.count(d.name)) {
-          // The spelling names a user header elsewhere: "./x.h" is no handed
-          // header's name, so NVRTC searches its -I folders, the toolkit's.
-          std::string handed = "./" + d.name;
-          while (found.count(handed)) handed = "./" + handed;
-          toolkit.emplace(handed, from);
-          rewrites.push_back({&d, "<" + handed + ">"});
-          continue;
-        }
-        toolkit.emplace(d.name, from);
-        continue;
-      }
-      missing.emplace(d.name, MissingInclude{d.name, from, searched, ""});
     }
-    if (rewrites.empty()) continue;
-    const std::string text(text_of());  // unchanged by the directives above
-    // Each rewritten directive keeps its line count: the newlines its
-    // splices held follow it as splices, so every later line keeps its number.
+    if (in_toolkit) {
+      // "./x.h" is no handed header's name, so NVRTC searches its -I
+      // folders, the toolkit's, for it.
+      handed = "./" + d.name;
+      while (found_.count(handed)) handed = "./" + handed;
+      toolkit_.emplace(handed, from);
+    } else if (handed.empty()) {
+      handed = include_next_name(search_.user_dirs.size(), d.name);
+      if (d.probe) probed_.insert(handed);
+      missing_.emplace(handed, MissingInclude{handed, from, searched, ""});
+    }
+    return in_toolkit ? "<" + handed + ">" : "\"" + handed + "\"";
+  }
+
+  // An #include (or __has_include) of a file in `dir`: a user header, the
+  // toolkit's, or missing. Returns the directive's new spelling where it
+  // must be rewritten.
+  std::optional<std::string> include(const IncludeDirective& d, const std::string& dir,
+                                     const std::string& from) {
+    if (search_.in_memory.count(d.name)) return std::nullopt;  // NVRTC is handed it by name
+    if (d.probe) probed_.insert(d.name);
+    std::vector<std::string> searched;
+    std::optional<std::string> user_path;
+    std::optional<FileId> id;
+    int next_from = -1;  // absolute: #include_next searches from the start
+    if (d.name.front() == '/') {
+      if ((id = user_file(d.name))) user_path = d.name;
+    } else {
+      std::vector<std::string> dirs;
+      if (!d.angled) dirs.push_back(dir);
+      dirs.insert(dirs.end(), user_dirs_.begin(), user_dirs_.end());
+      for (size_t k = 0; k < dirs.size(); ++k) {
+        searched.push_back(shown(dirs[k]));
+        if ((id = user_file(join(dirs[k], d.name)))) {
+          user_path = join(dirs[k], d.name);
+          // Next to its includer: #include_next goes on with the first -I.
+          size_t in_user = k - (d.angled ? 0 : 1);
+          next_from = d.angled || k > 0 ? static_cast<int>(user_index_[in_user]) + 1 : 0;
+          break;
+        }
+      }
+    }
+    if (user_path) {
+      std::string handed = hand_user(d.name, *user_path, *id, from, next_from);
+      if (handed != d.name) return "\"" + handed + "\"";
+      return std::nullopt;
+    }
+    bool in_toolkit = false;
+    for (const std::string& t : search_.toolkit_dirs) {
+      searched.push_back(t);
+      if (!in_toolkit && regular_file(join(t, d.name))) in_toolkit = true;
+    }
+    if (in_toolkit) {
+      if (found_.count(d.name)) {
+        // The spelling names a user header elsewhere: "./x.h" is no handed
+        // header's name, so NVRTC searches its -I folders, the toolkit's.
+        std::string handed = "./" + d.name;
+        while (found_.count(handed)) handed = "./" + handed;
+        toolkit_.emplace(handed, from);
+        return "<" + handed + ">";
+      }
+      toolkit_.emplace(d.name, from);
+      return std::nullopt;
+    }
+    missing_.emplace(d.name, MissingInclude{d.name, from, searched, ""});
+    return std::nullopt;
+  }
+
+  // The file's handed text with `rewrites` applied. Each rewritten directive
+  // keeps its line count: the newlines its splices held follow it as
+  // splices, so every later line keeps its number.
+  void rewrite(const Pending& file, const std::string& text, const Rewrites& rewrites) {
     std::string out;
     size_t at = 0;
     for (const auto& [d, spelling] : rewrites) {
@@ -773,44 +799,67 @@ IncludeGraph resolve_includes(const std::string& source_path, std::string_view s
       at = d->end;
     }
     out.append(text, at, std::string::npos);
-    if (is_source) {
-      graph.root_content = std::move(out);
-    } else {
-      std::string& content = graph.headers[file.header_index].content;
-      if (o != original.end()) {
-        // Scanned again from another folder: one handed text must serve both.
-        if (out != content) {
-          throw InvalidArgument(
-              "\"" + graph.headers[file.header_index].name +
-              "\" uses #include_next and is reached both as " +
-              found[graph.headers[file.header_index].name].path + " and as " + file.path +
-              ", whose next headers differ; NVRTC is handed one text per name. Include it by one "
-              "path.");
-        }
-      } else {
-        original[file.header_index] = std::move(content);
-        content = std::move(out);
-      }
+    if (file.header_index == kMainSource) {
+      graph_.root_content = std::move(out);
+      return;
+    }
+    std::string& content = graph_.headers[file.header_index].content;
+    auto o = original_.find(file.header_index);
+    if (o == original_.end()) {
+      original_[file.header_index] = std::move(content);
+      content = std::move(out);
+    } else if (out != content) {
+      // Scanned again from another folder: one handed text must serve both.
+      const std::string& name = graph_.headers[file.header_index].name;
+      throw InvalidArgument("\"" + name + "\" uses #include_next and is reached both as " +
+                            found_[name].path + " and as " + file.path +
+                            ", whose next headers differ; NVRTC is handed one text per name. "
+                            "Include it by one path.");
     }
   }
 
-  std::sort(graph.headers.begin(), graph.headers.end(),
-            [](const ResolvedHeader& a, const ResolvedHeader& b) { return a.name < b.name; });
-  for (const auto& t : toolkit) graph.toolkit_includes.push_back(t.first);
-  for (auto& [name, m] : missing) {
-    if (found.count(name) || toolkit.count(name)) continue;  // found from another includer
-    if (!probed.count(name)) {
-      std::string dirs;
-      for (const std::string& s : m.searched) dirs += (dirs.empty() ? "" : ", ") + s;
-      std::string what = name.compare(0, std::strlen(kIncludeNextPrefix), kIncludeNextPrefix) == 0
-                             ? "the #include_next of \"" + name.substr(name.find('/', std::strlen(kIncludeNextPrefix)) + 1) + "\""
-                             : "\"" + name + "\"";
-      m.stub = "#error kcache: " + what + " (included from " + m.included_from +
-               ") was not found in: " + dirs + "\n";
+  // Includes found nowhere: a stub that says so, unless only probed.
+  void add_missing() {
+    for (auto& [name, m] : missing_) {
+      if (found_.count(name) || toolkit_.count(name)) continue;  // found from another includer
+      if (!probed_.count(name)) {
+        std::string dirs;
+        for (const std::string& s : m.searched) dirs += (dirs.empty() ? "" : ", ") + s;
+        std::string what =
+            name.compare(0, std::strlen(kIncludeNextPrefix), kIncludeNextPrefix) == 0
+                ? "the #include_next of \"" +
+                      name.substr(name.find('/', std::strlen(kIncludeNextPrefix)) + 1) + "\""
+                : "\"" + name + "\"";
+        m.stub = "#error kcache: " + what + " (included from " + m.included_from +
+                 ") was not found in: " + dirs + "\n";
+      }
+      graph_.missing.push_back(std::move(m));
     }
-    graph.missing.push_back(std::move(m));
   }
-  return graph;
+
+  std::string_view source_;
+  const IncludeSearch& search_;
+  std::vector<std::string> user_dirs_;
+  std::vector<size_t> user_index_;  // each one's place in search_.user_dirs
+  std::unordered_map<std::string, std::optional<FileId>> looked_at_;
+  std::unordered_map<std::string, bool> is_folder_;  // path -> a folder there
+  IncludeGraph graph_;
+  std::map<std::string, Found> found_;             // spelling -> user header
+  std::map<std::string, std::string> toolkit_;     // spelling -> where first included
+  std::map<std::string, MissingInclude> missing_;  // spelling -> first place
+  std::map<size_t, std::string> original_;         // header index -> its text before a rewrite
+  std::set<std::string> probed_;
+  // (file, handed name): a file handed under two names (an #include_next
+  // through a folder given twice) is two texts, each rewritten for its place.
+  std::set<std::pair<FileId, size_t>> scanned_;
+  std::deque<Pending> queue_;
+};
+
+}  // namespace
+
+IncludeGraph resolve_includes(const std::string& source_path, std::string_view source,
+                              const IncludeSearch& search) {
+  return Resolver(source, search).run(source_path);
 }
 
 std::optional<AskedInclude> parse_cannot_open(std::string_view log) {
