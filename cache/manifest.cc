@@ -126,8 +126,12 @@ Hash128 manifest_key(const Hash128& scanner_key) {
 
 std::string Manifest::encode() const {
   ByteWriter w;
+  // Without results (every regular manifest) the bytes are format 2's, so a
+  // kcache from before format 3 sharing the store or the remote still reads them.
+  const bool results = std::any_of(sets_.begin(), sets_.end(),
+                                   [](const ManifestSet& set) { return !set.results.empty(); });
   w.bytes(kManifestMagic);
-  w.u16(kManifestFormatVersion);
+  w.u16(results ? kManifestFormatVersion : 2);
   w.u16(0);  // reserved
   write_key(w, key_);
   w.u32(static_cast<uint32_t>(sets_.size()));
@@ -155,6 +159,7 @@ std::string Manifest::encode() const {
         for (uint64_t v : {p.dev, p.ino, p.mtime_ns, p.ctime_ns}) w.u64(v);
       }
     }
+    if (!results) continue;
     w.u32(static_cast<uint32_t>(set.results.size()));
     for (const ManifestResult& r : set.results) {
       w.u8(r.cubin ? 1 : 0);

@@ -77,7 +77,8 @@ namespace kcache::cache {
 // Bump me whenever the bytes written for the same Manifest change, and add a
 // golden file (tests/cache/golden/): readers refuse newer versions.
 // Format 2 (issue 18) added each set's probes; format 1 files still read
-// (sets without probes). Format 3 (issue 26) added each set's results.
+// (sets without probes). Format 3 (issue 26) added each set's results; a
+// manifest without results is still written as format 2.
 constexpr uint16_t kManifestFormatVersion = 3;
 constexpr std::string_view kManifestMagic{"KCMANIF\0", 8};
 

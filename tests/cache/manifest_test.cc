@@ -224,6 +224,24 @@ TEST(ManifestTest, ResultsRoundTripAndAreBounded) {
       << corrupt_message(w.data());
 }
 
+TEST(ManifestTest, AManifestWithoutResultsIsWrittenAsFormatTwo) {
+  // Readable by a kcache from before format 3 (one sharing the store or the remote).
+  Manifest m(kKey);
+  m.add(set_of("deep.cuh", 0x0123456789abcdefull));
+  m.add(set_of("other.cuh", 1));
+  std::string bytes = m.encode();
+  EXPECT_EQ(static_cast<uint8_t>(bytes[8]) | static_cast<uint8_t>(bytes[9]) << 8, 2);
+  EXPECT_EQ(Manifest::decode(bytes, kKey).sets(), m.sets());
+  // Byte for byte what format 2 wrote: the sample without its results is
+  // the format-2 golden file.
+  Manifest no_results(kKey);
+  no_results.add(set_of("deep.cuh", 0x0123456789abcdefull));
+  ManifestSet probes = set_with_probes();
+  probes.results.clear();
+  no_results.add(probes);
+  EXPECT_EQ(no_results.encode(), read_runfile("tests/cache/golden/manifest_v2.bin"));
+}
+
 TEST(ManifestTest, AFormatOneManifestReadsWithoutProbes) {
   Manifest m = Manifest::decode(craft({{ask()}}, 1), kKey);
   ASSERT_EQ(m.sets().size(), 1u);
@@ -233,7 +251,8 @@ TEST(ManifestTest, AFormatOneManifestReadsWithoutProbes) {
 TEST(ManifestTest, TheCraftedGrammarMatchesTheWriter) {
   Manifest m(kKey);
   m.add({{"v.cuh", "k.cu", false, {{"v.cuh", 1}}}});
-  EXPECT_EQ(craft({{ask()}}), m.encode());
+  EXPECT_EQ(craft({{ask()}}, 2), m.encode());  // no results: format 2's bytes
+  EXPECT_EQ(Manifest::decode(craft({{ask()}}), kKey).sets(), m.sets());  // format 3 reads too
 }
 
 TEST(ManifestTest, EveryFlippedBitIsCorrupt) {
