@@ -23,10 +23,10 @@
 #include "cache/storage.h"
 #include "common/file_system.h"
 #include "common/hash.h"
-#include "compiler/codegen.h"
+#include "compiler/image/codegen.h"
 #include "compiler/compiler.h"
-#include "compiler/lean_image.h"
-#include "compiler/nvrtc.h"
+#include "compiler/image/lean_image.h"
+#include "compiler/nvrtc/nvrtc.h"
 #include "compiler/toolkit.h"
 
 extern char** environ;

@@ -28,7 +28,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/compiler.h"
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 #include "runtime/device.h"
 #include "runtime/driver.h"
 #include "runtime/image_selection.h"

@@ -50,7 +50,7 @@ struct CompileRequest {
   // manifest was made by a compile that asked exactly what the replay
   // resolved, so even a forged manifest cannot lead to another's result.
   std::vector<std::string> asked_includes;
-  // What the sealed NVRTC named besides the handed headers (compiler/seal.h),
+  // What the sealed NVRTC named besides the handed headers (compiler/seal/seal.h),
   // sorted: "present <path> <XXH3-128 hex>" for a toolkit header it read,
   // "absent <path>" for a path it found nothing at (a toolkit path as
   // "toolkit:<under the include root>", so moving the toolkit keeps keys).

@@ -122,7 +122,7 @@ struct ManifestAsk {
 };
 
 // A path the compile's sealed NVRTC named that is not a handed header
-// (compiler/seal.h): a toolkit header it read, keyed by content, or a path it
+// (compiler/seal/seal.h): a toolkit header it read, keyed by content, or a path it
 // found absent, keyed by that. `path` is "toolkit:<path under the toolkit's
 // include root>" or an absolute path. A lookup checks each against the disk:
 // a present one whose stat is still the recorded one (same device, inode,

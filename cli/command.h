@@ -35,7 +35,7 @@ struct GlobalOptions {
   // (add_storage_flags in cli/storage_flags.h fills it).
   std::map<std::string, std::string> storage_flags;
   // Set inside a persistent worker: NVRTC's precompiled headers go here
-  // (compiler/pch.h). Empty in a one-shot process.
+  // (compiler/nvrtc/pch.h). Empty in a one-shot process.
   std::string pch_dir;
   // Set inside a persistent worker: its long-lived NVRTC worker processes.
   compiler::NvrtcPool* pool = nullptr;

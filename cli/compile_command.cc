@@ -23,7 +23,7 @@
 #include "cli/storage_flags.h"
 #include "common/error.h"
 #include "compiler/compiler.h"
-#include "compiler/nvrtc_worker.h"
+#include "compiler/nvrtc/nvrtc_worker.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::cli {

@@ -11,7 +11,7 @@
 #include "cli/storage_flags.h"
 #include "common/error.h"
 #include "common/file_system.h"
-#include "compiler/codegen.h"
+#include "compiler/image/codegen.h"
 
 namespace kcache::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include "cli/command.h"
 #include "common/error.h"
 #include "bundle/bundle.h"
-#include "compiler/codegen.h"
+#include "compiler/image/codegen.h"
 #include "compiler/compiler.h"
 
 namespace CLI {
@@ -50,7 +50,7 @@ compiler::CompileOptions to_options(const CompileFlags& flags);
 // missing output folder, --cc-out/--h-out without --symbol.
 void check_outputs(const CompileFlags& flags);
 
-// The kernels of a bundle, from its PTX (compiler/codegen.h): for the header
+// The kernels of a bundle, from its PTX (compiler/image/codegen.h): for the header
 // and `kcache bundle --format json`.
 compiler::KernelList bundle_kernels(const bundle::Bundle& b);
 

@@ -34,7 +34,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/compiler.h"
-#include "compiler/nvrtc_pool.h"
+#include "compiler/nvrtc/nvrtc_pool.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::cli {
@@ -252,7 +252,7 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
   // One process compiles many kernels: its own compiles reuse NVRTC's
-  // precompiled headers (compiler/pch.h), kept in a scratch folder.
+  // precompiled headers (compiler/nvrtc/pch.h), kept in a scratch folder.
   // Its extra-arch compiles run in long-lived children that keep theirs.
   std::optional<ScratchDir> scratch;
   std::optional<compiler::NvrtcPool> pool;

@@ -3,7 +3,7 @@
 // README.md for turning it on). Each WorkRequest is exactly one `kcache`
 // command line; the response carries its exit code and everything it printed.
 // What the worker adds is the long-lived process: NVRTC is loaded once, and
-// compiles here reuse NVRTC's precompiled headers (compiler/pch.h) under a
+// compiles here reuse NVRTC's precompiled headers (compiler/nvrtc/pch.h) under a
 // scratch folder of this process, removed when it exits.
 //
 // Unlike a one-shot `kcache compile`, a request that lists its inputs (Bazel
@@ -30,7 +30,7 @@
 #include "cli/work_protocol.h"
 #include "common/error.h"
 #include "common/file_system.h"
-#include "compiler/nvrtc_pool.h"
+#include "compiler/nvrtc/nvrtc_pool.h"
 
 namespace kcache::cli {
 namespace {

@@ -72,7 +72,7 @@ class CompileError : public Error {
         options_(std::move(options)) {}
   const std::string& log() const noexcept { return log_; }
   const std::vector<std::string>& options() const noexcept { return options_; }
-  // The paths a sealed compile named before it failed (compiler/seal.h), and
+  // The paths a sealed compile named before it failed (compiler/seal/seal.h), and
   // when it started (CLOCK_REALTIME ns): a failed round's search is keyed too.
   const std::vector<std::string>& probes() const noexcept { return probes_; }
   int64_t started_ns() const noexcept { return started_ns_; }

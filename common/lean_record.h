@@ -1,4 +1,4 @@
-// What the lean pass (compiler/lean_image.h) did to one image, as entries
+// What the lean pass (compiler/image/lean_image.h) did to one image, as entries
 // (cache/entry.h) and bundles (bundle/bundle.h) store it from format version 2
 // on, so a hit and `kcache bundle` can say what a miss knew.
 //

@@ -47,7 +47,7 @@
 #include "cache/storage.h"
 #include "common/hash.h"
 #include "compiler/includes.h"
-#include "compiler/probes.h"
+#include "compiler/seal/probes.h"
 #include "compiler/toolkit.h"
 
 namespace kcache {

@@ -1,4 +1,4 @@
-// Fuzzes lean_ptx (compiler/lean_ptx.h), which reads the PTX NVRTC writes.
+// Fuzzes lean_ptx (compiler/image/lean_ptx.h), which reads the PTX NVRTC writes.
 // Beyond "no crash, no sanitizer report", checks its contract on every input:
 //   - unchanged output is the input, byte for byte;
 //   - changed output is the input with `bytes_removed` bytes cut out (a
@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "compiler/lean_ptx.h"
+#include "compiler/image/lean_ptx.h"
 
 namespace {
 

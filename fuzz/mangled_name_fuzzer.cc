@@ -1,4 +1,4 @@
-// Fuzzes host_reach (compiler/mangled_name.h), which reads the variable names
+// Fuzzes host_reach (compiler/image/mangled_name.h), which reads the variable names
 // in NVRTC's PTX. Beyond "no crash, no sanitizer report", checks on every input:
 //   - the answer is deterministic;
 //   - an understood mangled name is a whole name: with one more "E" it is not
@@ -17,7 +17,7 @@
 #include <cstring>
 #include <string>
 
-#include "compiler/mangled_name.h"
+#include "compiler/image/mangled_name.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Fuzzes compiler/ptx_entries.h (the .entry reader `kcache bundle` runs on
+// Fuzzes compiler/image/ptx_entries.h (the .entry reader `kcache bundle` runs on
 // untrusted bundles and codegen on NVRTC's PTX). Beyond "no crash", checks
 // what it promises: within its bounds; every name an identifier found in the
 // input; every size its type's times a count, within kMaxEntryParamBytes; a
@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "compiler/codegen.h"
-#include "compiler/ptx_entries.h"
+#include "compiler/image/codegen.h"
+#include "compiler/image/ptx_entries.h"
 
 namespace {
 

@@ -30,7 +30,7 @@
 #include "cache/config.h"
 #include "cache/storage.h"
 #include "common/error.h"
-#include "compiler/nvrtc_pool.h"
+#include "compiler/nvrtc/nvrtc_pool.h"
 #include "compiler/program.h"
 #include "compiler/toolkit.h"
 

@@ -108,7 +108,7 @@ class Function {
 };
 
 // A kernel named through the header cuda_kernel generates
-// (<symbol>_kernels::saxpy, compiler/codegen.h): Module::function returns
+// (<symbol>_kernels::saxpy, compiler/image/codegen.h): Module::function returns
 // one, and launch() checks its arguments' count and sizes at compile time,
 // each mismatch a static_assert naming the parameter. A Function otherwise.
 template <typename Entry>

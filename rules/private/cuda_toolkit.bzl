@@ -79,7 +79,7 @@ def _cuda_toolkit_repository_impl(ctx):
     if not version:
         fail("kcache: could not read CUDA_VERSION from {}/include/cuda.h; is this a CUDA toolkit?".format(path))
     ctx.symlink(path + "/include", "include")
-    # NVRTC's libraries and nvJitLink (lean images, compiler/lean_image.h), as
+    # NVRTC's libraries and nvJitLink (lean images, compiler/image/lean_image.h), as
     # action inputs only: Bazel then reruns KcacheCompile when either changes,
     # even if the toolkit path stays the same.
     lib = ctx.path(path + "/lib64")

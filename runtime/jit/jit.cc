@@ -6,7 +6,7 @@
 #include "bundle/embedded.h"
 #include "cache/config.h"
 #include "common/error.h"
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 #include "runtime/device.h"
 #include "runtime/image_selection.h"
 

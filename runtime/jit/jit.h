@@ -78,7 +78,7 @@ struct Options {
   std::string arch;
   // nullopt: cache::storage_options_or_local_only() (the CLI's settings).
   std::optional<cache::StorageOptions> storage;
-  // Lean images (compiler/lean_image.h): unreferenced variables no host can name removed,
+  // Lean images (compiler/image/lean_image.h): unreferenced variables no host can name removed,
   // the cubin assembled with nvJitLink. False: NVRTC's bytes exactly.
   bool lean = true;
 };

@@ -1,4 +1,4 @@
-#include "compiler/codegen.h"
+#include "compiler/image/codegen.h"
 
 #include <gtest/gtest.h>
 

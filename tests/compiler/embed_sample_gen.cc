@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "common/file_system.h"
-#include "compiler/codegen.h"
+#include "compiler/image/codegen.h"
 #include "tests/compiler/embed_sample.h"
 
 int main(int argc, char** argv) {

@@ -1,7 +1,7 @@
 // Lean images against the real NVRTC and nvJitLink (no GPU needed): the CUB
 // fixture loses its unreferenced CCCL variables, what must stay stays, and
 // anything unexpected gives NVRTC's own image.
-#include "compiler/lean_image.h"
+#include "compiler/image/lean_image.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include "common/error.h"
 #include "common/lean_record.h"
 #include "compiler/compiler.h"
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/test_files.h"
 

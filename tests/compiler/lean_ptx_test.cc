@@ -1,6 +1,6 @@
 // The lean pass over hand-written PTX: what it removes, what it must keep,
 // and that anything it does not understand leaves the PTX as it was.
-#include "compiler/lean_ptx.h"
+#include "compiler/image/lean_ptx.h"
 
 #include <gtest/gtest.h>
 

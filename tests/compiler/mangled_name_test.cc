@@ -1,8 +1,8 @@
-// Which variables a host can name (compiler/mangled_name.h), on names NVRTC
+// Which variables a host can name (compiler/image/mangled_name.h), on names NVRTC
 // really emits (CCCL 3.0, CuTe/CUTLASS 4.2) and on hand-made ones: the lean
 // pass removes only lowered_name_only variables, so a wrong by_name costs
 // bytes and a wrong lowered_name_only breaks cuModuleGetGlobal.
-#include "compiler/mangled_name.h"
+#include "compiler/image/mangled_name.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // NvrtcPool: long-lived NVRTC children give what a one-shot child gives,
 // stay alive across compiles (one per option set, for its PCH), and a child
 // that dies fails only its compile: the next one starts a fresh child.
-#include "compiler/nvrtc_pool.h"
+#include "compiler/nvrtc/nvrtc_pool.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "common/error.h"
-#include "compiler/nvrtc_worker.h"
+#include "compiler/nvrtc/nvrtc_worker.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/test_files.h"
 

@@ -1,7 +1,7 @@
 // Compiling in a worker process (the kcache binary's hidden __nvrtc-worker
 // verb): the same result as in-process, errors carried across, and a worker
 // that dies or answers nonsense is an error that says so.
-#include "compiler/nvrtc_worker.h"
+#include "compiler/nvrtc/nvrtc_worker.h"
 
 #include <gtest/gtest.h>
 

@@ -15,7 +15,7 @@
 #include "cache/program_record.h"
 #include "cache/storage.h"
 #include "compiler/compiler.h"
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 #include "compiler/program.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/test_files.h"

@@ -2,7 +2,7 @@
 // the image is byte-identical to a plain compile, a PCH really is made (so the
 // speed-up is real), a wrong source fails with the plain compile's log, and
 // NVRTC's PCH chatter is removed from logs without touching real diagnostics.
-#include "compiler/pch.h"
+#include "compiler/nvrtc/pch.h"
 
 #include <gtest/gtest.h>
 

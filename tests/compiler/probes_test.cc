@@ -3,7 +3,7 @@
 // its recorded bytes. Absent paths are checked through the stat of their
 // deepest existing folder where that is exact; these cases are the ones where
 // a folder's state could hide a change.
-#include "compiler/probes.h"
+#include "compiler/seal/probes.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

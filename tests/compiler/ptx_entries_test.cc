@@ -1,5 +1,5 @@
-// The .entry reader (compiler/ptx_entries.h) on NVRTC's forms and its bounds.
-#include "compiler/ptx_entries.h"
+// The .entry reader (compiler/image/ptx_entries.h) on NVRTC's forms and its bounds.
+#include "compiler/image/ptx_entries.h"
 
 #include <gtest/gtest.h>
 

@@ -20,7 +20,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/compiler.h"
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/test_files.h"
 #include "tests/compiler/toolkit_copy.h"

@@ -1,4 +1,4 @@
-// The seal's invariant (compiler/seal.cc): its supervisor never waits for a
+// The seal's invariant (compiler/seal/seal.cc): its supervisor never waits for a
 // lock the sealed thread may hold while stopped in a system call. glibc opens
 // files under its own locks: free() -> heap_trim -> shrink_heap ->
 // check_may_shrink_heap opens /proc/sys/vm/overcommit_memory holding the
@@ -36,7 +36,7 @@
 
 #include <gtest/gtest.h>
 
-#include "compiler/seal.h"
+#include "compiler/seal/seal.h"
 #include "tests/testing/temp_dir.h"
 
 extern char** environ;

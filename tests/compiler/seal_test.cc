@@ -1,6 +1,6 @@
-// The seal's contract (compiler/seal.h), checked with plain file calls in
+// The seal's contract (compiler/seal/seal.h), checked with plain file calls in
 // place of NVRTC: the boundary is the kernel's, so it holds for any code.
-#include "compiler/seal.h"
+#include "compiler/seal/seal.h"
 
 #include <fcntl.h>
 #include <linux/audit.h>

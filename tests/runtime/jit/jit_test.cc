@@ -16,7 +16,7 @@
 #include "cache/store.h"
 #include "common/error.h"
 #include "common/file_system.h"
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 #include "runtime/module.h"
 #include "tests/runtime/fake_cuda/fake_cuda_control.h"
 #include "tests/runtime/jit/test_kernels.h"

@@ -1,4 +1,4 @@
-#include "compiler/pch.h"
+#include "compiler/nvrtc/pch.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "compiler/ptx_entries.h"
+#include "compiler/image/ptx_entries.h"
 
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-#include "compiler/nvjitlink.h"
+#include "compiler/image/nvjitlink.h"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "compiler/seal.h"
+#include "compiler/seal/seal.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 
 namespace kcache::compiler {
 

@@ -1,4 +1,4 @@
-#include "compiler/nvrtc_worker.h"
+#include "compiler/nvrtc/nvrtc_worker.h"
 
 #include <stdlib.h>
 
@@ -15,7 +15,7 @@
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/file_system.h"
-#include "compiler/pch.h"
+#include "compiler/nvrtc/pch.h"
 
 extern char** environ;
 

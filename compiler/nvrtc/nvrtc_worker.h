@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 
 namespace kcache::compiler {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 
 namespace kcache::compiler {
 

@@ -1,10 +1,10 @@
-#include "compiler/lean_ptx.h"
+#include "compiler/image/lean_ptx.h"
 
 #include <algorithm>
 #include <cctype>
 #include <unordered_map>
 
-#include "compiler/mangled_name.h"
+#include "compiler/image/mangled_name.h"
 
 // The PTX this pass relies on (PTX ISA, "Syntax" and "Directives"); anything
 // else at the top level leaves the PTX unchanged:

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/ptx_entries.h"
+#include "compiler/image/ptx_entries.h"
 
 namespace kcache::compiler {
 

@@ -1,4 +1,4 @@
-#include "compiler/nvrtc_pool.h"
+#include "compiler/nvrtc/nvrtc_pool.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -16,7 +16,7 @@
 
 #include "common/error.h"
 #include "common/file_system.h"
-#include "compiler/nvrtc_worker.h"
+#include "compiler/nvrtc/nvrtc_worker.h"
 
 extern char** environ;
 

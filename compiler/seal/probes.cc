@@ -1,4 +1,4 @@
-#include "compiler/probes.h"
+#include "compiler/seal/probes.h"
 
 #include <stdlib.h>
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 #include "common/file_system.h"
 #include "common/hash.h"
 #include "compiler/lookup_record.h"
-#include "compiler/seal.h"
+#include "compiler/seal/seal.h"
 #include "compiler/time_macros.h"
 
 namespace kcache::compiler {

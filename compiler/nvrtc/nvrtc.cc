@@ -1,4 +1,4 @@
-#include "compiler/nvrtc.h"
+#include "compiler/nvrtc/nvrtc.h"
 
 #include <algorithm>
 #include <dlfcn.h>
@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "common/error.h"
-#include "compiler/seal.h"
+#include "compiler/seal/seal.h"
 
 namespace kcache::compiler {
 

@@ -1,8 +1,8 @@
-#include "compiler/lean_image.h"
+#include "compiler/image/lean_image.h"
 
 #include "common/error.h"
-#include "compiler/lean_ptx.h"
-#include "compiler/nvjitlink.h"
+#include "compiler/image/lean_ptx.h"
+#include "compiler/image/nvjitlink.h"
 
 namespace kcache::compiler {
 namespace {

@@ -1,7 +1,7 @@
 // The kernels (entry points) of a PTX module and their parameters, read from
 // the `.entry` declarations: what `kcache bundle --format json` lists and
 // what the header cuda_kernel generates declares, so host code names kernels
-// and passes arguments checked at compile time (compiler/codegen.h).
+// and passes arguments checked at compile time (compiler/image/codegen.h).
 //
 // Grammar read (PTX ISA, "Kernel function declarations"; comments and
 // whitespace between any two tokens):

@@ -1,4 +1,4 @@
-#include "compiler/mangled_name.h"
+#include "compiler/image/mangled_name.h"
 
 #include <cctype>
 
