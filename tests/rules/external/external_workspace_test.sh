@@ -89,22 +89,72 @@ if [ "$out" != "$expected" ]; then
   exit 1
 fi
 
+# A CUTLASS 2.x device GEMM (its Params built on the device) through
+# cuda_kernel: the CUTLASS include folder comes from a new_local_repository as
+# a cc_library in deps, whose `includes` become -I folders; -default-device as
+# an nvrtc option. It joins the store check below.
+cutlass_include="${KCACHE_CUTLASS_DIR:-/opt/kcache-cutlass}/cutlass_library/source/include"
+targets=(//kernels:list_kernels)
+cutlass_kernels=0
+if [ -f "$cutlass_include/cutlass/gemm/kernel/default_gemm.h" ]; then
+  cat >> WORKSPACE <<WS
+
+new_local_repository(
+    name = "cutlass",
+    path = "$cutlass_include",
+    build_file_content = """
+cc_library(
+    name = "cutlass",
+    hdrs = glob(["cutlass/**/*.h", "cutlass/**/*.hpp", "cutlass/**/*.inl",
+                 "cute/**/*.h", "cute/**/*.hpp", "cute/**/*.inl"]),
+    includes = ["."],
+    visibility = ["//visibility:public"],
+)
+""",
+)
+WS
+  mkdir -p cutlass_kernels
+  cp "$kcache_root/tests/compiler/kernels/cutlass/cutlass2_gemm.cu" cutlass_kernels/
+  cat > cutlass_kernels/BUILD.bazel <<'BUILD'
+load("@kcache//rules:defs.bzl", "cuda_kernel")
+
+cuda_kernel(
+    name = "cutlass2_gemm",
+    srcs = ["cutlass2_gemm.cu"],
+    deps = ["@cutlass"],
+    archs = ["sm_90"],
+    ptx = "none",
+    std = "c++17",
+    nvrtc_opts = ["-default-device"],
+)
+BUILD
+  targets+=(//cutlass_kernels:cutlass2_gemm)
+  cutlass_kernels=1
+else
+  echo "CUTLASS part skipped: no CUTLASS headers at $cutlass_include (run tools/install_deps.sh or set KCACHE_CUTLASS_DIR)"
+fi
+
 # Opting in to a shared store: after `bazel clean` (Bazel's caches gone) the
-# kernel is a store hit and NVRTC does not run again.
+# kernels are store hits and NVRTC does not run again.
 store="$work/store"
 mkdir -p "$store"
 opt_in=(--action_env=KCACHE_DIR="$store" --sandbox_writable_path="$store")
-bazel --output_user_root="$work/bazel-root" build "${opt_in[@]}" //kernels:list_kernels
+bazel --output_user_root="$work/bazel-root" build "${opt_in[@]}" "${targets[@]}"
 bazel --output_user_root="$work/bazel-root" clean
-bazel --output_user_root="$work/bazel-root" build "${opt_in[@]}" //kernels:list_kernels
+bazel --output_user_root="$work/bazel-root" build "${opt_in[@]}" "${targets[@]}"
+if [ "$cutlass_kernels" = 1 ] && [ ! -s bazel-bin/cutlass_kernels/cutlass2_gemm.kcb ]; then
+  echo "FAIL: no bundle for //cutlass_kernels:cutlass2_gemm" >&2
+  exit 1
+fi
 # The actions' kcache against the actions' store (rules/private/stats.bzl).
 stats=$(bazel --output_user_root="$work/bazel-root" run "${opt_in[@]}" @kcache//rules:stats -- -s --format json)
 echo "store after a clean rebuild: $stats"
-python3 - "$stats" <<'PY'
+python3 - "$stats" "$cutlass_kernels" <<'PY'
 import json, sys
 c = json.loads(sys.argv[1])["counters"]
-assert c.get("nvrtc_invocations") == 3, c   # sm_80, sm_90, compute_90, once
-assert c.get("hits") == 3, c                 # all three again after the clean
+n = 3 + int(sys.argv[2])  # sm_80, sm_90, compute_90 (+ the CUTLASS GEMM's sm_90)
+assert c.get("nvrtc_invocations") == n, c   # once each
+assert c.get("hits") == n, c                 # all again after the clean
 PY
 
 # Only declared inputs are readable, under the persistent worker as in a
