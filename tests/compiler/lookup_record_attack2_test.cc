@@ -17,6 +17,7 @@
 #include "compiler/compiler.h"
 #include "compiler/lookup_record.h"
 #include "compiler/toolkit.h"
+#include "tests/compiler/lookup_record_testing.h"
 #include "tests/compiler/test_files.h"
 
 namespace kcache::compiler {
@@ -25,24 +26,22 @@ namespace {
 using testing::test_dir;
 using testing::write;
 
-void age() { std::this_thread::sleep_for(std::chrono::milliseconds(80)); }
+using testing::age;
+using testing::record_hits;
 
 void set_tz(const char* tz) {
   ::setenv("TZ", tz, 1);
   ::tzset();
 }
 
-class LookupRecordAttack2Test : public ::testing::Test {
+class LookupRecordAttack2Test : public testing::LookupRecordFixture {
  protected:
-  void SetUp() override { set_too_new_margin_for_testing(int64_t{50} * 1000000); }
   void TearDown() override {
-    set_too_new_margin_for_testing(int64_t{2} * 1000000000);
+    testing::LookupRecordFixture::TearDown();
     ::unsetenv("TZ");
     ::tzset();
   }
 };
-
-int64_t record_hits(cache::Storage& s) { return s.local()->stats().counter("lookup_record_hits"); }
 
 const char kStringize[] = "#define STR2(x) #x\n#define STR(x) STR2(x)\n";
 
@@ -58,11 +57,7 @@ TEST_F(LookupRecordAttack2Test, DateMacroInAComputedHeaderAcrossADayChange) {
   write(dir, "k.cu", std::string(kStringize) +
                          "#include STR(VARIANT.cuh)\nextern \"C\" __global__ void k(int* p) "
                          "{ *p = V; }\n");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";
@@ -88,11 +83,7 @@ TEST_F(LookupRecordAttack2Test, DateMacroInAScannedHeaderAcrossADayChange) {
   std::string dir = test_dir();
   write(dir, "d.cuh", "#define V (__DATE__[4] * 1000 + __DATE__[5] * 10 + 3)\n");
   write(dir, "k.cu", "#include \"d.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";
@@ -119,11 +110,7 @@ TEST_F(LookupRecordAttack2Test, HeaderSymlinkRetargetedToSameSizeAndMtime) {
   ASSERT_EQ(::utimensat(AT_FDCWD, b.c_str(), times, 0), 0);
   ASSERT_EQ(::symlink(a.c_str(), (dir + "/h.cuh").c_str()), 0);
   write(dir, "k.cu", "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";

@@ -16,6 +16,7 @@
 #include "compiler/lookup_record.h"
 #include "compiler/program.h"
 #include "compiler/toolkit.h"
+#include "tests/compiler/lookup_record_testing.h"
 #include "tests/compiler/test_files.h"
 
 namespace kcache::compiler {
@@ -24,13 +25,9 @@ namespace {
 using testing::test_dir;
 using testing::write;
 
-void age() { std::this_thread::sleep_for(std::chrono::milliseconds(80)); }
-
-class LookupRecordAttackTest : public ::testing::Test {
- protected:
-  void SetUp() override { set_too_new_margin_for_testing(int64_t{50} * 1000000); }
-  void TearDown() override { set_too_new_margin_for_testing(int64_t{2} * 1000000000); }
-};
+using testing::age;
+using testing::record_hits;
+using LookupRecordAttackTest = testing::LookupRecordFixture;
 
 std::string ptx_of(const ProgramResult& r) {
   return r.record.output(cache::ProgramOutput::ptx).bytes;
@@ -48,7 +45,6 @@ ProgramResult program(cache::Storage* storage, const std::string& source, const 
   return compile_program(c, mapped.options);
 }
 
-int64_t record_hits(cache::Storage& s) { return s.local()->stats().counter("lookup_record_hits"); }
 
 // Attempt 1: a name_free program whose folder does not exist (NVRTC program
 // names need not exist: CuPy-like names, random names). Its quoted include
@@ -60,11 +56,7 @@ TEST_F(LookupRecordAttackTest, MissingProgramFolderAnsweredByItsParent) {
   std::string dir = test_dir();
   write(dir, "inc/h.cuh", "#define V 1\n");
   write(dir, "base/p2/h.cuh", "#define V 2\n");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   const std::string src =
       "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V * 7919; }\n";
   const std::vector<std::string> opts = {"-arch=compute_80", "-I", dir + "/inc"};
@@ -92,11 +84,7 @@ TEST_F(LookupRecordAttackTest, SameSizeEditWithMtimeSetBack) {
   std::string dir = test_dir();
   std::string h = write(dir, "inc/h.cuh", "#define V 1\n");
   write(dir, "k.cu", "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   CompileOptions o = file_options(dir);
   o.include_dirs = {dir + "/inc"};
   Toolkit tk = find_toolkit("");
@@ -125,11 +113,7 @@ TEST_F(LookupRecordAttackTest, RetargetedSymlinkedIncludeFolder) {
   write(dir, "k.cu", "#include <h.cuh>\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
   ASSERT_EQ(::symlink((dir + "/a").c_str(), (dir + "/inc").c_str()), 0);
   ASSERT_EQ(::symlink((dir + "/a").c_str(), (dir + "/sub_a").c_str()), 0);
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   CompileOptions o = file_options(dir);
   o.include_dirs = {dir + "/inc"};
   Toolkit tk = find_toolkit("");
@@ -152,11 +136,7 @@ TEST_F(LookupRecordAttackTest, NewFolderWhereAMissingOneWas) {
   write(dir, "inc1/keep", "");
   write(dir, "inc2/sub/h.cuh", "#define V 1\n");
   write(dir, "k.cu", "#include \"sub/h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   CompileOptions o = file_options(dir);
   o.include_dirs = {dir + "/inc1", dir + "/inc2"};
   Toolkit tk = find_toolkit("");
@@ -180,11 +160,7 @@ TEST_F(LookupRecordAttackTest, RelativeIncludeFolderAndAnotherWorkingDirectory) 
   write(dir, "w1/inc/h.cuh", "#define V 1\n");
   write(dir, "w2/inc/h.cuh", "#define V 2\n");
   write(dir, "k.cu", "#include <h.cuh>\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   CompileOptions o = file_options(dir);
   o.include_dirs = {"inc"};
   Toolkit tk = find_toolkit("");
@@ -206,11 +182,7 @@ TEST_F(LookupRecordAttackTest, ChangedDefine) {
   std::string dir = test_dir();
   write(dir, "inc/h.cuh", "#ifndef V\n#define V 1\n#endif\n");
   write(dir, "k.cu", "#include <h.cuh>\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   CompileOptions o = file_options(dir);
   o.include_dirs = {dir + "/inc"};
   Toolkit tk = find_toolkit("");

@@ -14,6 +14,7 @@
 #include "cache/storage.h"
 #include "compiler/compiler.h"
 #include "compiler/toolkit.h"
+#include "tests/compiler/lookup_record_testing.h"
 #include "tests/compiler/test_files.h"
 
 namespace kcache::compiler {
@@ -22,16 +23,8 @@ namespace {
 using testing::test_dir;
 using testing::write;
 
-constexpr int64_t kMarginNs = int64_t{50} * 1000000;
-
-// Files made now are "too new" until the margin has passed.
-void age() { std::this_thread::sleep_for(std::chrono::milliseconds(60)); }
-
-class LookupRecordTest : public ::testing::Test {
- protected:
-  void SetUp() override { set_too_new_margin_for_testing(kMarginNs); }
-  void TearDown() override { set_too_new_margin_for_testing(int64_t{2} * 1000000000); }
-};
+using testing::age;
+using LookupRecordTest = testing::LookupRecordFixture;
 
 // Looks at `paths` as a lookup would, and returns the record.
 std::optional<std::vector<cache::ManifestProbe>> observe(const std::vector<std::string>& paths,
@@ -141,11 +134,7 @@ TEST_F(LookupRecordTest, ACompilerUsesARecordOnlyWhileTheDiskIsAsRecorded) {
   write(dir, "inc2/h.cuh", "#define V 1\n");
   write(dir, "inc1/keep", "");
   write(dir, "k.cu", "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   Toolkit toolkit = find_toolkit("");
   CompileOptions o;
   o.source_path = dir + "/k.cu";
@@ -195,11 +184,7 @@ TEST_F(LookupRecordTest, ACompileLimitedByMayReadHasNoRecord) {
   std::string dir = test_dir();
   write(dir, "k.cu", "extern \"C\" __global__ void k() {}\n#include \"h.cuh\"\n");
   write(dir, "h.cuh", "");
-  age();
-  cache::StorageOptions so;
-  so.local_dir = dir + "/store";
-  cache::Storage storage(so);
-  age();  // the store made a folder in the test folder: its stamp too must be old
+  cache::Storage& storage = store_in(dir);
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.ptx_arch = "compute_80";
