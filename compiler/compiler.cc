@@ -682,12 +682,14 @@ std::optional<Hash128> Compiler::record_key(const CompileOptions& o, const Prepa
   w.str(kLeanPassVersion);
   w.u32(cache::kProgramRecordVersion);
   w.str(toolkit_.nvjitlink.path.empty() ? "no nvJitLink" : toolkit_.nvjitlink.describe());
+  // The toolkit's folders (resolve, probes_hold). Not the probe context's
+  // own folders: only a compile's classification reads them, and prewarm's
+  // PCH folder among them is new in every process.
   for (const std::vector<std::string>* list : std::initializer_list<const std::vector<std::string>*>{
-           &toolkit_.include_dirs, &probe_context_.toolkit_dirs, &probe_context_.own_dirs}) {
+           &toolkit_.include_dirs, &probe_context_.toolkit_dirs}) {
     w.u32(static_cast<uint32_t>(list->size()));
     for (const std::string& d : *list) w.str(d);
   }
-  w.str(probe_context_.nvrtc_library_dir);
   for (const char* name : {"CUDA_CACHE_PATH", "HOME"}) {  // probes.cc's driver cache
     const char* v = ::getenv(name);
     w.u8(v ? 1 : 0);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -24,6 +25,7 @@ using testing::test_dir;
 using testing::write;
 
 using testing::age;
+using testing::record_hits;
 using LookupRecordTest = testing::LookupRecordFixture;
 
 // Looks at `paths` as a lookup would, and returns the record.
@@ -177,6 +179,30 @@ TEST_F(LookupRecordTest, ACompilerUsesARecordOnlyWhileTheDiskIsAsRecorded) {
   CompileResult again = compile();
   EXPECT_EQ(again.hits(), 1);
   EXPECT_EQ(again.bundle, edited.bundle);
+}
+
+TEST_F(LookupRecordTest, ARecordServesAProcessWithAnotherPchFolder) {
+  // prewarm makes a new PCH folder in every process: the record key must not
+  // hold it (only a compile's probe classification reads it).
+  std::string dir = test_dir();
+  write(dir, "h.cuh", "#define V 1\n");
+  write(dir, "k.cu", "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
+  cache::Storage& storage = store_in(dir);
+  CompileOptions o;
+  o.source_path = dir + "/k.cu";
+  o.ptx_arch = "compute_80";
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string saved = tmp ? tmp : "";
+  Toolkit toolkit = find_toolkit("");
+  for (int process = 0; process < 3; ++process) {
+    std::string pch = dir + "/../pch-" + std::to_string(process);
+    ASSERT_EQ(::mkdir(pch.c_str(), 0700), 0);
+    Compiler c(toolkit, &storage);
+    c.use_pch(pch);  // points TMPDIR there, as prewarm does
+    c.compile(o);
+  }
+  if (tmp) ::setenv("TMPDIR", saved.c_str(), 1); else ::unsetenv("TMPDIR");
+  EXPECT_EQ(record_hits(storage), 2);
 }
 
 TEST_F(LookupRecordTest, ACompileLimitedByMayReadHasNoRecord) {
