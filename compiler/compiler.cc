@@ -666,16 +666,18 @@ bool names_folder(std::string_view text, const std::string& folder) {
 
 }  // namespace
 
-std::optional<Hash128> Compiler::record_key(const CompileOptions& o, const Prepared& p,
-                                            bool any_name) const {
-  if (!storage_ || o.may_read || (any_name && !o.name_free)) return std::nullopt;
+bool Compiler::records_apply(const CompileOptions& o) const {
   static const bool off = [] {
     const char* v = ::getenv("KCACHE_LOOKUP_RECORDS");
     return v && std::string(v) == "off";
   }();
-  if (off) return std::nullopt;
-  // Everything the lookup reads other than the disk (lookup_record.h). A new
-  // field of CompileOptions that a lookup reads belongs here.
+  return storage_ && !o.may_read && !off;
+}
+
+std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) const {
+  // Everything the lookup reads other than the disk and the program's name
+  // (lookup_record.h). A new field of CompileOptions that a lookup reads
+  // belongs here.
   ByteWriter w;
   w.str("kcache-lookup-record v1");
   w.str(keyed_identity_);
@@ -728,6 +730,13 @@ std::optional<Hash128> Compiler::record_key(const CompileOptions& o, const Prepa
     w.str(h.content);
   }
   w.str(p.source);
+  return w.take();
+}
+
+Hash128 Compiler::record_key(const std::string& inputs, const CompileOptions& o, bool any_name) {
+  ByteWriter w;
+  w.bytes(inputs);
+  w.u8(any_name ? 1 : 0);
   if (any_name) {
     // Its folder is in the record's paths (kSourceFolderPrefix), not here.
     const std::string& path = o.source_path;
@@ -741,10 +750,11 @@ std::optional<Hash128> Compiler::record_key(const CompileOptions& o, const Prepa
 
 bool Compiler::record_hit(const CompileOptions& options, const Prepared& p,
                           std::vector<TargetResult>* out) {
+  const std::string inputs = record_inputs(options, p);
   for (bool any_name : {true, false}) {
-    std::optional<Hash128> key = record_key(options, p, any_name);
-    if (!key) continue;
-    std::optional<cache::Manifest> record = storage_->get_lookup_record(*key);
+    if (any_name && !options.name_free) continue;
+    std::optional<cache::Manifest> record =
+        storage_->get_lookup_record(record_key(inputs, options, any_name));
     if (!record || record->sets().size() != 1) continue;
     const cache::ManifestSet& set = record->sets().front();
     if (set.results.size() != p.targets.size() ||
@@ -818,15 +828,14 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
     any_name = false;  // it holds for this folder only (lookup_record.h)
     probes = seen.probes("");
   }
-  std::optional<Hash128> key = record_key(options, p, any_name);
-  if (!probes || !key) return;
+  if (!probes) return;
   cache::ManifestSet set;
   set.probes = std::move(*probes);
   for (const TargetResult& r : found) {
     set.results.push_back({r.target.kind == cache::TargetKind::cubin, r.target.arch,
                            r.any_name, r.key});
   }
-  cache::Manifest record(*key);
+  cache::Manifest record(record_key(record_inputs(options, p), options, any_name));
   try {
     record.add(std::move(set));
   } catch (const InvalidArgument&) {
@@ -928,7 +937,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
   result.source_name = options.logical_name();
   result.compiler_identity = identity_;
   Prepared prepared = prepare_head(options);
-  const bool recorded = record_key(options, prepared, false).has_value();
+  const bool recorded = records_apply(options);
   // The lookup record first (lookup_record.h): no include is resolved on its hit.
   if (recorded && record_hit(options, prepared, &result.targets)) {
     return finish(options, std::move(result));

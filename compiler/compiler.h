@@ -231,10 +231,14 @@ class Compiler {
   // Not `counted`: the store's counters are left as they were.
   void look_up(const CompileOptions& options, Prepared& p, std::vector<TargetResult>* out,
                bool* through_asks, bool counted);
-  // Lookup records (lookup_record.h): the key of the record for `p` (a program's
-  // for every folder with `any_name`), nullopt where there is none.
-  std::optional<Hash128> record_key(const CompileOptions& options, const Prepared& p,
-                                    bool any_name) const;
+  // Lookup records (lookup_record.h): whether a compile has them (a store,
+  // no may_read, not KCACHE_LOOKUP_RECORDS=off); what its record key hashes
+  // but the program's name; and the key, for its name or (`any_name`, a
+  // name_free program) its file name in any folder.
+  bool records_apply(const CompileOptions& options) const;
+  std::string record_inputs(const CompileOptions& options, const Prepared& p) const;
+  static Hash128 record_key(const std::string& inputs, const CompileOptions& options,
+                            bool any_name);
   bool record_hit(const CompileOptions& options, const Prepared& p,
                   std::vector<TargetResult>* out);
   void write_lookup_record(const CompileOptions& options, const Prepared& p,
