@@ -566,7 +566,22 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
                     option_texts, &p.request, &p.today, &p.uses_time);
   if (options.program) {
     // Its entries hold a program record, not an image: never the same key.
-    p.request.image_pass = "nvrtc-program; record v" + std::to_string(cache::kProgramRecordVersion);
+    // NVRTC reads the real file system for it (served, seal.h): its -I as
+    // written reach its output (__FILE__ of a header there is "<-I>/name"),
+    // and where a name is relative, the folder it is taken from decides
+    // which files a computed include reaches; both are keyed.
+    p.request.image_pass = "nvrtc-program; record v" +
+                           std::to_string(cache::kProgramRecordVersion) + "; disk served v1";
+    bool relative = options.logical_name().empty() || options.logical_name().front() != '/';
+    for (const std::string& d : options.include_dirs) {
+      p.request.options.push_back("-I" + d);
+      relative = relative || d.empty() || d.front() != '/';
+    }
+    if (relative) {
+      char cwd[PATH_MAX];
+      p.request.options.push_back(std::string("--kcache-working-folder=") +
+                                  (::getcwd(cwd, sizeof cwd) ? cwd : ""));
+    }
   }
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
@@ -658,6 +673,27 @@ std::string program_folder(const CompileOptions& options) {
   std::string cwd = current_folder();
   if (cwd.empty()) return "";
   return folder.empty() ? cwd : cwd + "/" + folder;
+}
+
+// Probes beneath `folder` written as kSourceFolderPrefix + the rest, the
+// way lookup records write them; kept sorted by path.
+void relative_to_program_folder(const std::string& folder,
+                                std::vector<cache::ManifestProbe>* probes) {
+  if (folder.empty()) return;
+  for (cache::ManifestProbe& p : *probes) {
+    if (p.path == folder || p.path.rfind(folder + "/", 0) == 0) {
+      p.path = kSourceFolderPrefix + p.path.substr(folder.size());
+      if (p.has_folder) {  // its folder's depth was counted from "/": stat the name itself
+        p.has_folder = false;
+        p.folder_depth = 0;
+        p.dev = p.ino = p.mtime_ns = p.ctime_ns = 0;
+      }
+    }
+  }
+  std::sort(probes->begin(), probes->end(),
+            [](const cache::ManifestProbe& a, const cache::ManifestProbe& b) {
+              return a.path < b.path;
+            });
 }
 
 bool names_folder(std::string_view text, const std::string& folder) {
@@ -849,8 +885,12 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
   const IncludeGraph& includes = prepared.includes;
   cache::CompileRequest& request = prepared.request;
   const std::set<std::string> base_names = handed_names(includes);
-  const AskContext ask_context{options, includes, base_names, probe_context_,
-                               toolkit_.include_dirs, !prepared.today.empty()};
+  // A program's probes in its own folder are recorded relative to it for
+  // the entry of every name (settle_entry): checked in this one's.
+  ProbeContext probes = probe_context_;
+  if (options.program) probes.program_folder = program_folder(options);
+  const AskContext ask_context{options, includes, base_names, probes, toolkit_.include_dirs,
+                               !prepared.today.empty()};
   // Per target: the scanner key; on a miss, its manifest's sets, newest
   // first, each replayed against the disk (cache/manifest.h).
   for (const Target& t : prepared.targets) {
@@ -976,6 +1016,7 @@ struct Compiler::Miss {
   std::vector<ResolvedHeader> asked;  // headers NVRTC asked for
   cache::ManifestSet asks;            // the same, ask by ask (then the probes)
   ClassifiedProbes classified;        // the final round's probes
+  bool date_keyed = false;            // the key holds today's __DATE__
   std::string unresolved;             // an include found nowhere (a program's)
   bool name_checked = false;          // one answer for every name (name_check)
   LeanImage lean;
@@ -1120,6 +1161,19 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
   input.want_ptx = options.lean;
   input.options.push_back("-arch=" + t.arch);
   input.options.insert(input.options.end(), p.key_options.begin(), p.key_options.end());
+  if (options.program) {
+    // NVRTC's own search on the real file system (seal.h, serving): the
+    // program's in-memory headers only, its -I as written, its working
+    // folder; no toolkit folder it was not given.
+    input.headers.clear();
+    for (const cache::Header& h : options.memory_headers) {
+      input.headers.push_back({h.include_name, h.content});
+    }
+    for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
+    input.serve_disk = true;
+    input.working_dir = current_folder();
+    return input;
+  }
   for (const std::string& d : probe_context_.toolkit_dirs) {
     input.options.push_back("-I" + d);  // absolute: NVRTC's cwd is sealed
   }
@@ -1130,6 +1184,7 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
                             const AskResolver& resolve, Miss* m) {
   try {
     m->input = miss_input(options, p, m->target);
+    m->date_keyed = !p.request.date.empty();
     SlotGuard guard(slots_);
     std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
     // With a pool every compile runs there, so each child keeps seeing
@@ -1189,7 +1244,10 @@ void Compiler::run_rounds(const CompileOptions& options, const AskResolver& reso
     // A program's compile NVRTC rejected is a result; one it rejected for
     // an include it could not open goes round like the throw above.
     const std::optional<cache::ProgramRecord>& answered = m->output->program;
-    if (answered && answered->compile_result == cache::kNvrtcErrorCompilation) {
+    // Served (a program's): NVRTC searched the disk itself, so "cannot open"
+    // is the file system's answer, not a header to hand over.
+    if (answered && !m->input.serve_disk &&
+        answered->compile_result == cache::kNvrtcErrorCompilation) {
       std::optional<AskedInclude> a = parse_cannot_open(answered->log);
       if (a && round < kMaxIncludeRounds) {
         try {
@@ -1224,7 +1282,18 @@ std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last
   ProbeContext probe_context = probe_context_;
   probe_context.check_time_macros = !(storage_ && storage_->sloppy_time_macros());
   const NvrtcOutput& out = *m->output;
+  if (m->input.serve_disk) {
+    probe_context.served = true;
+    probe_context.date_keyed = m->date_keyed;
+    for (const std::string& o : m->input.options) {
+      if (o.compare(0, 2, "-I") == 0 && o.size() > 2) {
+        probe_context.user_dirs.push_back(
+            without_dot_parts(o[2] == '/' ? o.substr(2) : m->input.working_dir + "/" + o.substr(2)));
+      }
+    }
+  }
   ClassifiedProbes c = classify_probes(out.probes, probe_context, out.started_ns);
+  add_served(out.served, probe_context, out.started_ns, &c);
   if (::getenv("KCACHE_DEBUG_PROBES")) {
     for (const std::string& p : out.probes) std::fprintf(stderr, "probe %s\n", p.c_str());
     for (const std::string& l : probe_key_lines(c.keyed)) std::fprintf(stderr, "keyed %s\n", l.c_str());
@@ -1258,6 +1327,7 @@ void Compiler::check_name(const CompileOptions& options, Miss* m,
       !m->classified.unkeyable.empty() || !m->unresolved.empty()) {
     return;
   }
+
   NvrtcInput other = m->input;
   other.source_name = options.name_check;
   try {
@@ -1372,6 +1442,10 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
       any.arch = r->target.arch;
       Hash128 any_key = cache::compute_key(any);
       if (m->manifest_key) {
+        // What NVRTC found in the program's folder (its builtin names next
+        // to the program, a quoted include) is keyed relative to that folder:
+        // a lookup checks the same names in its own (probes_hold).
+        relative_to_program_folder(program_folder(options), &m->asks.probes);
         m->manifest_key = cache::manifest_key(any_key);
         any_key = full_key(any, m->asked, m->asks, p.today);
       }

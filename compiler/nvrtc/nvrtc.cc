@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/error.h"
@@ -97,7 +98,14 @@ SealPolicy nvrtc_policy(const std::string& library, const NvrtcInput& input) {
   for (const std::string& o : input.options) {
     if (o.compare(0, 2, "-I") == 0 && o.size() > 2) include_dirs.push_back(o.substr(2));
   }
-  p.readable = with_link_targets(include_dirs);
+  // Serving: NVRTC's -I folders are the program's, and every file beneath
+  // them is served (and hashed), never read by NVRTC itself.
+  if (input.serve_disk) {
+    p.serve = true;
+    p.working_dir = input.working_dir;
+  } else {
+    p.readable = with_link_targets(include_dirs);
+  }
   size_t slash = library.rfind('/');
   if (slash != std::string::npos) p.readable.push_back(library.substr(0, slash));
   for (const char* system : kNvrtcSystemFiles) p.readable.push_back(system);
@@ -238,6 +246,13 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
   });
   out.sealed = seal.sealed;
   out.unsealed_why = std::move(seal.why);
+  if (!seal.refused.empty()) {
+    // NVRTC's own answer would depend on what it is (a FIFO blocks, a device
+    // never ends): the real NVRTC answers it.
+    throw IoError("NVRTC opened " + seal.refused +
+                  ": kcache serves it only regular files of at most 64 MiB");
+  }
+  out.served = std::move(seal.served);
   // The folders NVRTC may write (its PCH folder, where TMPDIR points) hold
   // its own work files: never an include, never keyed, never handed.
   std::vector<std::string> own_dirs;
@@ -260,8 +275,21 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
     struct stat st;
     return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
   };
+  // Serving: the working folder asked for is looked at the same way, and a
+  // file served is listed in `served` with its bytes' hash.
+  std::string asked_cwd;
+  if (input.serve_disk) {
+    char real[PATH_MAX];
+    if (::realpath(input.working_dir.empty() ? "." : input.working_dir.c_str(), real)) {
+      asked_cwd = real;
+    }
+  }
+  std::set<std::string> served;
+  for (const ServedFile& f : out.served) served.insert(f.path);
   for (std::string& p : seal.probes) {
-    bool own = ((p == here || (pwd && p == pwd)) && folder(p)) ||
+    if (served.count(p)) continue;
+    bool own = ((p == here || (pwd && p == pwd) || (!asked_cwd.empty() && p == asked_cwd)) &&
+                folder(p)) ||
                std::any_of(own_dirs.begin(), own_dirs.end(), [&](const std::string& d) {
                  return p == d || p.rfind(d + "/", 0) == 0;
                });
@@ -277,7 +305,8 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
 
 NvrtcOutput Nvrtc::compile_here(const NvrtcInput& input) const {
   const Api& api = *api_;
-  const std::string handed_name = sealed_source_name(input.source_name);
+  const std::string handed_name =
+      input.serve_disk ? input.source_name : sealed_source_name(input.source_name);
   auto check = [&](nvrtcResult r, const char* call) {
     if (r != NVRTC_SUCCESS) {
       throw Error(ErrorKind::compile_failed, std::string(call) + " failed on " + input.source_name +

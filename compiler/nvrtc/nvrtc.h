@@ -26,6 +26,7 @@
 
 #include "cache/entry.h"
 #include "cache/program_record.h"
+#include "compiler/seal/seal.h"
 
 namespace kcache::compiler {
 
@@ -48,6 +49,14 @@ struct NvrtcInput {
   // gives is kept in NvrtcOutput::program (want_cubin and want_ptx are
   // ignored), and a source NVRTC rejects is a result there, not a throw.
   bool program = false;
+  // NVRTC sees the real file system (issue 27; seal.h, SealPolicy::serve):
+  // `headers` are the program's own, `options` its -I as written, and every
+  // file it opens is served from a snapshot and listed in
+  // NvrtcOutput::served. Relative names are taken from `working_dir`
+  // (empty: this process's). Otherwise user headers are handed in memory and
+  // NVRTC may read only the toolkit's folders.
+  bool serve_disk = false;
+  std::string working_dir;
 };
 
 struct NvrtcOutput {
@@ -67,6 +76,10 @@ struct NvrtcOutput {
   // have been read half old, half new.
   std::vector<std::string> probes;
   int64_t started_ns = 0;
+  // With NvrtcInput::serve_disk: every file NVRTC read, by the absolute name
+  // it opened it by, with the hash of exactly the bytes it was served
+  // (those paths are not repeated in `probes`).
+  std::vector<ServedFile> served;
   // With NvrtcInput::program: the result code, log and every output as
   // NVRTC answered them (image, ptx and log are then left empty).
   std::optional<cache::ProgramRecord> program;

@@ -103,6 +103,8 @@ std::string encode_worker_request(const std::string& nvrtc_path, const NvrtcInpu
   w.u8(input.want_ptx ? 1 : 0);
   write_list(w, input.writable_dirs);
   w.u8(input.program ? 1 : 0);
+  w.u8(input.serve_disk ? 1 : 0);
+  w.str(input.working_dir);
   return w.take();
 }
 
@@ -126,6 +128,8 @@ void decode_worker_request(std::string_view bytes, std::string& nvrtc_path, Nvrt
   input.want_ptx = r.u8("want PTX") != 0;
   input.writable_dirs = read_list(r, "writable folders");
   input.program = r.u8("program") != 0;
+  input.serve_disk = r.u8("serve disk") != 0;
+  input.working_dir = std::string(r.str("working folder"));
   r.expect_end();
 }
 
@@ -158,6 +162,14 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     w.u64(static_cast<uint64_t>(out.started_ns));
     w.u8(out.program ? 1 : 0);
     if (out.program) w.str(out.program->encode());
+    w.u32(static_cast<uint32_t>(out.served.size()));
+    for (const ServedFile& f : out.served) {
+      w.str(f.path);
+      for (uint64_t v : {f.content.high, f.content.low, f.dev, f.ino, f.size, f.mtime_ns,
+                         f.ctime_ns}) {
+        w.u64(v);
+      }
+    }
   } catch (const CompileError& e) {
     w.u8(kCompileError);
     w.str(e.what());
@@ -323,6 +335,20 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
   out.started_ns = static_cast<int64_t>(r.u64("start time"));
   if (r.u8("has program answers") != 0) {
     out.program = cache::ProgramRecord::decode(r.str("program answers"), who + "'s answers");
+  }
+  uint32_t served = r.u32("served file count");
+  if (served > r.remaining() / 60) r.fail("served file count past the end");
+  for (uint32_t i = 0; i < served; ++i) {
+    ServedFile f;
+    f.path = std::string(r.str("served file"));
+    f.content.high = r.u64("served hash");
+    f.content.low = r.u64("served hash");
+    f.dev = r.u64("served stat");
+    f.ino = r.u64("served stat");
+    f.size = r.u64("served stat");
+    f.mtime_ns = r.u64("served stat");
+    f.ctime_ns = r.u64("served stat");
+    out.served.push_back(std::move(f));
   }
   r.expect_end();
   return out;

@@ -112,6 +112,9 @@ Own is_nvrtc_own(const std::string& path, const std::string& real, const ProbeCo
     if (real == d || under(real, d)) return Own::no;
   }
   if (under(path, "/dev/shm")) return Own::no;  // files anyone can put there
+  for (const std::string& d : c.user_dirs) {
+    if (path == d || under(path, d) || under(real, canonical(d))) return Own::no;
+  }
   for (const char* folder : {"/proc", "/sys", "/dev", "/usr/share/zoneinfo", "/lib", "/lib32",
                              "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib",
                              "/usr/local/lib64"}) {
@@ -199,7 +202,17 @@ struct DiskPath {
 std::optional<DiskPath> disk_path(const std::string& recorded, const ProbeContext& c) {
   DiskPath out;
   std::string rel;
-  if (recorded.compare(0, std::char_traits<char>::length(kToolkitLabel), kToolkitLabel) != 0) {
+  const size_t folder_label = std::char_traits<char>::length(kSourceFolderPrefix);
+  if (recorded.compare(0, folder_label, kSourceFolderPrefix) == 0) {
+    // Beneath the program's folder: "program-folder:" is the folder itself.
+    if (c.program_folder.empty() || c.program_folder.front() != '/') return std::nullopt;
+    out.base = c.program_folder;
+    rel = recorded.substr(folder_label);
+    if (rel.empty()) return out;
+    if (rel.front() != '/') return std::nullopt;
+    rel = rel.substr(1);
+  } else if (recorded.compare(0, std::char_traits<char>::length(kToolkitLabel), kToolkitLabel) !=
+             0) {
     if (recorded.empty() || recorded.front() != '/') return std::nullopt;
     out.base = "/";
     rel = recorded.substr(1);
@@ -376,7 +389,7 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
     }
     // A folder is no file to include: keyed as absent like a missing name,
     // so a file replacing it later is noticed.
-    if (!toolkit && st.file) {
+    if (!toolkit && st.file && !c.served) {
       out.user_files.push_back(path);
       continue;
     }
@@ -395,7 +408,8 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
         continue;
       }
       if (!content) continue;  // gone meanwhile: the stat below cannot match
-      if (c.check_time_macros && (uses_time_macros(*content) || uses_date_macro(*content))) {
+      if (c.check_time_macros &&
+          (uses_time_macros(*content) || (!c.date_keyed && uses_date_macro(*content)))) {
         out.unkeyable = path + " uses a time macro";
         continue;
       }
@@ -467,6 +481,54 @@ void add_asked_absences(const std::string& spelling, const ProbeContext& c, int6
     } else if (it->present) {
       into->unkeyable = disk->full() + " appeared while NVRTC compiled";
     }
+  }
+}
+
+void add_served(const std::vector<ServedFile>& served, const ProbeContext& c, int64_t started_ns,
+                ClassifiedProbes* into) {
+  auto by_path = [](const cache::ManifestProbe& a, const cache::ManifestProbe& b) {
+    return a.path < b.path;
+  };
+  for (const ServedFile& f : served) {
+    cache::ManifestProbe p;
+    p.path = toolkit_name(f.path, c).value_or(f.path);
+    p.present = true;
+    p.content = f.content;
+    p.dev = f.dev;
+    p.ino = f.ino;
+    p.size = f.size;
+    p.mtime_ns = f.mtime_ns;
+    p.ctime_ns = f.ctime_ns;
+    if (static_cast<int64_t>(std::min<uint64_t>(f.ctime_ns, INT64_MAX)) >= started_ns) {
+      into->unkeyable = f.path + " changed while NVRTC compiled";
+      continue;
+    }
+    auto it = std::lower_bound(into->keyed.begin(), into->keyed.end(), p, by_path);
+    if (it != into->keyed.end() && it->path == p.path) {
+      if (!it->present || it->content != p.content) {
+        into->unkeyable = f.path + " changed while NVRTC compiled (read twice, or absent first)";
+      }
+      continue;
+    }
+    if (c.check_time_macros) {
+      // Read again for its time macros: the snapshot's bytes, or it changed.
+      std::optional<std::string> content;
+      try {
+        content = read_input_file(f.path);
+      } catch (const Error& e) {
+        into->unkeyable = e.what();
+        continue;
+      }
+      if (!content || xxh3_128(*content) != f.content) {
+        into->unkeyable = f.path + " changed while NVRTC compiled";
+        continue;
+      }
+      if (uses_time_macros(*content) || (!c.date_keyed && uses_date_macro(*content))) {
+        into->unkeyable = f.path + " uses a time macro";
+        continue;
+      }
+    }
+    into->keyed.insert(it, std::move(p));
   }
 }
 

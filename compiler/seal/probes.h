@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cache/manifest.h"
+#include "compiler/seal/seal.h"
 
 namespace kcache::compiler {
 
@@ -37,6 +38,19 @@ struct ProbeContext {
   // Not sloppy about time macros (time_macros.h): a toolkit header NVRTC read
   // that uses __TIME__, __TIMESTAMP__ or __DATE__ makes the result unkeyable.
   bool check_time_macros = true;
+  // The compile's NVRTC saw the real file system (seal.h, SealPolicy::serve):
+  // an existing user file it only probed (stat, access) is keyed by its
+  // content like a toolkit file, never handed; `user_dirs` (its -I folders,
+  // absolute) are never NVRTC's own, wherever they lie (a Python package's
+  // headers under /usr/lib); `date_keyed`: the key holds today's __DATE__,
+  // so a file read that uses it is keyed (not only __TIME__ makes it
+  // unkeyable).
+  bool served = false;
+  // A lookup's program folder (absolute): where a probe recorded as
+  // "program-folder:/rel" (lookup_record.h, kSourceFolderPrefix) is checked.
+  std::string program_folder;
+  std::vector<std::string> user_dirs;
+  bool date_keyed = false;
 };
 
 struct ClassifiedProbes {
@@ -60,6 +74,14 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
 void add_asked_absences(const std::string& spelling, const ProbeContext& c, int64_t started_ns,
                         ClassifiedProbes* into);
 
+// Adds the files a serving seal handed NVRTC (seal.h) to `into`: each keyed
+// present with the hash of the bytes NVRTC was served, beneath a toolkit
+// folder by its name there. A file changed since `started_ns`, served twice
+// with different bytes, or (not sloppy) using a time macro the key does not
+// hold sets `unkeyable`.
+void add_served(const std::vector<ServedFile>& served, const ProbeContext& c, int64_t started_ns,
+                ClassifiedProbes* into);
+
 // Adds `earlier`'s keyed probes (a round of NVRTC before the last: one that
 // failed on an include it could not open, or one whose answer kcache had to
 // correct) to `into`. A path that two rounds found in different states
@@ -70,6 +92,9 @@ void merge_earlier_round(const ClassifiedProbes& earlier, ClassifiedProbes* into
 // still no file; a present one has the recorded content (taken as unchanged
 // where its stat is the recorded one, else read and hashed).
 bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c);
+
+// `path` without "." components and repeated slashes ("x/./y", "x//y": x/y).
+std::string without_dot_parts(const std::string& path);
 
 // The lines the key hashes for `probes` (CompileRequest::probes), sorted.
 std::vector<std::string> probe_key_lines(const std::vector<cache::ManifestProbe>& probes);

@@ -25,15 +25,45 @@
 // own thread, domain and supervisor.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "common/hash.h"
 
 namespace kcache::compiler {
 
 struct SealPolicy {
+  SealPolicy() = default;
+  SealPolicy(std::vector<std::string> readable_, std::vector<std::string> writable_)
+      : readable(std::move(readable_)), writable(std::move(writable_)) {}
   std::vector<std::string> readable;  // folders (or files) readable beneath
   std::vector<std::string> writable;  // folders readable and writable beneath
+  // Serving (issue 27): `fn` sees the real file system. Its working
+  // directory is `working_dir` (empty: this process's), not the deleted
+  // chain, and every open for reading of a path outside `readable` and
+  // `writable` is made by the supervisor instead: it opens the file itself,
+  // copies it into a sealed memfd (a snapshot no one can change), hashes
+  // exactly those bytes and installs the memfd as the call's result
+  // (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND, Linux 5.14+).
+  // So every byte `fn` reads outside its own folders is in
+  // SealResult::served. Only regular files of at most `max_file_bytes` are
+  // served; any other (a FIFO, a device, a folder opened as a file) is
+  // refused with EACCES and named in SealResult::refused.
+  bool serve = false;
+  std::string working_dir;
+  uint64_t max_file_bytes = uint64_t{64} << 20;
+};
+
+// A file the supervisor served (SealPolicy::serve): the absolute name `fn`
+// opened it by (lexically resolved), the hash of the snapshot's bytes, and
+// the file's stat when it was opened.
+struct ServedFile {
+  std::string path;
+  Hash128 content;
+  uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
 };
 
 struct SealResult {
@@ -45,6 +75,11 @@ struct SealResult {
   // out; those that climb out of it are given as the absolute path they
   // reach. Absolute names are given as written.
   std::vector<std::string> probes;
+  // Serving only: every file served, in first-open order (a file opened
+  // twice is listed twice, each with the bytes of its own snapshot), and the
+  // first path refused, with why ("a FIFO"), or empty.
+  std::vector<ServedFile> served;
+  std::string refused;
 };
 
 // The folder an absolute source name is handed under (nvrtc.h): it exists

@@ -16,6 +16,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <string>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -97,6 +100,121 @@ TEST_F(SealTest, WritableFolderTakesNewFiles) {
   ASSERT_TRUE(r.sealed) << r.why;
   EXPECT_GE(fd, 0);
   if (fd >= 0) ::close(fd);
+}
+
+// Serving (issue 27): the real file system, every file read from a snapshot.
+SealPolicy serving(const std::string& working_dir, std::vector<std::string> readable = {}) {
+  SealPolicy p(std::move(readable), {});
+  p.serve = true;
+  p.working_dir = working_dir;
+  return p;
+}
+
+std::string read_all(int fd) {
+  std::string out;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  return out;
+}
+
+TEST_F(SealTest, ServingReadsEveryFileFromASnapshotAndHashesIt) {
+  std::string got, relative, after_edit;
+  int write_errno = 0;
+  SealResult r = run_sealed(serving(dir_ / "user", {dir_ / "toolkit"}), [&] {
+    int fd = ::open((dir_ / "user/u.h").c_str(), O_RDONLY | O_CLOEXEC);
+    got = fd >= 0 ? read_all(fd) : "open failed";
+    if (fd >= 0) ::close(fd);
+    fd = ::open("u.h", O_RDONLY);  // from the working folder asked for
+    relative = fd >= 0 ? read_all(fd) : "open failed";
+    if (fd >= 0) ::close(fd);
+    int toolkit = ::open((dir_ / "toolkit/t.h").c_str(), O_RDONLY | O_CLOEXEC);  // its own
+    if (toolkit >= 0) ::close(toolkit);
+    int w = ::open((dir_ / "user/u.h").c_str(), O_WRONLY | O_CLOEXEC);
+    write_errno = w < 0 ? errno : 0;
+    if (w >= 0) ::close(w);
+  });
+  ASSERT_TRUE(r.sealed) << r.why;
+  EXPECT_EQ(got, "user");
+  EXPECT_EQ(relative, "user");
+  EXPECT_EQ(write_errno, EACCES);  // nothing is written outside the writable folders
+  ASSERT_EQ(r.served.size(), 2u);
+  for (const ServedFile& f : r.served) {
+    EXPECT_EQ(f.path, dir_ / "user/u.h");
+    EXPECT_EQ(f.content, xxh3_128("user"));
+    EXPECT_EQ(f.size, 4u);
+  }
+  EXPECT_TRUE(r.refused.empty()) << r.refused;
+  EXPECT_TRUE(contains(r.probes, dir_ / "toolkit/t.h"));  // read by itself, a probe
+}
+
+TEST_F(SealTest, ServedBytesAreASnapshotAnEditCannotReach) {
+  std::string first, second;
+  std::mutex m;
+  std::condition_variable cv;
+  bool opened = false, edited = false;
+  // Not sealed: writes in place after the sealed open, as an editor saving
+  // over the file would.
+  std::thread editor([&] {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return opened; });
+    int w = ::open((dir_ / "user/u.h").c_str(), O_WRONLY | O_CLOEXEC);
+    if (w >= 0) {
+      EXPECT_EQ(::pwrite(w, "EDIT", 4, 0), 4);
+      ::close(w);
+    }
+    edited = true;
+    cv.notify_all();
+  });
+  SealResult r = run_sealed(serving(dir_.path()), [&] {
+    int fd = ::open((dir_ / "user/u.h").c_str(), O_RDONLY | O_CLOEXEC);
+    char one = 0;
+    if (fd >= 0 && ::read(fd, &one, 1) == 1) first = std::string(1, one);
+    std::unique_lock<std::mutex> lock(m);
+    opened = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return edited; });
+    if (fd >= 0) {
+      second = read_all(fd);
+      ::close(fd);
+    }
+  });
+  editor.join();
+  ASSERT_TRUE(r.sealed) << r.why;
+  EXPECT_EQ(testing::read_file_or_die(dir_ / "user/u.h"), "EDIT");  // the disk changed
+  EXPECT_EQ(first + second, "user");                          // the read did not
+  ASSERT_EQ(r.served.size(), 1u);
+  EXPECT_EQ(r.served[0].content, xxh3_128("user"));
+}
+
+TEST_F(SealTest, ServingRefusesAFifoAndADeviceWithoutBlocking) {
+  ASSERT_EQ(::mkfifo((dir_ / "user/pipe").c_str(), 0600), 0);
+  int fifo_errno = 0, zero_errno = 0;
+  SealResult r = run_sealed(serving(dir_.path()), [&] {
+    int fd = ::open((dir_ / "user/pipe").c_str(), O_RDONLY | O_CLOEXEC);  // would block
+    fifo_errno = fd < 0 ? errno : 0;
+    if (fd >= 0) ::close(fd);
+    fd = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);  // would never end
+    zero_errno = fd < 0 ? errno : 0;
+    if (fd >= 0) ::close(fd);
+  });
+  ASSERT_TRUE(r.sealed) << r.why;
+  EXPECT_EQ(fifo_errno, EACCES);
+  EXPECT_EQ(zero_errno, EACCES);
+  EXPECT_EQ(r.refused, dir_ / "user/pipe" + " is a FIFO");
+  EXPECT_TRUE(r.served.empty());
+}
+
+TEST_F(SealTest, ServingAnswersAnAbsentNameAsTheDiskDoes) {
+  int err = 0;
+  SealResult r = run_sealed(serving(dir_.path()), [&] {
+    int fd = ::open("user/none.h", O_RDONLY | O_CLOEXEC);
+    err = fd < 0 ? errno : 0;
+    if (fd >= 0) ::close(fd);
+  });
+  ASSERT_TRUE(r.sealed) << r.why;
+  EXPECT_EQ(err, ENOENT);
+  EXPECT_TRUE(contains(r.probes, dir_ / "user/none.h"));
+  EXPECT_TRUE(r.served.empty());
 }
 
 TEST_F(SealTest, ExceptionsReachTheCaller) {

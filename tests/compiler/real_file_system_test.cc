@@ -1,0 +1,240 @@
+// Issue 27: the drop-in's NVRTC reads the real file system (seal.h,
+// SealPolicy::serve), and the key covers every byte it reads. Each case goes
+// through the drop-in's path (compile_program) and compares every answer
+// (result code, log, PTX) with the real NVRTC's from the same files, options
+// and working folder: first as a miss, then as a hit, then after the disk
+// changed (a miss again, or a hit only where NVRTC's answer is unchanged).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/storage.h"
+#include "common/error.h"
+#include "common/file_system.h"
+#include "compiler/program.h"
+#include "compiler/toolkit.h"
+#include "tests/compiler/real_nvrtc.h"
+#include "tests/testing/temp_dir.h"
+
+namespace kcache::compiler {
+namespace {
+
+const char kKernel[] = "extern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n";
+
+class RealFileSystemTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    toolkit_ = find_toolkit("");
+    real_ = std::make_unique<RealNvrtc>(toolkit_.nvrtc.path);
+    cache::StorageOptions so;
+    so.local_dir = dir_ / "store";
+    storage_ = std::make_unique<cache::Storage>(so);
+  }
+
+  void write(const std::string& relative, const std::string& text) {
+    std::string path = dir_ / relative;
+    FileSystem::real().create_directories(path.substr(0, path.rfind('/')), 0755);
+    std::ofstream(path, std::ios::binary) << text;
+  }
+
+  ProgramResult through_kcache(const std::string& source, const std::string& name,
+                               const std::vector<std::string>& options) {
+    Compiler compiler(toolkit_, storage_.get());
+    ProgramSource p;
+    p.source = source;
+    p.name = name;
+    ProgramOptions mapped = program_options(p, options);
+    EXPECT_EQ(mapped.unsupported, "");
+    return compile_program(compiler, mapped.options);
+  }
+
+  // kcache's answer equals NVRTC's from the disk as it is now; returns
+  // whether it was a hit.
+  bool expect_nvrtcs_answer(const std::string& source, const std::string& name,
+                            const std::vector<std::string>& options) {
+    cache::ProgramRecord want = real_->answer(source, name, options);
+    ProgramResult got;
+    EXPECT_NO_THROW(got = through_kcache(source, name, options));
+    EXPECT_EQ(got.record.compile_result, want.compile_result) << got.record.log;
+    EXPECT_EQ(got.record.log, want.log);
+    EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx), want.output(cache::ProgramOutput::ptx));
+    return got.hit;
+  }
+
+  // A miss, then a hit, both NVRTC's answer.
+  void expect_cached_nvrtcs_answer(const std::string& source, const std::string& name,
+                                   const std::vector<std::string>& options) {
+    EXPECT_FALSE(expect_nvrtcs_answer(source, name, options)) << "the first compile is a miss";
+    EXPECT_TRUE(expect_nvrtcs_answer(source, name, options)) << "the second is a hit";
+  }
+
+  Toolkit toolkit_;
+  std::unique_ptr<RealNvrtc> real_;
+  testing::TempDir dir_;
+  std::unique_ptr<cache::Storage> storage_;
+};
+
+// Runs `fn` in `dir` as the process's working folder (NVRTC takes relative
+// names from it), and back.
+class InFolder {
+ public:
+  explicit InFolder(const std::string& dir) {
+    char here[4096];
+    back_ = ::getcwd(here, sizeof here) ? here : "";
+    EXPECT_EQ(::chdir(dir.c_str()), 0);
+  }
+  ~InFolder() { EXPECT_EQ(::chdir(back_.c_str()), 0); }
+
+ private:
+  std::string back_;
+};
+
+TEST_F(RealFileSystemTest, AToolkitHeaderWithoutItsIncludeFolderFailsAsInNvrtc) {
+  // NVRTC 13 searches no toolkit folder it was not given: CCCL fails.
+  const std::string source =
+      "#include <cuda/std/cstdint>\n#define VALUE 1\n" + std::string(kKernel);
+  expect_cached_nvrtcs_answer(source, dir_ / "k.cu", {"-arch=sm_90"});
+  // With the toolkit's include folder alone: what NVRTC finds there, as NVRTC.
+  expect_cached_nvrtcs_answer(source, dir_ / "k.cu",
+                              {"-arch=sm_90", "-I" + toolkit_.include_dirs.front()});
+  // A header NVRTC has built in needs no folder.
+  expect_cached_nvrtcs_answer("#include <cuda_fp16.h>\n#define VALUE 2\n" + std::string(kKernel),
+                              dir_ / "k.cu", {"-arch=sm_90"});
+}
+
+TEST_F(RealFileSystemTest, AComputedRelativeHasIncludeSeesTheDisk) {
+  const std::string source =
+      "#define CFG \"cfg.h\"\n"
+      "#if __has_include(CFG)\n#include CFG\n#define VALUE CFG_VALUE\n#else\n#define VALUE 1\n"
+      "#endif\n" +
+      std::string(kKernel);
+  const std::string name = dir_ / "src/k.cu";
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  write("src/cfg.h", "#define CFG_VALUE 7\n");  // next to the program
+  expect_cached_nvrtcs_answer(source, name, options);
+  ::unlink((dir_ / "src/cfg.h").c_str());  // gone: found in the -I folder
+  write("inc/cfg.h", "#define CFG_VALUE 900\n");
+  EXPECT_FALSE(expect_nvrtcs_answer(source, name, options));
+  ::unlink((dir_ / "inc/cfg.h").c_str());  // nowhere: false
+  EXPECT_FALSE(expect_nvrtcs_answer(source, name, options));
+  EXPECT_TRUE(expect_nvrtcs_answer(source, name, options));
+  write("src/cfg.h", "#define CFG_VALUE 8\n");  // back, other bytes
+  EXPECT_FALSE(expect_nvrtcs_answer(source, name, options));
+}
+
+TEST_F(RealFileSystemTest, FileOfAnIncludeFolderHeaderIsNvrtcs) {
+  write("inc/u.h", "__device__ const char where[] = __FILE__;\n#define VALUE where[3]\n");
+  const std::string source = "#include \"u.h\"\n" + std::string(kKernel);
+  expect_cached_nvrtcs_answer(source, dir_ / "k.cu", {"-arch=sm_90", "-I" + dir_ / "inc"});
+  // Relative -I and a relative program name, from the working folder.
+  InFolder in(dir_.path());
+  expect_cached_nvrtcs_answer(source, "k.cu", {"-arch=sm_90", "-Iinc"});
+  expect_cached_nvrtcs_answer(source, "k.cu", {"-arch=sm_90", "-I./inc"});
+}
+
+TEST_F(RealFileSystemTest, IncludeNextContinuesInTheNextFolder) {
+  write("a/x.h", "#include_next <x.h>\n#define A_VALUE 3\n");
+  write("b/x.h", "#define B_VALUE 40\n");
+  const std::string source =
+      "#include <x.h>\n#define VALUE (A_VALUE + B_VALUE)\n" + std::string(kKernel);
+  expect_cached_nvrtcs_answer(source, dir_ / "k.cu",
+                              {"-arch=sm_90", "-I" + dir_ / "a", "-I" + dir_ / "b"});
+  write("b/x.h", "#define B_VALUE 41\n");  // the second folder's header edited
+  EXPECT_FALSE(expect_nvrtcs_answer(source, dir_ / "k.cu",
+                                    {"-arch=sm_90", "-I" + dir_ / "a", "-I" + dir_ / "b"}));
+}
+
+TEST_F(RealFileSystemTest, TwoSameNamedHeadersInTwoFolders) {
+  write("inc/a/x.cuh", "#pragma once\n#include \"config.h\"\n#define AX A_CONFIG\n");
+  write("inc/a/config.h", "#pragma once\n#define A_CONFIG 3\n");
+  write("inc/b/y.cuh", "#pragma once\n#include \"config.h\"\n#define BY B_CONFIG\n");
+  write("inc/b/config.h", "#pragma once\n#define B_CONFIG 500\n");
+  expect_cached_nvrtcs_answer(
+      "#include <a/x.cuh>\n#include <b/y.cuh>\n#define VALUE (AX + BY)\n" + std::string(kKernel),
+      dir_ / "k.cu", {"-arch=sm_90", "-I" + dir_ / "inc"});
+}
+
+TEST_F(RealFileSystemTest, AComputedIncludeTheScannerCannotSeeIsKeyedByItsBytes) {
+  // The include's name is made by token pasting: only NVRTC knows it.
+  write("inc/part_a.h", "#define VALUE 11\n");
+  const std::string source =
+      "#define CAT(a, b) a##b\n#define STR(x) #x\n#define XSTR(x) STR(x)\n"
+      "#include XSTR(CAT(part_, a.h))\n" +
+      std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  expect_cached_nvrtcs_answer(source, dir_ / "k.cu", options);
+  write("inc/part_a.h", "#define VALUE 12\n");  // same size, other bytes
+  EXPECT_FALSE(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+  EXPECT_TRUE(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+}
+
+TEST_F(RealFileSystemTest, AProgramsInMemoryHeaderComesBeforeTheDisk) {
+  write("inc/m.h", "#define VALUE 5\n");
+  const std::string source = "#include \"m.h\"\n" + std::string(kKernel);
+  const std::vector<cache::Header> headers = {{"m.h", "#define VALUE 6\n"}};
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  cache::ProgramRecord want = real_->answer(source, dir_ / "k.cu", options, headers);
+  for (int round = 0; round < 2; ++round) {
+    Compiler compiler(toolkit_, storage_.get());
+    ProgramSource p;
+    p.source = source;
+    p.name = dir_ / "k.cu";
+    p.headers = headers;
+    ProgramOptions mapped = program_options(p, options);
+    ASSERT_EQ(mapped.unsupported, "");
+    ProgramResult got = compile_program(compiler, mapped.options);
+    EXPECT_EQ(got.hit, round == 1);
+    EXPECT_EQ(got.record.log, want.log);
+    EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx), want.output(cache::ProgramOutput::ptx));
+  }
+}
+
+// Only regular files are served: a FIFO or a device reached by a computed
+// include is an error naming it (the drop-in then leaves the program to the
+// real NVRTC), never a hang or an endless read.
+TEST_F(RealFileSystemTest, AFifoOrADeviceIsAnErrorNotAHang) {
+  const std::string fifo = dir_ / "pipe.h";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Each named so kcache's scanner sees it (it refuses it before NVRTC runs)
+  // and so only NVRTC does (the include's name made by token pasting: the
+  // seal refuses to serve it).
+  for (const std::string& path : {fifo, std::string("/dev/zero")}) {
+    for (bool pasted : {false, true}) {
+      const std::string slash = path.substr(0, path.rfind('/') + 1);
+      const std::string base = path.substr(path.rfind('/') + 1);
+      const std::string source =
+          (pasted ? "#define CAT(a, b) a##b\n#define STR(x) #x\n#define XSTR(x) STR(x)\n"
+                    "#define F XSTR(CAT(" +
+                        slash + ", " + base + "))\n"
+                  : "#define F \"" + path + "\"\n") +
+          "#include F\n#define VALUE 1\n" + std::string(kKernel);
+      auto done = std::async(std::launch::async, [&] {
+        try {
+          through_kcache(source, dir_ / "k.cu", {"-arch=sm_90"});
+          return std::string("no error");
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
+      ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready) << path;
+      std::string what = done.get();
+      EXPECT_NE(what.find(path), std::string::npos) << what;
+      EXPECT_NE(what.find(path == fifo ? "a FIFO" : "a device"), std::string::npos) << what;
+      if (pasted) {
+        EXPECT_NE(what.find("NVRTC opened"), std::string::npos) << what;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kcache::compiler
