@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <ctime>
+#include <future>
 #include <mutex>
 #include <exception>
 #include <functional>
@@ -675,6 +676,60 @@ std::string program_folder(const CompileOptions& options) {
   return folder.empty() ? cwd : cwd + "/" + folder;
 }
 
+// The absolute folder a program named `name` is searched in.
+std::string program_folder_of(const std::string& name) {
+  CompileOptions o;
+  o.source_path = name;
+  return program_folder(o);
+}
+
+// Served (NVRTC read the disk): whether two compiles of one program under two
+// names, in folders `a_folder` and `b_folder` (the second a folder that
+// exists nowhere: other_program_name), named the same paths once each folder
+// is written as kSourceFolderPrefix, and found nothing in their folders. Only
+// then does the answer depend on the program's folder by names taken from it
+// alone, each absent, so the entry is every folder's with those names keyed
+// relative to it (relative_to_program_folder). A path reached by an absolute
+// name into the program's folder (an -I there, a computed include naming it)
+// is the second compile's by that absolute name, and one reached by climbing
+// out of the folder (`..`) is another path from the other folder: either
+// makes the two differ. NVRTC's own paths (`c`) are left out: they differ
+// between two compile processes.
+bool same_paths_in_both_folders(const NvrtcOutput& a, const std::string& a_folder,
+                                const NvrtcOutput& b, const std::string& b_folder,
+                                const ProbeContext& c) {
+  if (a_folder.empty() || b_folder.empty()) return false;
+  auto paths = [&c](const NvrtcOutput& out, const std::string& folder, bool* served_there) {
+    auto relative = [&](const std::string& p) {
+      return p == folder || p.rfind(folder + "/", 0) == 0
+                 ? kSourceFolderPrefix + p.substr(folder.size())
+                 : p;
+    };
+    std::set<std::string> names;
+    for (const std::string& p : out.probes) {
+      if (!nvrtc_own_path(p, c)) names.insert(relative(p));
+    }
+    for (const ServedFile& f : out.served) {
+      std::string r = relative(f.path);
+      if (r != f.path) *served_there = true;
+      names.insert(r);
+    }
+    return names;
+  };
+  bool served_in_a = false, served_in_b = false;
+  const std::set<std::string> in_a = paths(a, a_folder, &served_in_a);
+  const std::set<std::string> in_b = paths(b, b_folder, &served_in_b);
+  if (in_a != in_b && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
+    for (const std::string& p : in_a) {
+      if (!in_b.count(p)) std::fprintf(stderr, "name check: only %s named %s\n", a_folder.c_str(), p.c_str());
+    }
+    for (const std::string& p : in_b) {
+      if (!in_a.count(p)) std::fprintf(stderr, "name check: only %s named %s\n", b_folder.c_str(), p.c_str());
+    }
+  }
+  return in_a == in_b && !served_in_a && !served_in_b;
+}
+
 // Probes beneath `folder` written as kSourceFolderPrefix + the rest, the
 // way lookup records write them; kept sorted by path.
 void relative_to_program_folder(const std::string& folder,
@@ -1190,8 +1245,19 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
     // With a pool every compile runs there, so each child keeps seeing
     // the same options (the same arch), which its PCH needs.
     if (!pool_) here.try_lock();
+    // A program's name check (check_name) compiles the same input under
+    // another name. Served, its input is known now: it runs in a second
+    // child of the pool at the same time, so a miss waits for one compile.
+    std::future<NvrtcOutput> early_check;
+    if (pool_ && options.name_free && m->input.serve_disk) {
+      NvrtcInput other = m->input;
+      other.source_name = options.name_check;
+      early_check = std::async(std::launch::async, [this, other = std::move(other)] {
+        return pool_->compile(toolkit_.nvrtc.path, other);
+      });
+    }
     run_rounds(options, resolve, m, &here);
-    check_name(options, m, &here);
+    check_name(options, m, &here, early_check.valid() ? &early_check : nullptr);
     if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
     if (options.lean) make_lean(p, m);
   } catch (const CompileError& e) {
@@ -1322,17 +1388,24 @@ std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last
 // One answer for every folder? Compiled again in another folder from the
 // same final input: only answers that agree (program.h) are.
 void Compiler::check_name(const CompileOptions& options, Miss* m,
-                          std::unique_lock<std::mutex>* here) {
+                          std::unique_lock<std::mutex>* here, std::future<NvrtcOutput>* early) {
   if (!options.name_free || !m->output->program || !m->output->sealed ||
       !m->classified.unkeyable.empty() || !m->unresolved.empty()) {
     return;
   }
-
+  // Served: a file NVRTC found in the program's folder (read, or only
+  // looked at) ties the answer to that folder.
+  const std::string folder = program_folder(options);
+  for (const cache::ManifestProbe& p : m->classified.keyed) {
+    if (p.present && (p.path == folder || p.path.rfind(folder + "/", 0) == 0)) return;
+  }
   NvrtcInput other = m->input;
   other.source_name = options.name_check;
   try {
     std::optional<NvrtcOutput> checked;
-    if (pool_) {
+    if (early) {
+      checked = early->get();  // compiled alongside the miss
+    } else if (pool_) {
       checked = pool_->compile(toolkit_.nvrtc.path, other);
     } else {
       if (!here->owns_lock()) here->lock();
@@ -1340,7 +1413,11 @@ void Compiler::check_name(const CompileOptions& options, Miss* m,
     }
     m->name_checked = checked->program && checked->sealed &&
                       checked->lowered_names == m->output->lowered_names &&
-                      options.name_check_same(*m->output->program, *checked->program);
+                      options.name_check_same(*m->output->program, *checked->program) &&
+                      (!m->input.serve_disk ||
+                       same_paths_in_both_folders(*m->output, folder, *checked,
+                                                  program_folder_of(options.name_check),
+                                                  probe_context_));
     if (!m->name_checked && checked->program && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
       print_name_check(options.logical_name(), *m->output->program, *checked->program);
     }

@@ -35,6 +35,7 @@
 
 #include <condition_variable>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -270,7 +271,9 @@ class Compiler {
   void run_rounds(const CompileOptions& options, const AskResolver& resolve, Miss* m,
                   std::unique_lock<std::mutex>* here);
   std::vector<std::string> settle_probes(const Rounds& rounds, bool last_round, Miss* m);
-  void check_name(const CompileOptions& options, Miss* m, std::unique_lock<std::mutex>* here);
+  // `early`: the check's compile, already started (compile_miss), or null.
+  void check_name(const CompileOptions& options, Miss* m, std::unique_lock<std::mutex>* here,
+                  std::future<NvrtcOutput>* early);
   void make_lean(const Prepared& p, Miss* m) const;
   void store_misses(const CompileOptions& options, const Prepared& p, std::vector<Miss>& misses,
                     CompileResult* result);

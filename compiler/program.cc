@@ -185,6 +185,11 @@ std::string other_program_name(const std::string& name) {
   std::string file = slash == std::string::npos ? name : name.substr(slash + 1);
   std::string folder = "kcache-name-check-";
   while (folder.size() + file.size() + 2 < name.size() + 7) folder += 'q';
+  // Deep (NVRTC reads the disk, issue 27): a name a header climbs to with
+  // `..` from here stays beneath this folder, which exists nowhere, so it
+  // differs from what the same climb reaches from the program's folder, and
+  // the compiles' paths tell the two apart (Compiler::check_name).
+  for (int i = 0; i < kNameCheckDepth; ++i) folder += "/d";
   return (name.empty() || name.front() != '/' ? "" : "/") + folder + "/" + file;
 }
 

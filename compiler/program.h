@@ -106,6 +106,7 @@ ProgramResult compile_program(Compiler& compiler, const CompileOptions& options)
 // reverse for a shared record. Exposed for tests.
 std::optional<std::string> shared_record(const std::string& payload, const std::string& name);
 std::string other_program_name(const std::string& name);
+constexpr int kNameCheckDepth = 40;  // folders below the name check's first
 std::string shared_program_name(const std::string& name);
 bool same_answer_for_any_name(const cache::ProgramRecord& answer, const std::string& name,
                               const cache::ProgramRecord& other, const std::string& other_name);

@@ -335,6 +335,13 @@ std::string without_dot_parts(const std::string& path) {
   return out.empty() ? "/" : out;
 }
 
+bool nvrtc_own_path(const std::string& path, const ProbeContext& c) {
+  if (toolkit_name(path, c)) return false;
+  std::vector<std::string> toolkit_reals;
+  for (const std::string& d : c.toolkit_dirs) toolkit_reals.push_back(canonical(d));
+  return is_nvrtc_own(path, canonical(path), c, toolkit_reals) != Own::no;
+}
+
 ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
                                  int64_t started_ns) {
   ClassifiedProbes out;
