@@ -4,15 +4,16 @@
 //
 // The program's options are mapped onto the CompileOptions of `kcache
 // compile` (program_options): -arch picks the one target, -I folders are
-// searched by kcache and their headers keyed and handed in memory under the
-// seal, -D and -U are keyed as -DX / -UX in the program's order (NVRTC
+// passed as written and searched by NVRTC itself on the real file system,
+// which the seal serves from hashed snapshots (issue 27: every file read is
+// keyed by its bytes), -D and -U are keyed as -DX / -UX in the program's order (NVRTC
 // applies them in order), -std= once, every other option is keyed and passed
 // as written, in order. Each mapped option is taken in every spelling NVRTC
 // 13 takes (the value glued, after '=', or as the next argument) and all
 // spellings share one key (docs/NVRTC_SHIM.md). Headers the program hands in memory are keyed by name and bytes.
 // compile_program() then runs Compiler::compile in program mode
-// (CompileOptions::program): the same key, store, manifests, seal and ask
-// loop, with every answer NVRTC gives stored as one cache::ProgramRecord.
+// (CompileOptions::program): the same key, store and manifests, the serving
+// seal, every answer NVRTC gives stored as one cache::ProgramRecord.
 //
 // What this cannot make exact is refused (ProgramOptions::unsupported) and the
 // caller compiles with the real NVRTC instead: options that read or write
@@ -21,9 +22,9 @@
 // twice or not at all (NVRTC's default target is not kcache's to guess), a
 // second -std, a value kcache cannot spell back exactly as NVRTC read it.
 //
-// Known difference from an unsealed NVRTC, documented in docs/NVRTC_SHIM.md:
-// a header found on disk is handed under its spelling, so __FILE__ in it,
-// diagnostics about it and -lineinfo name it so rather than by its path.
+// Known differences from NVRTC alone, documented in docs/NVRTC_SHIM.md: a
+// computed include of a file in /proc, /sys, /etc or of a lib*.so* name is
+// refused (NVRTC's own files are not served).
 #pragma once
 
 #include <optional>
@@ -74,10 +75,11 @@ struct ProgramResult {
 };
 
 // Compiles `program` through `compiler`'s cache (thread-safe, as
-// Compiler::compile). Throws what Compiler::compile throws, and Error for a
-// result the real NVRTC must give instead: a compile that failed over an
-// include kcache found nowhere (the sealed NVRTC's message is not the one
-// an unsealed NVRTC writes).
+// Compiler::compile). Throws what Compiler::compile throws (a file NVRTC
+// opened that the seal cannot serve: a FIFO, a device, a folder, /proc), and
+// Error for a failed compile that was not stored (unsealed, a time macro):
+// the real NVRTC answers those instead. A compile NVRTC rejects, an include
+// found nowhere included, is NVRTC's own answer and is stored.
 //
 // One entry for every folder: a program's folder (CuPy names each program
 // by a new temporary folder) is keyed only where the answer does not depend

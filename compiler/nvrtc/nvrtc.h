@@ -18,6 +18,11 @@
 // "/kcache-sealed/<name>", a folder that does not exist. A user file NVRTC
 // tries to open fails with EACCES: an #include of it is a "cannot open source
 // file" error naming it, which the compiler answers by handing it over.
+//
+// Serving (NvrtcInput::serve_disk, the drop-in's programs): NVRTC gets the
+// program's own options and working folder instead, Landlock lets it read
+// only its own files, and every other file it opens is served from a hashed
+// snapshot (seal.h, SealPolicy::serve), listed in NvrtcOutput::served.
 #pragma once
 
 #include <optional>

@@ -73,77 +73,67 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
   int n;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (::getpid() != owner_) {
-      // This is a fork() of the process that started the children: they
-      // answer the parent, whose frames would mix with ours. Forget them
-      // (closing our copies only: neither killed nor waited for, they are
-      // not our children) and start our own.
-      for (auto& c : idle_) {
-        ::close(c->to);
-        ::close(c->from);
-        c->to = c->from = -1;
-        c->pid = -1;
-      }
-      idle_.clear();
-      live_ = 0;
-      owner_ = ::getpid();
-    }
-    // idle_ is ordered from the least recently used.
-    auto match = std::find_if(idle_.rbegin(), idle_.rend(),
-                              [&](const std::unique_ptr<Child>& c) { return c->key == key; });
-    if (match == idle_.rend() && live_ >= max_children_ && !idle_.empty()) {
-      match = std::prev(idle_.rend());  // the oldest
-    }
-    if (match != idle_.rend()) {
-      std::unique_ptr<Child> c = std::move(*match);
-      idle_.erase(std::next(match).base());
-      c->key = key;
-      return c;
-    }
+    if (::getpid() != owner_) forget_the_parents_children();
+    if (std::unique_ptr<Child> c = take_idle(key)) return c;
     n = started_++;
     ++live_;
   }
-  // A fresh child: with a scratch folder, an empty working folder and a PCH
-  // folder of its own there; without one, no folder and no PCH.
-  std::vector<std::string> args = argv_;
-  args.push_back("--loop");
-  std::string cwd = "/";
-  if (!scratch_.empty()) {
-    std::string home = scratch_ + "/nvrtc-" + std::to_string(n);
-    for (const std::string& d : {home, home + "/cwd", home + "/pch"}) {
-      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        --live_;
-        throw IoError(errno_message("cannot create the NVRTC worker's folder", d, errno));
-      }
-    }
-    args.insert(args.end(), {"--pch-dir", home + "/pch"});
-    cwd = home + "/cwd";
-  }
-  int in[2], out[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
+  try {
+    return start_child(n, key);
+  } catch (...) {
     std::lock_guard<std::mutex> lock(mutex_);
     --live_;
-    throw IoError(errno_message("cannot create a socket pair", "", errno));
+    throw;
   }
-  if (::pipe2(out, O_CLOEXEC) != 0) {
-    int err = errno;
-    ::close(in[0]);
-    ::close(in[1]);
-    std::lock_guard<std::mutex> lock(mutex_);
-    --live_;
-    throw IoError(errno_message("cannot create a pipe", "", err));
+}
+
+// This is a fork() of the process that started the children: they answer
+// the parent, whose frames would mix with ours. Forget them (closing our
+// copies only: neither killed nor waited for, they are not our children) and
+// start our own. Under mutex_.
+void NvrtcPool::forget_the_parents_children() {
+  for (auto& c : idle_) {
+    ::close(c->to);
+    ::close(c->from);
+    c->to = c->from = -1;
+    c->pid = -1;
   }
+  idle_.clear();
+  live_ = 0;
+  owner_ = ::getpid();
+}
+
+// An idle child that last compiled with `key`, else (all children live) the
+// one idle the longest, else null. Under mutex_.
+std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key) {
+  // idle_ is ordered from the least recently used.
+  auto match = std::find_if(idle_.rbegin(), idle_.rend(),
+                            [&](const std::unique_ptr<Child>& c) { return c->key == key; });
+  if (match == idle_.rend() && live_ >= max_children_ && !idle_.empty()) {
+    match = std::prev(idle_.rend());  // the oldest
+  }
+  if (match == idle_.rend()) return nullptr;
+  std::unique_ptr<Child> c = std::move(*match);
+  idle_.erase(std::next(match).base());
+  c->key = key;
+  return c;
+}
+
+namespace {
+
+// Starts `args` in `cwd` with `in` as its stdin and `out` as its stdout.
+// The child is kcache's own process, not a copy of this one's state: every
+// signal at its default and none blocked (a host may block or ignore some),
+// a process group of its own (a terminal's Ctrl-C is for the program, which
+// decides), and no LD_PRELOAD (kcache run preloads the drop-in into the
+// program, not into kcache). $PWD names the child's own working folder
+// (NVRTC looks at it), not the folder of whatever started it. Returns
+// posix_spawn's error, 0 on success.
+int spawn_worker(std::vector<std::string> args, const std::string& cwd, int in, int out,
+                 pid_t* pid) {
   std::vector<char*> cargs;
   for (std::string& a : args) cargs.push_back(&a[0]);
   cargs.push_back(nullptr);
-  // The child is kcache's own process, not a copy of this one's state: every
-  // signal at its default and none blocked (a host may block or ignore
-  // some), a process group of its own (a terminal's Ctrl-C is for the
-  // program, which decides), and no LD_PRELOAD (kcache run preloads the
-  // drop-in into the program, not into kcache).
-  // $PWD names the child's own working folder (NVRTC looks at it), not the
-  // folder of whatever started it.
   std::string pwd = "PWD=" + cwd;
   std::vector<char*> env;
   for (char** e = environ; e && *e; ++e) {
@@ -165,20 +155,50 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
                                       POSIX_SPAWN_SETPGROUP);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in[0], 0);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, in, 0);
+  posix_spawn_file_actions_adddup2(&actions, out, 1);
   posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-  auto c = std::make_unique<Child>();
-  int rc = ::posix_spawn(&c->pid, cargs[0], &actions, &attr, cargs.data(), env.data());
+  int rc = ::posix_spawn(pid, cargs[0], &actions, &attr, cargs.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
+  return rc;
+}
+
+}  // namespace
+
+// The pool's child number `n`: with a scratch folder, an empty working
+// folder and a PCH folder of its own there; without one, no folder and no PCH.
+std::unique_ptr<NvrtcPool::Child> NvrtcPool::start_child(int n, const std::string& key) {
+  std::vector<std::string> args = argv_;
+  args.push_back("--loop");
+  std::string cwd = "/";
+  if (!scratch_.empty()) {
+    std::string home = scratch_ + "/nvrtc-" + std::to_string(n);
+    for (const std::string& d : {home, home + "/cwd", home + "/pch"}) {
+      if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+        throw IoError(errno_message("cannot create the NVRTC worker's folder", d, errno));
+      }
+    }
+    args.insert(args.end(), {"--pch-dir", home + "/pch"});
+    cwd = home + "/cwd";
+  }
+  int in[2], out[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
+    throw IoError(errno_message("cannot create a socket pair", "", errno));
+  }
+  if (::pipe2(out, O_CLOEXEC) != 0) {
+    int err = errno;
+    ::close(in[0]);
+    ::close(in[1]);
+    throw IoError(errno_message("cannot create a pipe", "", err));
+  }
+  auto c = std::make_unique<Child>();
+  int rc = spawn_worker(std::move(args), cwd, in[0], out[1], &c->pid);
   ::close(in[0]);
   ::close(out[1]);
   if (rc != 0) {
     ::close(in[1]);
     ::close(out[0]);
-    std::lock_guard<std::mutex> lock(mutex_);
-    --live_;
     throw IoError(errno_message("cannot start the NVRTC worker", argv_[0], rc));
   }
   c->to = in[1];

@@ -61,6 +61,9 @@ class NvrtcPool {
  private:
   struct Child;
   std::unique_ptr<Child> take(const std::string& key);
+  void forget_the_parents_children();
+  std::unique_ptr<Child> take_idle(const std::string& key);
+  std::unique_ptr<Child> start_child(int n, const std::string& key);
   void give_back(std::unique_ptr<Child> child);
   void retire(std::unique_ptr<Child> child);  // kills and reaps a broken child
 

@@ -111,6 +111,27 @@ Own is_nvrtc_own(const std::string& path, const std::string& real, const ProbeCo
   for (const std::string& d : toolkit_reals) {
     if (real == d || under(real, d)) return Own::no;
   }
+  if (c.served) {
+    // Serving (seal.h): NVRTC read every other file through the supervisor,
+    // and the loader's calls are not recorded; what is left as its own is
+    // what Landlock lets it read itself and what the process reads by
+    // itself. Any other name it looked at is keyed, whatever its folder.
+    for (const char* file : kProcessFiles) {
+      if (path == file || under(path, file)) return Own::yes;
+    }
+    if (path == "/etc/localtime" || under(path, "/usr/share/zoneinfo") ||
+        path.find("/gconv/") != std::string::npos) {
+      return Own::yes;
+    }
+    if (!c.nvrtc_library_dir.empty() &&
+        (under(path, c.nvrtc_library_dir) || under(real, canonical(c.nvrtc_library_dir)))) {
+      return Own::yes;
+    }
+    for (const std::string& d : c.own_dirs) {
+      if (under(path, d) || under(real, canonical(d))) return Own::yes;
+    }
+    return Own::no;
+  }
   if (under(path, "/dev/shm")) return Own::no;  // files anyone can put there
   for (const std::string& d : c.user_dirs) {
     if (path == d || under(path, d) || under(real, canonical(d))) return Own::no;

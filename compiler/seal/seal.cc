@@ -1,6 +1,9 @@
 #include "compiler/seal/seal.h"
 
 #include <dirent.h>
+#include <elf.h>
+#include <link.h>
+#include <sys/auxv.h>
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
@@ -381,6 +384,39 @@ size_t folder_of_fd(int fd, char* out) {
   return got > 0 ? static_cast<size_t>(got) : 0;
 }
 
+// Where the dynamic loader's code lies in this process (its executable
+// segments): a system call made from there is the loader's own.
+struct LoaderCode {
+  static constexpr size_t kMax = 4;
+  uint64_t begin[kMax] = {}, end[kMax] = {};
+  size_t count = 0;
+};
+
+LoaderCode find_loader_code() {
+  LoaderCode code;
+  const uint64_t base = ::getauxval(AT_BASE);
+  if (base == 0) return code;  // linked statically: no loader
+  struct Seen {
+    uint64_t base;
+    LoaderCode* code;
+  } seen{base, &code};
+  ::dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<Seen*>(data);
+        if (info->dlpi_addr != s->base) return 0;
+        for (int i = 0; i < info->dlpi_phnum && s->code->count < LoaderCode::kMax; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+          s->code->begin[s->code->count] = info->dlpi_addr + ph.p_vaddr;
+          s->code->end[s->code->count] = info->dlpi_addr + ph.p_vaddr + ph.p_memsz;
+          ++s->code->count;
+        }
+        return 1;
+      },
+      &seen);
+  return code;
+}
+
 // Answers the sealed thread's path calls (each runs as asked: the Landlock
 // domain is the boundary, this only records) until the filter is gone or
 // `stop` is signalled. Follows the invariant above: everything it uses is
@@ -390,9 +426,9 @@ class Supervisor {
   // `policy` and `cwd_fd` (the sealed thread's working directory, open) only
   // matter when serving (SealPolicy::serve).
   Supervisor(int listener, int stop, RecordArena* arena, const SealPolicy& policy, int cwd_fd,
-             const std::string& cwd)
+             const std::string& cwd, const LoaderCode& loader)
       : listener_(listener), stop_(stop), arena_(arena), policy_(policy), cwd_fd_(cwd_fd),
-        cwd_(cwd) {
+        cwd_(cwd), loader_(loader) {
     seccomp_notif_sizes sizes{};
     if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) == 0) {
       req_.resize(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)));
@@ -420,8 +456,11 @@ class Supervisor {
         std::memset(req_.data(), 0, req_.size());
         if (raw_syscall(SYS_ioctl, listener_, static_cast<long>(SECCOMP_IOCTL_NOTIF_RECV),
                         reinterpret_cast<long>(req)) == 0) {
-          record(req->data);
-          long answer = policy_.serve ? serve(*req) : kContinue;
+          // Serving, the loader's calls are its own: neither recorded nor
+          // served (Landlock judges them).
+          const bool loader = policy_.serve && from_loader(req->data.instruction_pointer);
+          if (!loader) record(req->data);
+          long answer = policy_.serve && !loader ? serve(*req) : kContinue;
           if (answer == kAnswered) continue;
           auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_.data());
           std::memset(resp_.data(), 0, resp_.size());
@@ -492,6 +531,12 @@ class Supervisor {
     size_t abs_len = join_lexically(base_.data(), base_len, path_.data(), path_len,
                                     absolute_.data(), absolute_.size());
     if (abs_len == 0 || own(absolute_.data(), abs_len)) return kContinue;
+    if (pseudo(absolute_.data(), abs_len)) {
+      const char* why = "a file of the kernel's (/proc, /sys), not servable";
+      arena_->append(kRefusedRecord, why, static_cast<uint32_t>(std::strlen(why)),
+                     absolute_.data(), static_cast<uint32_t>(abs_len));
+      return -EACCES;
+    }
     // The same name, opened from this thread: it shares the descriptor
     // table, so `dir` is valid here, and a relative name is taken from the
     // sealed thread's working directory.
@@ -585,7 +630,7 @@ class Supervisor {
   // Beneath one of the policy's folders (NVRTC's own: its libraries, the
   // time zone, its PCH folder): Landlock lets it read those itself.
   bool own(const char* path, size_t len) const {
-    auto beneath = [&](const std::string& d) {
+    auto beneath = [&](std::string_view d) {  // allocates nothing (the invariant)
       size_t n = d.size();
       while (n > 1 && d[n - 1] == '/') --n;
       return len >= n && std::memcmp(path, d.data(), n) == 0 && (len == n || path[n] == '/');
@@ -596,27 +641,31 @@ class Supervisor {
     for (const std::string& d : policy_.writable) {
       if (beneath(d)) return true;
     }
-    // The kernel's and the loader's files: /proc, /sys, /etc (the loader's
-    // cache, the name service, malloc's overcommit setting), and any library
-    // name (NVRTC's try for libcuda): never an include, denied or allowed by
-    // Landlock as without serving (probes.h keys what an absent name there
-    // means). A device is served, which refuses it (snapshot()).
-    auto is = [&](const char* folder) {
+    // What the process reads by itself (kProcessFiles): Landlock refuses
+    // it, as without serving.
+    for (const char* file : kProcessFiles) {
+      if (beneath(file)) return true;
+    }
+    return false;
+  }
+
+  // The kernel's pseudo-files: their bytes are made as they are read, no
+  // snapshot of a file.
+  static bool pseudo(const char* path, size_t len) {
+    for (const char* folder : {"/proc", "/sys"}) {
       size_t n = std::strlen(folder);
-      return len >= n && std::memcmp(path, folder, n) == 0 && (len == n || path[n] == '/');
-    };
-    if (is("/proc") || is("/sys") || is("/etc")) return true;
-    size_t base = len;
-    while (base > 0 && path[base - 1] != '/') --base;
-    std::string_view name(path + base, len - base);
-    if (name.compare(0, 3, "lib") == 0 && name.find(".so") != std::string_view::npos) {
-      for (std::string_view header : {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp"}) {
-        if (name.size() >= header.size() &&
-            name.compare(name.size() - header.size(), header.size(), header) == 0) {
-          return false;
-        }
+      if (len >= n && std::memcmp(path, folder, n) == 0 && (len == n || path[n] == '/')) {
+        return true;
       }
-      return true;
+    }
+    return false;
+  }
+
+  // A call made by the dynamic loader (its code made it): a library search
+  // (NVRTC's try for libcuda), never an include. Landlock judges it.
+  bool from_loader(uint64_t ip) const {
+    for (size_t i = 0; i < loader_.count; ++i) {
+      if (ip >= loader_.begin[i] && ip < loader_.end[i]) return true;
     }
     return false;
   }
@@ -642,6 +691,7 @@ class Supervisor {
   const SealPolicy& policy_;
   int cwd_fd_;
   const std::string& cwd_;
+  LoaderCode loader_;
   long pid_ = 0;
   std::vector<char> req_, resp_, path_, base_, absolute_;  // sized before run()
 };
@@ -810,6 +860,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
                                   O_PATH | O_DIRECTORY | O_CLOEXEC)
                          : -1);
   std::string served_cwd;
+  const LoaderCode loader = policy.serve ? find_loader_code() : LoaderCode{};
   if (policy.serve) {
     char real[PATH_MAX];
     if (cwd_fd.get() < 0 ||
@@ -878,7 +929,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   }
   SealResult out;
   if (fd >= 0) {
-    Supervisor supervisor(fd, stop.get(), &arena, policy, cwd_fd.get(), served_cwd);
+    Supervisor supervisor(fd, stop.get(), &arena, policy, cwd_fd.get(), served_cwd, loader);
     std::thread watch([&] { supervisor.run(); });
     {
       std::lock_guard<std::mutex> lock(m);

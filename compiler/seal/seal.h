@@ -57,6 +57,16 @@ struct SealPolicy {
   uint64_t max_file_bytes = uint64_t{64} << 20;
 };
 
+// Files a compile process opens by itself while NVRTC compiles (glibc's
+// malloc its overcommit setting, sysconf the CPUs), beneath these names.
+// Serving, opens of these are left to Landlock (which refuses them, as
+// without serving) and the dynamic loader's opens too (told apart by where
+// the call comes from); any other open beneath /proc or /sys is refused as
+// not servable (a pseudo-file's bytes are not a file's), and everything else
+// is served.
+constexpr const char* kProcessFiles[] = {"/proc/sys/vm/overcommit_memory",
+                                         "/sys/devices/system/cpu"};
+
 // A file the supervisor served (SealPolicy::serve): the absolute name `fn`
 // opened it by (lexically resolved), the hash of the snapshot's bytes, and
 // the file's stat when it was opened.

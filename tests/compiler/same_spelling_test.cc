@@ -1,9 +1,9 @@
-// One spelling that names two headers in one compile (includes.h,
-// kAliasPrefix): NVRTC matches in-memory headers by name, so kcache hands the
-// second under another name and rewrites its includer. Each case goes through
-// the drop-in's path (compile_program) twice, a miss and a hit, and every
-// answer (result, log, PTX) must equal the real NVRTC's from the files on
-// disk with the same -I folders.
+// One spelling that names two headers in one compile. kcache's scanner keys
+// the second under an alias (includes.h, kAliasPrefix); the drop-in's NVRTC
+// reads the real file system (issue 27), so it finds each by itself. Each case
+// goes through the drop-in's path (compile_program) twice, a miss and a hit,
+// and every answer (result, log, PTX) must equal the real NVRTC's from the
+// files on disk with the same -I folders.
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
