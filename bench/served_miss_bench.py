@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """What a miss through the drop-in costs against NVRTC alone (issue 27).
 
-    served_miss_bench.py SHIM REAL_NVRTC KERNELS_DIR [--n N] [--cutlass INCLUDE]
+    served_miss_bench.py SHIM REAL_NVRTC KERNELS_DIR [--n N] [--rounds R] [--cutlass INCLUDE]
 
-One process per library (the drop-in SHIM, libnvrtc.so.13 of nvrtc_shim/, with
-an empty store; the REAL_NVRTC), each compiling the same N sources through
-NVRTC's C API, one kernel after the other: every source is made new (a
-comment with its number), so each drop-in compile is a miss: the scanner,
-the key, the sealed NVRTC in a compile process with every file it opens
-served from a snapshot, the store. The two processes take turns, kernel by
-kernel, so both see the same machine. Prints each kernel's p50 and the ratio.
-The first compile of each process (NVRTC's own start, the drop-in's compile
-process start) is left out.
+One process per variant and round, each compiling N sources through NVRTC's C
+API (every source made new by a numbered comment, so each drop-in compile is a
+miss: the scanner, the key, the sealed NVRTC in a compile process with every
+file it opens served from a snapshot, the store, an empty store each):
+  nvrtc      the REAL_NVRTC alone
+  served     the drop-in SHIM (libnvrtc.so.13 of nvrtc_shim/), program NAME.cu
+  unsealed   the same with KCACHE_SEAL=off (compiled, not stored): the seal's
+             share of `served` is served - unsealed
+  in-folder  the drop-in, program /tmp/bench/NAME.cu as CuPy names them: also
+             compiled under another name at once (the name check, issue 26)
+The variants take turns, ROUNDS times per kernel, so all see the same machine.
+Prints each kernel's p50s and the ratios to NVRTC alone. The first compile of
+each process (NVRTC's start, the drop-in's compile process start) is left out.
 
 Kernels: cub_block.cu (CUB, from the toolkit's CCCL), half_cg.cu (cuda_fp16 and
 cooperative groups), and with --cutlass the CuTe GEMM (cutlass/cute_gemm.cu).
@@ -60,28 +64,39 @@ def main():
     if cutlass:
         kernels.append(("cute_gemm", "cutlass/cute_gemm.cu",
                         ["--std=c++17", "-default-device", "-I" + cutlass] + toolkit))
-    store = tempfile.mkdtemp()
+    # (tag, library, program name, extra environment). A name without a
+    # folder is the program's own (no second compile under another name: the
+    # seal's cost alone); one in a folder, as CuPy names them, is also
+    # compiled in another folder at the same time, to share its entry.
+    variants = [("nvrtc", real, "NAME.cu", {}),
+                ("served", shim, "NAME.cu", {}),
+                ("unsealed", shim, "NAME.cu", {"KCACHE_SEAL": "off"}),
+                ("in-folder", shim, "/tmp/bench/NAME.cu", {})]
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 2
     rows = []
     for name, file, options in kernels:
         with open(os.path.join(kdir, file)) as f:
             source = f.read()
-        got = {}
-        for tag, lib in (("nvrtc", real), ("drop-in", shim)):
-            spec = {"n": n, "source": source, "tag": tag, "name": "/tmp/bench/" + name + ".cu",
-                    "options": ["-arch=sm_90"] + options}
-            env = dict(os.environ, KCACHE_DIR=store, KCACHE_REMOTE="off", KCACHE_QUIET="1")
-            out = subprocess.run([sys.executable, "-c", CHILD, lib, json.dumps(spec)], env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            if out.returncode != 0:
-                sys.exit("%s %s failed:\n%s" % (tag, name, out.stderr))
-            got[tag] = json.loads(out.stdout)
-        a, b = statistics.median(got["nvrtc"]), statistics.median(got["drop-in"])
-        rows.append((name, a, b, b / a, got))
-    print("%-10s %12s %14s %8s" % ("kernel", "NVRTC p50", "drop-in miss", "ratio"))
-    for name, a, b, r, got in rows:
-        print("%-10s %10.1fms %12.1fms %8.3f" % (name, a, b, r))
-        for tag in ("nvrtc", "drop-in"):
-            print("  %-8s %s" % (tag, " ".join("%.0f" % t for t in got[tag])))
+        got = {tag: [] for tag, _, _, _ in variants}
+        for r in range(rounds):  # the variants take turns
+            for tag, lib, program, extra in variants:
+                spec = {"n": n, "source": source, "tag": "%s %d" % (tag, r),
+                        "name": program.replace("NAME", name), "options": ["-arch=sm_90"] + options}
+                env = dict(os.environ, KCACHE_DIR=tempfile.mkdtemp(), KCACHE_REMOTE="off",
+                           KCACHE_QUIET="1", **extra)
+                out = subprocess.run([sys.executable, "-c", CHILD, lib, json.dumps(spec)], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                if out.returncode != 0:
+                    sys.exit("%s %s failed:\n%s" % (tag, name, out.stderr))
+                got[tag] += json.loads(out.stdout)
+        rows.append((name, {tag: statistics.median(t) for tag, t in got.items()}, got))
+    print("%-10s" % "kernel" + "".join("%14s" % tag for tag, _, _, _ in variants) +
+          "".join("%12s" % (tag + "/nvrtc") for tag, _, _, _ in variants[1:]))
+    for name, p50, got in rows:
+        print("%-10s" % name + "".join("%12.1fms" % p50[tag] for tag, _, _, _ in variants) +
+              "".join("%12.3f" % (p50[tag] / p50["nvrtc"]) for tag, _, _, _ in variants[1:]))
+        for tag, _, _, _ in variants:
+            print("  %-10s %s" % (tag, " ".join("%.0f" % t for t in got[tag])))
 
 
 if __name__ == "__main__":

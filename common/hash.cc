@@ -59,6 +59,8 @@ void Hasher128::update(std::string_view data) {
   XXH3_128bits_update(static_cast<XXH3_state_t*>(state_), data.data(), data.size());
 }
 
+void Hasher128::reset() { XXH3_128bits_reset(static_cast<XXH3_state_t*>(state_)); }
+
 Hash128 Hasher128::digest() const {
   XXH128_hash_t h = XXH3_128bits_digest(static_cast<XXH3_state_t*>(state_));
   return Hash128{h.high64, h.low64};

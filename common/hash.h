@@ -39,6 +39,9 @@ class Hasher128 {
   Hasher128& operator=(const Hasher128&) = delete;
   void update(std::string_view data);
   Hash128 digest() const;
+  // Starts again from nothing; allocates nothing (the seal's supervisor
+  // hashes with one made beforehand).
+  void reset();
 
  private:
   void* state_;  // XXH3_state_t*; xxhash.h stays out of this header

@@ -706,9 +706,7 @@ bool same_paths_in_both_folders(const NvrtcOutput& a, const std::string& a_folde
                  : p;
     };
     std::set<std::string> names;
-    for (const std::string& p : out.probes) {
-      if (!nvrtc_own_path(p, c)) names.insert(relative(p));
-    }
+    for (const std::string& p : without_nvrtc_own(out.probes, c)) names.insert(relative(p));
     for (const ServedFile& f : out.served) {
       std::string r = relative(f.path);
       if (r != f.path) *served_there = true;

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/error.h"
@@ -45,7 +46,48 @@ bool has_dotdot(const std::string& rel) {
   return false;
 }
 
+// Real names already found, while one classification runs (CanonicalScope):
+// its probes share their folders, and realpath() reads every component's
+// link again for each (~10 system calls a name).
+thread_local std::unordered_map<std::string, std::string>* canonical_memo = nullptr;
+
+class CanonicalScope {
+ public:
+  CanonicalScope() : outer_(canonical_memo) {
+    if (!outer_) canonical_memo = &memo_;
+  }
+  ~CanonicalScope() {
+    if (!outer_) canonical_memo = nullptr;
+  }
+
+ private:
+  std::unordered_map<std::string, std::string>* outer_;
+  std::unordered_map<std::string, std::string> memo_;
+};
+
+std::string canonical_uncached(const std::string& path);
+
 std::string canonical(const std::string& path) {
+  if (!canonical_memo) return canonical_uncached(path);
+  auto it = canonical_memo->find(path);
+  if (it != canonical_memo->end()) return it->second;
+  std::string real;
+  size_t slash = path.rfind('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  struct stat st;
+  if (slash == std::string::npos || slash == 0 || base.empty() || base == "." || base == ".." ||
+      path.find("/../") != std::string::npos ||
+      (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))) {
+    real = canonical_uncached(path);
+  } else {
+    // Not a link (or absent): its folder's real name and its own.
+    real = canonical(path.substr(0, slash)) + "/" + base;
+  }
+  canonical_memo->emplace(path, real);
+  return real;
+}
+
+std::string canonical_uncached(const std::string& path) {
   char real[PATH_MAX];
   if (::realpath(path.c_str(), real)) return real;
   size_t slash = path.rfind('/');
@@ -356,15 +398,23 @@ std::string without_dot_parts(const std::string& path) {
   return out.empty() ? "/" : out;
 }
 
-bool nvrtc_own_path(const std::string& path, const ProbeContext& c) {
-  if (toolkit_name(path, c)) return false;
+std::vector<std::string> without_nvrtc_own(std::vector<std::string> paths, const ProbeContext& c) {
+  CanonicalScope memo;
   std::vector<std::string> toolkit_reals;
   for (const std::string& d : c.toolkit_dirs) toolkit_reals.push_back(canonical(d));
-  return is_nvrtc_own(path, canonical(path), c, toolkit_reals) != Own::no;
+  paths.erase(std::remove_if(paths.begin(), paths.end(),
+                             [&](const std::string& path) {
+                               return !toolkit_name(path, c) &&
+                                      is_nvrtc_own(path, canonical(path), c, toolkit_reals) !=
+                                          Own::no;
+                             }),
+              paths.end());
+  return paths;
 }
 
 ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
                                  int64_t started_ns) {
+  CanonicalScope memo;
   ClassifiedProbes out;
   std::map<std::string, cache::ManifestProbe> keyed;
   std::vector<std::string> toolkit_reals;

@@ -93,11 +93,11 @@ void merge_earlier_round(const ClassifiedProbes& earlier, ClassifiedProbes* into
 // where its stat is the recorded one, else read and hashed).
 bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c);
 
-// Whether an absolute path NVRTC named is its own business (its libraries,
+// `paths` (absolute, as NVRTC named them) less NVRTC's own business (its libraries,
 // the time zone, /proc, the loader's search: classify_probes leaves it
 // unkeyed), which differs between two compile processes (malloc reads
 // /proc/sys/vm/overcommit_memory once per process).
-bool nvrtc_own_path(const std::string& path, const ProbeContext& c);
+std::vector<std::string> without_nvrtc_own(std::vector<std::string> paths, const ProbeContext& c);
 
 // `path` without "." components and repeated slashes ("x/./y", "x//y": x/y).
 std::string without_dot_parts(const std::string& path);

@@ -438,9 +438,12 @@ class Supervisor {
     base_.resize(kMaxPath + 1);
     absolute_.resize(2 * kMaxPath + 2);
     pid_ = ::getpid();
+    copy_.resize(size_t{1} << 16);
     // Bound now: a first call through the PLT would enter the loader (the
     // invariant below).
-    xxh3_128(std::string_view("", 0));
+    hasher_.update(std::string_view("", 0));
+    hasher_.digest();
+    hasher_.reset();
   }
 
   // No allocation from here on (the invariant).
@@ -574,9 +577,13 @@ class Supervisor {
 
   long fill_and_send(const seccomp_notif& req, int src, int mem, const struct stat& st,
                      uint64_t flags, size_t abs_len) {
+    // Read, hashed and written through one buffer: no mapping to undo (an
+    // munmap interrupts every CPU this process's threads ran on).
     uint64_t copied = 0;
+    hasher_.reset();
     for (;;) {
-      long n = raw_syscall(SYS_sendfile, mem, src, 0, 1 << 20);
+      long n = raw_syscall(SYS_read, src, reinterpret_cast<long>(copy_.data()),
+                           static_cast<long>(copy_.size()));
       if (n == -EINTR) continue;
       if (n < 0) return n;
       if (n == 0) break;
@@ -587,19 +594,19 @@ class Supervisor {
                        absolute_.data(), static_cast<uint32_t>(abs_len));
         return -EACCES;
       }
+      hasher_.update(std::string_view(copy_.data(), static_cast<size_t>(n)));
+      for (long at = 0; at < n;) {
+        long w = raw_syscall(SYS_write, mem, reinterpret_cast<long>(copy_.data() + at), n - at);
+        if (w == -EINTR) continue;
+        if (w <= 0) return w < 0 ? w : -EIO;
+        at += w;
+      }
     }
     constexpr long kSeals = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE;
     if (raw_syscall(SYS_fcntl, mem, F_ADD_SEALS, kSeals) != 0) return -EIO;
     if (raw_syscall(SYS_lseek, mem, 0, SEEK_SET) != 0) return -EIO;
     Snapshot snap{};
-    if (copied > 0) {
-      long map = raw_syscall(SYS_mmap, 0, static_cast<long>(copied), PROT_READ, MAP_SHARED, mem, 0);
-      if (map < 0 && map > -4096) return map;
-      snap.content = xxh3_128(std::string_view(reinterpret_cast<const char*>(map), copied));
-      raw_syscall(SYS_munmap, map, static_cast<long>(copied));
-    } else {
-      snap.content = xxh3_128(std::string_view("", 0));
-    }
+    snap.content = hasher_.digest();
     snap.dev = static_cast<uint64_t>(st.st_dev);
     snap.ino = static_cast<uint64_t>(st.st_ino);
     snap.size = copied;
@@ -693,7 +700,8 @@ class Supervisor {
   const std::string& cwd_;
   LoaderCode loader_;
   long pid_ = 0;
-  std::vector<char> req_, resp_, path_, base_, absolute_;  // sized before run()
+  std::vector<char> req_, resp_, path_, base_, absolute_, copy_;  // sized before run()
+  Hasher128 hasher_;  // its state allocated before run()
 };
 
 // The arena's records as SealResult::probes: relative names resolved against
@@ -729,6 +737,14 @@ void served_of(const RecordArena& arena, SealResult* out) {
                              snap.mtime_ns, snap.ctime_ns});
     }
   });
+}
+
+// Keeps the calling thread on `cpu`.
+bool run_on_cpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return ::sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
 // Gives the calling thread a working directory of its own, the innermost of
@@ -894,6 +910,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   }
 
   Fd stop(::eventfd(0, EFD_CLOEXEC));
+  int cpu = -1;  // policy.one_cpu: the CPU the sealed thread and its supervisor share
   std::mutex m;
   std::condition_variable changed;
   int listener = -2;        // -2: not yet; -1: failed
@@ -901,6 +918,10 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   std::string cwd, root;
   std::thread sealed([&] {
     std::string failed;
+    if (policy.one_cpu) {
+      cpu = ::sched_getcpu();
+      if (cpu >= 0 && !run_on_cpu(cpu)) cpu = -1;
+    }
     cwd = enter_working_directory(&root);
     if (cwd.empty()) failed = "unshare(CLONE_FS) refused: the compile could read the working folder";
     if (failed.empty()) failed = restrict_with_landlock(policy);
@@ -930,7 +951,10 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   SealResult out;
   if (fd >= 0) {
     Supervisor supervisor(fd, stop.get(), &arena, policy, cwd_fd.get(), served_cwd, loader);
-    std::thread watch([&] { supervisor.run(); });
+    std::thread watch([&] {
+      if (cpu >= 0) run_on_cpu(cpu);
+      supervisor.run();
+    });
     {
       std::lock_guard<std::mutex> lock(m);
       supervised = true;
