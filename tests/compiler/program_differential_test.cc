@@ -53,6 +53,7 @@
 #include "compiler/program.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/lookup_record_testing.h"
+#include "tests/compiler/program_vs_nvrtc.h"
 #include "tests/compiler/real_nvrtc.h"
 #include "tests/testing/temp_dir.h"
 
@@ -66,18 +67,7 @@ long env_or(const char* name, long fallback) {
   return v && *v ? std::strtol(v, nullptr, 10) : fallback;
 }
 
-class InFolder {
- public:
-  explicit InFolder(const std::string& dir) {
-    char here[4096];
-    back_ = ::getcwd(here, sizeof here) ? here : "";
-    EXPECT_EQ(::chdir(dir.c_str()), 0);
-  }
-  ~InFolder() { EXPECT_EQ(::chdir(back_.c_str()), 0); }
-
- private:
-  std::string back_;
-};
+using testing::InFolder;
 
 // The headers' paths, relative to the test's root; header i defines M<i>.
 const char* const kHeaders[] = {

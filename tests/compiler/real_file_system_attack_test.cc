@@ -18,89 +18,15 @@
 #include "common/file_system.h"
 #include "compiler/program.h"
 #include "compiler/toolkit.h"
-#include "tests/compiler/lookup_record_testing.h"
-#include "tests/compiler/real_nvrtc.h"
+#include "tests/compiler/program_vs_nvrtc.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache::compiler {
 namespace {
 
-const char kKernel[] = "extern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n";
-
-class InFolder {
- public:
-  explicit InFolder(const std::string& dir) {
-    char here[4096];
-    back_ = ::getcwd(here, sizeof here) ? here : "";
-    EXPECT_EQ(::chdir(dir.c_str()), 0);
-  }
-  ~InFolder() { EXPECT_EQ(::chdir(back_.c_str()), 0); }
-
- private:
-  std::string back_;
-};
-
-class RealFileSystemAttackTest : public testing::LookupRecordFixture {
- protected:
-  void SetUp() override {
-    LookupRecordFixture::SetUp();
-    toolkit_ = find_toolkit("");
-    real_ = std::make_unique<RealNvrtc>(toolkit_.nvrtc.path);
-    cache::StorageOptions so;
-    so.local_dir = dir_ / "store";
-    storage_ = std::make_unique<cache::Storage>(so);
-  }
-
-  void write(const std::string& relative, const std::string& text) {
-    std::string path = dir_ / relative;
-    FileSystem::real().create_directories(path.substr(0, path.rfind('/')), 0755);
-    std::ofstream(path, std::ios::binary) << text;
-  }
-
-  ProgramResult through_kcache(const std::string& source, const std::string& name,
-                               const std::vector<std::string>& options,
-                               const std::vector<cache::Header>& headers = {}) {
-    Compiler compiler(toolkit_, storage_.get());
-    ProgramSource p;
-    p.source = source;
-    p.name = name;
-    p.headers = headers;
-    ProgramOptions mapped = program_options(p, options);
-    EXPECT_EQ(mapped.unsupported, "");
-    return compile_program(compiler, mapped.options);
-  }
-
-  // kcache's answer equals NVRTC's from the disk as it is now; returns
-  // whether it was a hit.
-  bool expect_nvrtcs_answer(const std::string& source, const std::string& name,
-                            const std::vector<std::string>& options,
-                            const std::vector<cache::Header>& headers = {}) {
-    cache::ProgramRecord want = real_->answer(source, name, options, headers);
-    ProgramResult got;
-    EXPECT_NO_THROW(got = through_kcache(source, name, options, headers));
-    if (::getenv("ATTACK_DEBUG")) {
-      std::fprintf(stderr, "%s hit=%d any_name=%d name_dependent=%d not_stored=%s key=%s\n",
-                   name.c_str(), got.hit, got.any_name, got.name_dependent,
-                   got.not_stored.c_str(), got.key.hex().c_str());
-    }
-    EXPECT_EQ(got.record.compile_result, want.compile_result) << got.record.log;
-    EXPECT_EQ(got.record.log, want.log) << "hit=" << got.hit;
-    EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx), want.output(cache::ProgramOutput::ptx))
-        << "hit=" << got.hit << " any_name=" << got.any_name << " not_stored=" << got.not_stored;
-    return got.hit;
-  }
-
-  void expect_cached_nvrtcs_answer(const std::string& source, const std::string& name,
-                                   const std::vector<std::string>& options) {
-    EXPECT_FALSE(expect_nvrtcs_answer(source, name, options)) << "the first compile is a miss";
-    EXPECT_TRUE(expect_nvrtcs_answer(source, name, options)) << "the second is a hit";
-  }
-
-  Toolkit toolkit_;
-  std::unique_ptr<RealNvrtc> real_;
-  kcache::testing::TempDir dir_;
-  std::unique_ptr<cache::Storage> storage_;
-};
+using testing::InFolder;
+using testing::kKernel;
+using RealFileSystemAttackTest = testing::ProgramVsNvrtcTest;
 
 // The include's name is made by token pasting: only NVRTC knows it (the
 // scanner's key does not hold the header's bytes; the probes do).
