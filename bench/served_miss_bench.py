@@ -2,6 +2,7 @@
 """What a miss through the drop-in costs against NVRTC alone (issue 27).
 
     served_miss_bench.py SHIM REAL_NVRTC KERNELS_DIR [--n N] [--rounds R] [--cutlass INCLUDE]
+                         [--only KERNEL] [--variants nvrtc,served,...]
 
 One process per variant and round, each compiling N sources through NVRTC's C
 API (every source made new by a numbered comment, so each drop-in compile is a
@@ -73,6 +74,11 @@ def main():
                 ("unsealed", shim, "NAME.cu", {"KCACHE_SEAL": "off"}),
                 ("in-folder", shim, "/tmp/bench/NAME.cu", {})]
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 2
+    if "--only" in sys.argv:  # one kernel, e.g. --only cute_gemm
+        kernels = [k for k in kernels if k[0] == sys.argv[sys.argv.index("--only") + 1]]
+    if "--variants" in sys.argv:  # e.g. --variants nvrtc,served (nvrtc first)
+        keep = sys.argv[sys.argv.index("--variants") + 1].split(",")
+        variants = [v for v in variants if v[0] in keep]
     rows = []
     for name, file, options in kernels:
         with open(os.path.join(kdir, file)) as f:

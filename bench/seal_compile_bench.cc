@@ -1,0 +1,299 @@
+// Where a sealed NVRTC compile's time goes (issue 27): one source compiled by
+// NVRTC in this process, on a thread of its own, in turn under
+//   thread         no seal (the baseline)
+//   filter         a seccomp filter that allows every call (the filter's tax
+//                  on each system call, Spectre mitigations waived)
+//   filter-spec    the same filter without SECCOMP_FILTER_FLAG_SPEC_ALLOW
+//                  (what the kernel's seccomp mitigations cost on this host)
+//   recorded       the recording seal (Landlock lets NVRTC read everything;
+//                  every path call goes to the supervisor, which continues it)
+//   served         the serving seal as the drop-in runs it (every open outside
+//                  NVRTC's own folder served from a snapshot), on one CPU
+//   served-spread  the same with the sealed thread and supervisor unpinned
+//   trap           no seal, but every path call traps (SECCOMP_RET_TRAP) to a
+//                  SIGSYS handler on the compiling thread, which makes the call
+//                  itself from one allowed instruction: a path call's cost
+//                  without a switch to another thread
+//   trap-ping      the same, the handler also waking a helper thread on the
+//                  same CPU and waiting for its answer (an eventfd round trip):
+//                  a supervisor's two switches per call without seccomp's
+//                  user notification
+// For each: the median wall time, and the compiling thread's user and system
+// CPU time, context switches and minor page faults (getrusage RUSAGE_THREAD),
+// with ratios to the first mode. The modes take turns, ROUNDS times;
+// SEAL_BENCH_MODES=thread,served runs only those (one per process for perf).
+//
+//   bazel run -c opt //bench:seal_compile_bench -- LIBNVRTC SOURCE ROUNDS [NVRTC options...]
+#include <dlfcn.h>
+#include <sched.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/eventfd.h>
+#include <ucontext.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compiler/seal/seal.h"
+
+namespace {
+
+using CreateFn = int (*)(void**, const char*, const char*, int, const char* const*,
+                         const char* const*);
+using CompileFn = int (*)(void*, int, const char* const*);
+using DestroyFn = int (*)(void**);
+
+struct Nvrtc {
+  CreateFn create;
+  CompileFn compile;
+  DestroyFn destroy;
+};
+
+struct Sample {
+  double wall_ms = 0, user_ms = 0, sys_ms = 0, vcsw = 0, ivcsw = 0, minflt = 0;
+};
+
+double ms(const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; }
+
+// Compiles on the calling thread; fills the thread's resource use.
+void compile(const Nvrtc& nvrtc, const std::string& source, const std::vector<const char*>& options,
+             Sample* s) {
+  rusage before, after;
+  ::getrusage(RUSAGE_THREAD, &before);
+  void* prog = nullptr;
+  nvrtc.create(&prog, source.c_str(), "bench.cu", 0, nullptr, nullptr);
+  int result = nvrtc.compile(prog, static_cast<int>(options.size()), options.data());
+  nvrtc.destroy(&prog);
+  ::getrusage(RUSAGE_THREAD, &after);
+  if (result != 0) std::fprintf(stderr, "compile failed: %d\n", result);
+  s->user_ms = ms(after.ru_utime) - ms(before.ru_utime);
+  s->sys_ms = ms(after.ru_stime) - ms(before.ru_stime);
+  s->vcsw = static_cast<double>(after.ru_nvcsw - before.ru_nvcsw);
+  s->ivcsw = static_cast<double>(after.ru_nivcsw - before.ru_nivcsw);
+  s->minflt = static_cast<double>(after.ru_minflt - before.ru_minflt);
+}
+
+// A seccomp filter that allows every call, on the calling thread.
+bool allow_all_filter(bool spec_allow) {
+  sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+  sock_fprog prog{1, &allow};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  unsigned long flags = spec_allow ? (1UL << 2) : 0;  // SECCOMP_FILTER_FLAG_SPEC_ALLOW
+  return ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog) == 0;
+}
+
+// The one instruction from which path calls are allowed in the trap modes.
+extern "C" long bench_trampoline(long nr, long a, long b, long c, long d, long e, long f);
+extern "C" char bench_trampoline_after[];
+asm(R"(.text
+.globl bench_trampoline
+.type bench_trampoline, @function
+bench_trampoline:
+  mov %rdi, %rax
+  mov %rsi, %rdi
+  mov %rdx, %rsi
+  mov %rcx, %rdx
+  mov %r8, %r10
+  mov %r9, %r8
+  mov 8(%rsp), %r9
+  syscall
+.globl bench_trampoline_after
+bench_trampoline_after:
+  ret
+)");
+
+int ping_request = -1, ping_answer = -1;  // trap-ping: the helper's eventfds
+
+void on_sigsys(int, siginfo_t* info, void* context) {
+  greg_t* r = static_cast<ucontext_t*>(context)->uc_mcontext.gregs;
+  if (ping_request >= 0) {
+    uint64_t one = 1;
+    bench_trampoline(SYS_write, ping_request, reinterpret_cast<long>(&one), 8, 0, 0, 0);
+    bench_trampoline(SYS_read, ping_answer, reinterpret_cast<long>(&one), 8, 0, 0, 0);
+  }
+  r[REG_RAX] = bench_trampoline(info->si_syscall, r[REG_RDI], r[REG_RSI], r[REG_RDX], r[REG_R10],
+                                r[REG_R8], r[REG_R9]);
+}
+
+// Every path call on the calling thread traps, unless made by the trampoline.
+bool trap_filter() {
+  const uint64_t after = reinterpret_cast<uint64_t>(bench_trampoline_after);
+  std::vector<sock_filter> f = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, instruction_pointer)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(after), 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, instruction_pointer) + 4),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(after >> 32), 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+  };
+  const int calls[] = {SYS_open,     SYS_openat,    SYS_stat,     SYS_lstat,     SYS_access,
+                       SYS_faccessat, SYS_readlink, SYS_readlinkat, SYS_newfstatat, SYS_statx};
+  const size_t n = sizeof calls / sizeof *calls;
+  for (size_t i = 0; i < n; ++i) {
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(calls[i]),
+                         static_cast<uint8_t>(n - i), 0));
+  }
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+  sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
+  struct sigaction sa = {};
+  sa.sa_sigaction = on_sigsys;
+  sa.sa_flags = SA_SIGINFO;
+  ::sigaction(SIGSYS, &sa, nullptr);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  return ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 1UL << 2, &prog) == 0;
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  ::sched_setaffinity(0, sizeof set, &set);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: seal_compile_bench LIBNVRTC SOURCE ROUNDS [options...]\n");
+    return 2;
+  }
+  const std::string library = argv[1];
+  std::ifstream in(argv[2]);
+  std::stringstream text;
+  text << in.rdbuf();
+  const int rounds = std::atoi(argv[3]);
+  std::vector<const char*> options(argv + 4, argv + argc);
+  void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    std::fprintf(stderr, "%s\n", ::dlerror());
+    return 1;
+  }
+  Nvrtc nvrtc{reinterpret_cast<CreateFn>(::dlsym(handle, "nvrtcCreateProgram")),
+              reinterpret_cast<CompileFn>(::dlsym(handle, "nvrtcCompileProgram")),
+              reinterpret_cast<DestroyFn>(::dlsym(handle, "nvrtcDestroyProgram"))};
+  const std::string library_dir = library.substr(0, library.rfind('/'));
+
+  std::vector<std::string> modes = {"thread", "filter",        "filter-spec", "recorded",
+                                    "served", "served-spread", "trap",        "trap-ping"};
+  if (const char* only = std::getenv("SEAL_BENCH_MODES")) {  // e.g. "thread,served"
+    modes.clear();
+    std::stringstream list(only);
+    for (std::string m; std::getline(list, m, ',');) modes.push_back(m);
+  }
+  std::map<std::string, std::vector<Sample>> got;
+  int serial = 0;
+  auto run = [&](const std::string& mode) {
+    // Every compile's source differs (a numbered comment), as a miss's does.
+    const std::string source = text.str() + "\n// " + std::to_string(serial++) + "\n";
+    Sample s;
+    auto start = std::chrono::steady_clock::now();
+    if (mode == "trap" || mode == "trap-ping") {
+      std::thread t([&] {
+        std::thread helper;
+        if (mode == "trap-ping") {
+          const int cpu = ::sched_getcpu();
+          pin_to(cpu);
+          ping_request = ::eventfd(0, EFD_CLOEXEC);
+          ping_answer = ::eventfd(0, EFD_CLOEXEC);
+          helper = std::thread([cpu] {
+            pin_to(cpu);
+            for (uint64_t v; ::read(ping_request, &v, 8) == 8 && v < 1000;) {
+              uint64_t one = 1;
+              if (::write(ping_answer, &one, 8) != 8) break;
+            }
+          });
+        }
+        if (!trap_filter()) std::fprintf(stderr, "seccomp refused\n");
+        compile(nvrtc, source, options, &s);
+        if (helper.joinable()) {
+          uint64_t stop = 1000;
+          bench_trampoline(SYS_write, ping_request, reinterpret_cast<long>(&stop), 8, 0, 0, 0);
+          helper.join();
+          ::close(ping_request);
+          ::close(ping_answer);
+          ping_request = ping_answer = -1;
+        }
+      });
+      t.join();
+    } else if (mode == "thread" || mode == "filter" || mode == "filter-spec") {
+      std::thread t([&] {
+        if (mode != "thread" && !allow_all_filter(mode == "filter")) {
+          std::fprintf(stderr, "seccomp refused\n");
+        }
+        compile(nvrtc, source, options, &s);
+      });
+      t.join();
+    } else {
+      kcache::compiler::SealPolicy policy;
+      if (mode == "recorded") {
+        policy.readable = {"/"};
+      } else {
+        policy.serve = true;
+        policy.readable = {library_dir, "/etc/localtime", "/usr/share/zoneinfo",
+                           "/usr/lib/x86_64-linux-gnu/gconv"};
+        policy.one_cpu = mode == "served";
+      }
+      kcache::compiler::SealResult r =
+          kcache::compiler::run_sealed(policy, [&] { compile(nvrtc, source, options, &s); });
+      if (!r.sealed) std::fprintf(stderr, "%s: not sealed: %s\n", mode.c_str(), r.why.c_str());
+      if (!r.refused.empty()) std::fprintf(stderr, "%s: refused %s\n", mode.c_str(), r.refused.c_str());
+      if (serial <= static_cast<int>(modes.size()) + 1) {
+        std::fprintf(stderr, "%s: %zu path calls named, %zu files served\n", mode.c_str(),
+                     r.probes.size(), r.served.size());
+      }
+    }
+    s.wall_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return s;
+  };
+  run("thread");  // NVRTC's first compile (its start-up) is left out
+  // (Two modes at once on two threads of this process do not compare: the
+  // two compiles' allocators then fight over the address space's lock,
+  // which the supervisor needs to read each path. Run two processes at
+  // once instead, SEAL_BENCH_MODES=thread and =served.)
+  std::vector<double> ratios;  // per round: last mode / first mode
+  for (int r = 0; r < rounds; ++r) {
+    for (const std::string& mode : modes) got[mode].push_back(run(mode));
+    ratios.push_back(got[modes.back()].back().wall_ms / got[modes.front()].back().wall_ms);
+  }
+  auto median = [](std::vector<Sample> v, double Sample::*field) {
+    std::sort(v.begin(), v.end(),
+              [&](const Sample& a, const Sample& b) { return a.*field < b.*field; });
+    return v[v.size() / 2].*field;
+  };
+  const double base = median(got[modes.front()], &Sample::wall_ms);
+  std::printf("%-14s %10s %7s %10s %10s %8s %8s %9s\n", "mode", "wall ms", "ratio", "user ms",
+              "sys ms", "vcsw", "ivcsw", "minflt");
+  for (const std::string& mode : modes) {
+    const double wall = median(got[mode], &Sample::wall_ms);
+    std::printf("%-14s %10.0f %7.3f %10.0f %10.0f %8.0f %8.0f %9.0f\n", mode.c_str(), wall,
+                wall / base, median(got[mode], &Sample::user_ms),
+                median(got[mode], &Sample::sys_ms), median(got[mode], &Sample::vcsw),
+                median(got[mode], &Sample::ivcsw), median(got[mode], &Sample::minflt));
+  }
+  std::sort(ratios.begin(), ratios.end());
+  std::printf("%s/%s per round: median %.3f, range %.3f-%.3f (%zu rounds)\n",
+              modes.back().c_str(), modes.front().c_str(),
+              ratios[ratios.size() / 2], ratios.front(), ratios.back(), ratios.size());
+  for (const std::string& mode : modes) {
+    std::printf("  %-13s", mode.c_str());
+    for (const Sample& s : got[mode]) std::printf(" %.0f", s.wall_ms);
+    std::printf("\n");
+  }
+  return 0;
+}
