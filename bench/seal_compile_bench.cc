@@ -18,6 +18,11 @@
 //                  same CPU and waiting for its answer (an eventfd round trip):
 //                  a supervisor's two switches per call without seccomp's
 //                  user notification
+//   trap-read      trap-ping, the helper also reading the call's path out of
+//                  the compiling thread's memory (process_vm_readv), as the
+//                  supervisor does
+//   landlock       no seccomp: only a Landlock domain that allows reading
+//                  everything (what a domain costs by itself)
 // For each: the median wall time, and the compiling thread's user and system
 // CPU time, context switches and minor page faults (getrusage RUSAGE_THREAD),
 // with ratios to the first mode. The modes take turns, ROUNDS times;
@@ -35,6 +40,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,15 +63,20 @@ using CreateFn = int (*)(void**, const char*, const char*, int, const char* cons
                          const char* const*);
 using CompileFn = int (*)(void*, int, const char* const*);
 using DestroyFn = int (*)(void**);
+using SizeFn = int (*)(void*, size_t*);
+using GetFn = int (*)(void*, char*);
 
 struct Nvrtc {
   CreateFn create;
   CompileFn compile;
   DestroyFn destroy;
+  SizeFn cubin_size;
+  GetFn cubin;
 };
 
 struct Sample {
   double wall_ms = 0, user_ms = 0, sys_ms = 0, vcsw = 0, ivcsw = 0, minflt = 0;
+  size_t cubin_hash = 0;  // the compile's CUBIN (minus nothing: compared across modes)
 };
 
 double ms(const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; }
@@ -77,8 +89,14 @@ void compile(const Nvrtc& nvrtc, const std::string& source, const std::vector<co
   void* prog = nullptr;
   nvrtc.create(&prog, source.c_str(), "bench.cu", 0, nullptr, nullptr);
   int result = nvrtc.compile(prog, static_cast<int>(options.size()), options.data());
-  nvrtc.destroy(&prog);
   ::getrusage(RUSAGE_THREAD, &after);
+  size_t size = 0;
+  if (result == 0 && nvrtc.cubin_size(prog, &size) == 0 && size > 0) {
+    std::string cubin(size, '\0');
+    nvrtc.cubin(prog, &cubin[0]);
+    s->cubin_hash = std::hash<std::string>()(cubin);
+  }
+  nvrtc.destroy(&prog);
   if (result != 0) std::fprintf(stderr, "compile failed: %d\n", result);
   s->user_ms = ms(after.ru_utime) - ms(before.ru_utime);
   s->sys_ms = ms(after.ru_stime) - ms(before.ru_stime);
@@ -117,10 +135,16 @@ bench_trampoline_after:
 )");
 
 int ping_request = -1, ping_answer = -1;  // trap-ping: the helper's eventfds
+uint64_t ping_path = 0;                    // trap-read: the path for the helper to read
 
 void on_sigsys(int, siginfo_t* info, void* context) {
   greg_t* r = static_cast<ucontext_t*>(context)->uc_mcontext.gregs;
   if (ping_request >= 0) {
+    ping_path = static_cast<uint64_t>(info->si_syscall == SYS_openat || info->si_syscall == SYS_newfstatat ||
+                                              info->si_syscall == SYS_faccessat ||
+                                              info->si_syscall == SYS_statx
+                                          ? r[REG_RSI]
+                                          : r[REG_RDI]);
     uint64_t one = 1;
     bench_trampoline(SYS_write, ping_request, reinterpret_cast<long>(&one), 8, 0, 0, 0);
     bench_trampoline(SYS_read, ping_answer, reinterpret_cast<long>(&one), 8, 0, 0, 0);
@@ -185,7 +209,15 @@ int main(int argc, char** argv) {
   }
   Nvrtc nvrtc{reinterpret_cast<CreateFn>(::dlsym(handle, "nvrtcCreateProgram")),
               reinterpret_cast<CompileFn>(::dlsym(handle, "nvrtcCompileProgram")),
-              reinterpret_cast<DestroyFn>(::dlsym(handle, "nvrtcDestroyProgram"))};
+              reinterpret_cast<DestroyFn>(::dlsym(handle, "nvrtcDestroyProgram")),
+              reinterpret_cast<SizeFn>(::dlsym(handle, "nvrtcGetCUBINSize")),
+              reinterpret_cast<GetFn>(::dlsym(handle, "nvrtcGetCUBIN"))};
+  // SEAL_BENCH_PRELOAD_CUDA=1: load the driver library first, as a compile
+  // process may before sealing (NVRTC looks for it while compiling).
+  if (std::getenv("SEAL_BENCH_PRELOAD_CUDA")) {
+    std::fprintf(stderr, "libcuda.so.1 %s\n",
+                 ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL) ? "preloaded" : "not found");
+  }
   const std::string library_dir = library.substr(0, library.rfind('/'));
 
   std::vector<std::string> modes = {"thread", "filter",        "filter-spec", "recorded",
@@ -202,17 +234,44 @@ int main(int argc, char** argv) {
     const std::string source = text.str() + "\n// " + std::to_string(serial++) + "\n";
     Sample s;
     auto start = std::chrono::steady_clock::now();
-    if (mode == "trap" || mode == "trap-ping") {
+    if (mode == "landlock") {
+      std::thread t([&] {
+        // ABI 1's read rights, all allowed beneath "/".
+        struct {
+          uint64_t handled;
+        } attr{(1ULL << 2) | (1ULL << 3)};
+        long ruleset = ::syscall(444, &attr, sizeof attr, 0);
+        int root = ::open("/", O_PATH | O_CLOEXEC);
+        struct __attribute__((packed)) {
+          uint64_t allowed;
+          int32_t fd;
+        } rule{(1ULL << 2) | (1ULL << 3), root};
+        if (ruleset < 0 || ::syscall(445, ruleset, 1, &rule, 0) != 0 ||
+            ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::syscall(446, ruleset, 0) != 0) {
+          std::fprintf(stderr, "landlock refused\n");
+        }
+        compile(nvrtc, source, options, &s);
+      });
+      t.join();
+    } else if (mode == "trap" || mode == "trap-ping" || mode == "trap-read") {
       std::thread t([&] {
         std::thread helper;
-        if (mode == "trap-ping") {
+        if (mode != "trap") {
+          const bool read_path = mode == "trap-read";
           const int cpu = ::sched_getcpu();
           pin_to(cpu);
           ping_request = ::eventfd(0, EFD_CLOEXEC);
           ping_answer = ::eventfd(0, EFD_CLOEXEC);
-          helper = std::thread([cpu] {
+          helper = std::thread([cpu, read_path] {
             pin_to(cpu);
+            const pid_t pid = ::getpid();
+            char path[4096];
             for (uint64_t v; ::read(ping_request, &v, 8) == 8 && v < 1000;) {
+              if (read_path) {
+                iovec local{path, 256};
+                iovec remote{reinterpret_cast<void*>(ping_path), 256};
+                ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+              }
               uint64_t one = 1;
               if (::write(ping_answer, &one, 8) != 8) break;
             }
@@ -291,7 +350,7 @@ int main(int argc, char** argv) {
               modes.back().c_str(), modes.front().c_str(),
               ratios[ratios.size() / 2], ratios.front(), ratios.back(), ratios.size());
   for (const std::string& mode : modes) {
-    std::printf("  %-13s", mode.c_str());
+    std::printf("  %-13s cubin %016zx", mode.c_str(), got[mode].front().cubin_hash);
     for (const Sample& s : got[mode]) std::printf(" %.0f", s.wall_ms);
     std::printf("\n");
   }
