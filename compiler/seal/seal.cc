@@ -472,8 +472,9 @@ class Supervisor {
           // Serving, the loader's calls are its own: neither recorded nor
           // served (Landlock judges them).
           const bool loader = policy_.serve && from_loader(req->data.instruction_pointer);
-          if (!loader) record(req->data);
-          long answer = policy_.serve && !loader ? serve(*req) : kContinue;
+          // The path record() read, in path_, for serve() to use again.
+          const size_t path_len = loader ? 0 : record(req->data);
+          long answer = policy_.serve && !loader ? serve(*req, path_len) : kContinue;
           if (answer == kAnswered) continue;
           auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_.data());
           std::memset(resp_.data(), 0, resp_.size());
@@ -499,7 +500,8 @@ class Supervisor {
 
   // Serving: an open for reading of a path outside the policy's folders is
   // made here and answered with a snapshot; anything else runs as asked.
-  long serve(const seccomp_notif& req) {
+  // `read_len`: the path's length if record() already read it into path_.
+  long serve(const seccomp_notif& req, size_t read_len) {
     const seccomp_data& d = req.data;
     int dir = AT_FDCWD;
     uint64_t path_at = 0, flags = 0;
@@ -528,7 +530,7 @@ class Supervisor {
         (flags & (O_CREAT | O_TRUNC | O_DIRECTORY | O_PATH | O_TMPFILE)) != 0) {
       return kContinue;
     }
-    size_t path_len = read_path(pid_, path_at, path_.data());
+    size_t path_len = read_len ? read_len : read_path(pid_, path_at, path_.data());
     if (path_len == 0) return kContinue;
     path_[path_len] = '\0';
     size_t base_len = 0;
@@ -687,19 +689,22 @@ class Supervisor {
     return false;
   }
 
-  void record(const seccomp_data& d) {
+  // Records the call's path; returns its length (it stays in path_), 0 for
+  // none.
+  size_t record(const seccomp_data& d) {
     for (const PathCall& c : kPathCalls) {
       if (c.nr != d.nr) continue;
       size_t path_len = read_path(pid_, d.args[c.path_arg], path_.data());
-      if (path_len == 0) return;  // fstat(fd) and friends name no path
+      if (path_len == 0) return 0;  // fstat(fd) and friends name no path
       size_t base_len = 0;
       if (c.at && path_[0] != '/' && static_cast<int>(d.args[0]) != AT_FDCWD) {
         base_len = folder_of_fd(static_cast<int>(d.args[0]), base_.data());
       }
       arena_->append(d.nr, base_.data(), static_cast<uint32_t>(base_len), path_.data(),
                      static_cast<uint32_t>(path_len));
-      return;
+      return path_len;
     }
+    return 0;
   }
 
   int listener_;
@@ -873,103 +878,139 @@ bool seal_available(std::string* why) {
   return a.available;
 }
 
-SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn) {
-  SealResult result;
-  std::exception_ptr error;
-  std::string why;
-  // Everything the supervisor will use is made before the sealed thread can
-  // run `fn` (the invariant above).
-  RecordArena arena;
-  if (!arena.ok()) why = "cannot reserve memory for the seal's record (mmap failed)";
-  // Serving: the working directory the compile asked for, open, and its name.
-  Fd cwd_fd(policy.serve ? ::open(policy.working_dir.empty() ? "." : policy.working_dir.c_str(),
-                                  O_PATH | O_DIRECTORY | O_CLOEXEC)
-                         : -1);
-  std::string served_cwd;
-  const LoaderCode loader = policy.serve ? find_loader_code() : LoaderCode{};
-  if (policy.serve) {
+namespace {
+
+// Where the sealed thread works: the deleted chain, or (serving) the folder
+// the compile asked for, open, with its real name.
+struct WorkingFolder {
+  const SealPolicy& policy;
+  Fd served_fd;
+  std::string served_name;
+
+  explicit WorkingFolder(const SealPolicy& p)
+      : policy(p), served_fd(p.serve ? ::open(dir(), O_PATH | O_DIRECTORY | O_CLOEXEC) : -1) {
+    if (!policy.serve) return;
     char real[PATH_MAX];
-    if (cwd_fd.get() < 0 ||
-        !::realpath(policy.working_dir.empty() ? "." : policy.working_dir.c_str(), real)) {
+    if (served_fd.get() < 0 || !::realpath(dir(), real)) {
       throw IoError("cannot open the working folder " + policy.working_dir + ": " +
                     std::strerror(errno));
     }
-    served_cwd = real;
-  }
-  // The sealed thread's working directory: the deleted chain, or (serving)
-  // the one asked for. Returns it, empty where that failed.
-  auto enter_working_directory = [&](std::string* root) -> std::string {
-    if (!policy.serve) return seal_working_directory(root);
-    if (::unshare(CLONE_FS) != 0 || ::fchdir(cwd_fd.get()) != 0) return "";
-    return served_cwd;
-  };
-  if (!arena.ok() || !seal_available(&why)) {
-    result.why = why;
-    std::thread plain([&] {
-      try {
-        std::string root;
-        enter_working_directory(&root);
-        fn();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    });
-    plain.join();
-    if (error) std::rethrow_exception(error);
-    return result;
+    served_name = real;
   }
 
-  Fd stop(::eventfd(0, EFD_CLOEXEC));
-  int cpu = -1;  // policy.one_cpu: the CPU the sealed thread and its supervisor share
+  const char* dir() const { return policy.working_dir.empty() ? "." : policy.working_dir.c_str(); }
+
+  // Enters it on the calling thread (unshare(CLONE_FS): its own). Returns
+  // its name (and the chain's root), empty where that failed.
+  std::string enter(std::string* root) const {
+    if (!policy.serve) return seal_working_directory(root);
+    if (::unshare(CLONE_FS) != 0 || ::fchdir(served_fd.get()) != 0) return "";
+    return served_name;
+  }
+};
+
+// Runs `fn` on a thread of its own with no boundary (the kernel refused it).
+void run_unsealed(const WorkingFolder& folder, const std::function<void()>& fn) {
+  std::exception_ptr error;
+  std::thread plain([&] {
+    try {
+      std::string root;
+      folder.enter(&root);
+      fn();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  plain.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// The start of the sealed thread, and what it tells the thread that
+// supervises it.
+struct SealedStart {
   std::mutex m;
   std::condition_variable changed;
-  int listener = -2;        // -2: not yet; -1: failed
+  int listener = -2;        // -2: not yet; -1: failed (`why`)
   bool supervised = false;  // the supervisor runs: `fn` may start
-  std::string cwd, root;
-  std::thread sealed([&] {
+  std::string why;
+  int cpu = -1;             // policy.one_cpu: the CPU the thread and its supervisor share
+  std::string cwd, root;    // its working folder (and the deleted chain's root)
+
+  // On the thread to seal: its CPU, folder, Landlock domain and filter;
+  // then waits until the supervisor runs (from here on every path call of
+  // this thread waits for it).
+  void seal_this_thread(const SealPolicy& policy, const WorkingFolder& folder) {
     std::string failed;
     if (policy.one_cpu) {
       cpu = ::sched_getcpu();
       if (cpu >= 0 && !run_on_cpu(cpu)) cpu = -1;
     }
-    cwd = enter_working_directory(&root);
+    cwd = folder.enter(&root);
     if (cwd.empty()) failed = "unshare(CLONE_FS) refused: the compile could read the working folder";
     if (failed.empty()) failed = restrict_with_landlock(policy);
     int fd = -1;
     if (failed.empty()) fd = install_supervision(&failed);
+    std::unique_lock<std::mutex> lock(m);
+    listener = fd;
+    why = failed;
+    changed.notify_all();
+    if (fd >= 0) changed.wait(lock, [&] { return supervised; });
+  }
+
+  // On the supervising thread: the listener, once the sealed thread has one.
+  int wait_for_listener() {
+    std::unique_lock<std::mutex> lock(m);
+    changed.wait(lock, [&] { return listener != -2; });
+    return listener;
+  }
+
+  void let_it_run() {
     {
-      std::unique_lock<std::mutex> lock(m);
-      listener = fd;
-      result.why = failed;
-      changed.notify_all();
-      // From here on every path call of this thread waits for the
-      // supervisor: wait until it runs.
-      if (fd >= 0) changed.wait(lock, [&] { return supervised; });
+      std::lock_guard<std::mutex> lock(m);
+      supervised = true;
     }
+    changed.notify_all();
+  }
+};
+
+}  // namespace
+
+SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn) {
+  // Everything the supervisor will use is made before the sealed thread can
+  // run `fn` (the invariant above).
+  RecordArena arena;
+  WorkingFolder folder(policy);
+  const LoaderCode loader = policy.serve ? find_loader_code() : LoaderCode{};
+  std::string why;
+  if (!arena.ok()) why = "cannot reserve memory for the seal's record (mmap failed)";
+  if (!arena.ok() || !seal_available(&why)) {
+    run_unsealed(folder, fn);
+    SealResult result;
+    result.why = why;
+    return result;
+  }
+
+  Fd stop(::eventfd(0, EFD_CLOEXEC));
+  SealedStart start;
+  std::exception_ptr error;
+  std::thread sealed([&] {
+    start.seal_this_thread(policy, folder);
     try {
       fn();
     } catch (...) {
       error = std::current_exception();
     }
   });
-  int fd;
-  {
-    std::unique_lock<std::mutex> lock(m);
-    changed.wait(lock, [&] { return listener != -2; });
-    fd = listener;
-  }
+  const int fd = start.wait_for_listener();
   SealResult out;
   if (fd >= 0) {
-    Supervisor supervisor(fd, stop.get(), &arena, policy, cwd_fd.get(), served_cwd, loader);
+    Supervisor supervisor(fd, stop.get(), &arena, policy, folder.served_fd.get(),
+                          folder.served_name, loader);
     std::thread watch([&] {
-      if (cpu >= 0) run_on_cpu(cpu);
+      if (start.cpu >= 0) run_on_cpu(start.cpu);
       supervisor.run();
     });
-    {
-      std::lock_guard<std::mutex> lock(m);
-      supervised = true;
-    }
-    changed.notify_all();
+    start.let_it_run();
     sealed.join();
     uint64_t one = 1;
     if (::write(stop.get(), &one, sizeof one) < 0) {
@@ -981,14 +1022,14 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
       out.why = "NVRTC named more paths than the seal records (" +
                 std::to_string(RecordArena::kBytes >> 20) + " MiB of names)";
     } else {
-      out.probes = probes_of(arena, cwd, root);
+      out.probes = probes_of(arena, start.cwd, start.root);
       served_of(arena, &out);
       out.sealed = true;
     }
   } else {
     sealed.join();
-    out.why = result.why;
-    mark_refused(result.why);
+    out.why = start.why;
+    mark_refused(start.why);
   }
   if (error) std::rethrow_exception(error);
   return out;
