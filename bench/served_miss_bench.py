@@ -84,6 +84,7 @@ def main():
         with open(os.path.join(kdir, file)) as f:
             source = f.read()
         got = {tag: [] for tag, _, _, _ in variants}
+        per_round = {tag: [] for tag, _, _, _ in variants}  # p50 of each round
         for r in range(rounds):  # the variants take turns
             for tag, lib, program, extra in variants:
                 spec = {"n": n, "source": source, "tag": "%s %d" % (tag, r),
@@ -94,15 +95,23 @@ def main():
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 if out.returncode != 0:
                     sys.exit("%s %s failed:\n%s" % (tag, name, out.stderr))
-                got[tag] += json.loads(out.stdout)
-        rows.append((name, {tag: statistics.median(t) for tag, t in got.items()}, got))
+                times = json.loads(out.stdout)
+                got[tag] += times
+                per_round[tag].append(statistics.median(times))
+        rows.append((name, {tag: statistics.median(t) for tag, t in got.items()}, got, per_round))
     print("%-10s" % "kernel" + "".join("%14s" % tag for tag, _, _, _ in variants) +
           "".join("%12s" % (tag + "/nvrtc") for tag, _, _, _ in variants[1:]))
-    for name, p50, got in rows:
+    for name, p50, got, per_round in rows:
         print("%-10s" % name + "".join("%12.1fms" % p50[tag] for tag, _, _, _ in variants) +
               "".join("%12.3f" % (p50[tag] / p50["nvrtc"]) for tag, _, _, _ in variants[1:]))
         for tag, _, _, _ in variants:
             print("  %-10s %s" % (tag, " ".join("%.0f" % t for t in got[tag])))
+        # The host's speed drifts from round to round by as much as the
+        # differences measured: each round's ratio to that round's NVRTC.
+        for tag, _, _, _ in variants[1:]:
+            ratios = sorted(a / b for a, b in zip(per_round[tag], per_round["nvrtc"]))
+            print("  %-10s /nvrtc per round: median %.3f, range %.3f-%.3f" %
+                  (tag, statistics.median(ratios), ratios[0], ratios[-1]))
 
 
 if __name__ == "__main__":
