@@ -1,0 +1,531 @@
+// A host program that sets up hostile process state around NVRTC compiles
+// (signals, limits, descriptors, children, threads, fork, exit), for
+// host_attack_test: run once with the real NVRTC and twice with the drop-in
+// (a miss, then a hit). Writes each compile's answers to OUT_DIR
+// (TAG.codes, TAG.ptx, TAG.log) and what it found wrong with its own state
+// to OUT_DIR/state (one line per problem; empty when all is well).
+//
+//   host_attacker CASE OUT_DIR WORK_DIR
+#include <nvrtc.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string out_dir, work_dir;
+std::mutex state_mutex;
+std::string state_problems;
+
+void problem(const std::string& what) {
+  std::lock_guard<std::mutex> lock(state_mutex);
+  state_problems += what + "\n";
+}
+
+void write(const std::string& name, const std::string& bytes) {
+  std::ofstream(out_dir + "/" + name, std::ios::binary) << bytes;
+}
+
+std::string kernel(const std::string& name, int value) {
+  return "__global__ void " + name + "(int* p) { p[0] = " + std::to_string(value) + "; }\n";
+}
+
+// A kernel NVRTC takes a while over (for races with a running compile).
+std::string slow_kernel(const std::string& name, int n) {
+  std::string s;
+  for (int i = 0; i < n; ++i) {
+    s += "template <int N> struct S" + std::to_string(i) +
+         " { static __device__ int f(int x) { return x * N + " + std::to_string(i) + "; } };\n";
+  }
+  s += "__global__ void " + name + "(int* p) { int v = p[0];\n";
+  for (int i = 0; i < n; ++i) {
+    s += "  v = S" + std::to_string(i) + "<" + std::to_string(i + 3) + ">::f(v);\n";
+  }
+  s += "  p[0] = v; }\n";
+  return s;
+}
+
+// Compiles one program and writes every answer under `tag`.
+nvrtcResult compile(const std::string& tag, const std::string& source, const char* name,
+                    std::vector<std::string> options = {"-arch=compute_80"}) {
+  std::vector<const char*> opts;
+  for (const std::string& o : options) opts.push_back(o.c_str());
+  std::ostringstream codes;
+  nvrtcProgram prog = nullptr;
+  codes << "create " << nvrtcCreateProgram(&prog, source.c_str(), name, 0, nullptr, nullptr)
+        << "\n";
+  nvrtcResult result = nvrtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
+  codes << "compile " << result << "\n";
+  size_t size = 0;
+  nvrtcResult r = nvrtcGetProgramLogSize(prog, &size);
+  codes << "log " << r << " " << size << "\n";
+  if (r == NVRTC_SUCCESS) {
+    std::string log(size, '\0');
+    codes << "log_bytes " << nvrtcGetProgramLog(prog, &log[0]) << "\n";
+    write(tag + ".log", log);
+  }
+  r = nvrtcGetPTXSize(prog, &size);
+  codes << "ptx " << r << " " << (r == NVRTC_SUCCESS ? size : 0) << "\n";
+  if (r == NVRTC_SUCCESS && size) {
+    std::string ptx(size, '\0');
+    codes << "ptx_bytes " << nvrtcGetPTX(prog, &ptx[0]) << "\n";
+    write(tag + ".ptx", ptx);
+  }
+  codes << "destroy " << nvrtcDestroyProgram(&prog) << "\n";
+  write(tag + ".codes", codes.str());
+  return result;
+}
+
+std::string sigaction_of(int sig) {
+  struct sigaction sa;
+  ::sigaction(sig, nullptr, &sa);
+  std::ostringstream s;
+  s << reinterpret_cast<void*>(sa.sa_handler) << "/" << sa.sa_flags;
+  return s.str();
+}
+
+std::string all_dispositions() {
+  std::string s;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    s += std::to_string(sig) + ":" + sigaction_of(sig) + " ";
+  }
+  return s;
+}
+
+std::string mask_of_thread() {
+  sigset_t m;
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &m);
+  std::string s;
+  for (int sig = 1; sig < NSIG; ++sig) s += sigismember(&m, sig) ? '1' : '0';
+  return s;
+}
+
+// Descriptors of this process and what they are.
+std::vector<std::pair<int, std::string>> open_fds() {
+  std::vector<std::pair<int, std::string>> out;
+  DIR* d = ::opendir("/proc/self/fd");
+  if (!d) return out;
+  int self = ::dirfd(d);
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    int fd = std::atoi(e->d_name);
+    if (fd == self) continue;
+    char target[4096];
+    ssize_t n = ::readlink((std::string("/proc/self/fd/") + e->d_name).c_str(), target,
+                           sizeof target - 1);
+    out.emplace_back(fd, n > 0 ? std::string(target, n) : "?");
+  }
+  ::closedir(d);
+  return out;
+}
+
+// This process's children (every thread's), from /proc.
+std::vector<pid_t> children() {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc/self/task");
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(std::string("/proc/self/task/") + e->d_name + "/children");
+    pid_t p;
+    while (in >> p) out.push_back(p);
+  }
+  ::closedir(d);
+  return out;
+}
+
+int thread_count() {
+  int n = 0;
+  DIR* d = ::opendir("/proc/self/task");
+  while (dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
+  ::closedir(d);
+  return n;
+}
+
+// ---- Cases ------------------------------------------------------------------
+
+std::atomic<int> foreign_reaped{0};
+std::atomic<pid_t> own_child{0};
+std::atomic<int> sigsys_seen{0};
+
+void reap_everything(int) {
+  int saved = errno;
+  pid_t p;
+  int status;
+  while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    if (p != own_child.load()) foreign_reaped.fetch_add(1);
+  }
+  errno = saved;
+}
+
+void on_sigsys(int) { sigsys_seen.fetch_add(1); }
+
+void two_compiles(const std::string& prefix) {
+  compile(prefix + "a", kernel("ka", 1), "a.cu");
+  compile(prefix + "b", kernel("kb", 2), "b.cu");
+  compile(prefix + "broken", "__global__ void broken() { undeclared(); }\n", "broken.cu");
+}
+
+int run_case(const std::string& name) {
+  if (name == "plain") {
+    std::string before = all_dispositions();
+    mode_t um = ::umask(022);
+    ::umask(um);
+    int threads = thread_count();
+    two_compiles("");
+    std::string after = all_dispositions();
+    if (after != before) {
+      // Which ones (the real NVRTC's own changes are the reference).
+      std::istringstream b(before), a(after);
+      std::string x, y;
+      while (b >> x && a >> y) {
+        if (x != y) problem("signal disposition changed: " + x + " -> " + y);
+      }
+    }
+    mode_t um2 = ::umask(022);
+    ::umask(um2);
+    if (um2 != um) problem("umask changed");
+    if (thread_count() != threads) problem("threads: " + std::to_string(threads) + " -> " +
+                                           std::to_string(thread_count()));
+    return 0;
+  }
+  if (name == "sigchld_ignored") {
+    ::signal(SIGCHLD, SIG_IGN);
+    two_compiles("");
+    if (sigaction_of(SIGCHLD) != sigaction_of(SIGCHLD) ||
+        reinterpret_cast<void*>(::signal(SIGCHLD, SIG_IGN)) != reinterpret_cast<void*>(SIG_IGN)) {
+      problem("SIGCHLD no longer ignored");
+    }
+    return 0;
+  }
+  if (name == "sigchld_reaper") {
+    // A host that reaps every child in its SIGCHLD handler, and forks its own.
+    struct sigaction sa = {};
+    sa.sa_handler = reap_everything;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    ::sigaction(SIGCHLD, &sa, nullptr);
+    compile("a", kernel("ka", 1), "a.cu");
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    ::pthread_sigmask(SIG_BLOCK, &chld, &old);
+    pid_t c = ::fork();
+    if (c == 0) ::_exit(0);
+    own_child = c;
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    compile("b", kernel("kb", 2), "b.cu");
+    compile("broken", "__global__ void broken() { undeclared(); }\n", "broken.cu");
+    ::usleep(200 * 1000);
+    if (foreign_reaped.load()) {
+      problem("the host's SIGCHLD handler reaped " + std::to_string(foreign_reaped.load()) +
+              " processes it did not start");
+    }
+    return 0;
+  }
+  if (name == "wait_for_all_children") {
+    // A host that starts one child, compiles, then waits for all its
+    // children (`while (wait(&s) > 0)`): it must come back once its own child
+    // has ended.
+    pid_t c = ::fork();
+    if (c == 0) ::_exit(7);
+    compile("a", kernel("ka", 1), "a.cu");
+    compile("b", kernel("kb", 2), "b.cu");
+    std::atomic<bool> done{false};
+    std::thread watchdog([&] {
+      for (int i = 0; i < 200 && !done; ++i) ::usleep(50 * 1000);
+      if (!done) {
+        problem("wait() for all children did not return within 10 s (children: " +
+                std::to_string(children().size()) + ")");
+        std::ofstream(out_dir + "/state") << state_problems;
+        ::_exit(3);
+      }
+    });
+    int status, reaped_own = 0, reaped_other = 0;
+    pid_t p;
+    while ((p = ::wait(&status)) > 0) (p == c ? reaped_own : reaped_other)++;
+    done = true;
+    watchdog.join();
+    if (reaped_own != 1) problem("own child not reaped");
+    if (reaped_other) problem("wait() reaped " + std::to_string(reaped_other) + " foreign children");
+    return 0;
+  }
+  if (name == "no_children_after_compile") {
+    compile("a", kernel("ka", 1), "a.cu");
+    errno = 0;
+    int status;
+    pid_t p = ::waitpid(-1, &status, WNOHANG);
+    if (!(p == -1 && errno == ECHILD)) {
+      problem("a host that started no child has children after a compile: waitpid(-1, WNOHANG) = " +
+              std::to_string(p) + ", children " + std::to_string(children().size()));
+    }
+    return 0;
+  }
+  if (name == "all_signals_blocked") {
+    sigset_t all;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, nullptr);
+    std::string before = mask_of_thread();
+    two_compiles("");
+    if (mask_of_thread() != before) problem("signal mask changed");
+    return 0;
+  }
+  if (name == "sigsys_handler") {
+    struct sigaction sa = {};
+    sa.sa_handler = on_sigsys;
+    ::sigaction(SIGSYS, &sa, nullptr);
+    std::string before = sigaction_of(SIGSYS);
+    two_compiles("");
+    if (sigaction_of(SIGSYS) != before) problem("SIGSYS handler changed");
+    if (sigsys_seen.load()) problem("SIGSYS delivered to the host");
+    return 0;
+  }
+  if (name == "sigpipe_default") {
+    ::signal(SIGPIPE, SIG_DFL);
+    two_compiles("");
+    return 0;
+  }
+  if (name == "rlimit_nofile_32") {
+    struct rlimit rl = {32, 32};
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) problem("setrlimit failed");
+    two_compiles("");
+    struct rlimit got;
+    ::getrlimit(RLIMIT_NOFILE, &got);
+    if (got.rlim_cur != 32 || got.rlim_max != 32) problem("RLIMIT_NOFILE changed");
+    return 0;
+  }
+  if (name == "umask_077") {
+    ::umask(077);
+    two_compiles("");
+    mode_t um = ::umask(077);
+    if (um != 077) problem("umask changed");
+    return 0;
+  }
+  if (name == "cwd_changes") {
+    // The same relative -I and program name in two working folders whose
+    // headers differ.
+    for (const char* dir : {"one", "two"}) {
+      std::string d = work_dir + "/" + dir;
+      ::mkdir(d.c_str(), 0755);
+      ::mkdir((d + "/inc").c_str(), 0755);
+      std::ofstream(d + "/inc/value.h") << "#define VALUE " << (dir[0] == 'o' ? 11 : 22) << "\n";
+    }
+    const std::string src = "#include \"value.h\"\n__global__ void k(int* p) { p[0] = VALUE; }\n";
+    for (const char* dir : {"one", "two", "one"}) {
+      if (::chdir((work_dir + "/" + dir).c_str()) != 0) problem("chdir");
+      compile(std::string("cwd_") + dir + std::to_string(std::rand() % 1), src, "sub/k.cu",
+              {"-arch=compute_80", "-Iinc"});
+    }
+    char cwd[4096];
+    if (!::getcwd(cwd, sizeof cwd) || std::string(cwd) != work_dir + "/one") problem("cwd changed");
+    return 0;
+  }
+  if (name == "std_fds_closed") {
+    ::close(0);
+    ::close(1);
+    ::close(2);
+    two_compiles("");
+    // fds 0..2 are the host's to reuse; nothing of kcache may sit there
+    // unknown to it... but what it opens itself may. Report what is there.
+    for (auto& [fd, what] : open_fds()) {
+      if (fd <= 2) problem("fd " + std::to_string(fd) + " open after compiles: " + what);
+    }
+    return 0;
+  }
+  if (name == "threads8") {
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t) {
+      ts.emplace_back([t] {
+        if (t < 4) {
+          compile("t" + std::to_string(t), kernel("k" + std::to_string(t), t), "t.cu");
+        } else {
+          compile("t" + std::to_string(t), kernel("same", 42), "same.cu");
+        }
+      });
+    }
+    for (auto& th : ts) th.join();
+    return 0;
+  }
+  if (name == "fork_races_compile") {
+    // One thread compiles misses while the main thread forks; each child
+    // compiles one program and exits.
+    std::atomic<bool> stop{false};
+    std::thread compiler([&] {
+      for (int i = 0; i < 4; ++i) compile("bg" + std::to_string(i), kernel("bg", 100 + i), "bg.cu");
+      stop = true;
+    });
+    int forks = 0, bad = 0;
+    while (!stop && forks < 6) {
+      ::usleep(150 * 1000);
+      pid_t c = ::fork();
+      if (c == 0) {
+        ::alarm(60);
+        nvrtcResult r = compile("child" + std::to_string(forks), kernel("ch", forks), "ch.cu");
+        ::_exit(r == NVRTC_SUCCESS ? 0 : 1);
+      }
+      int status = 0;
+      // Bounded wait for the child.
+      pid_t got = 0;
+      for (int i = 0; i < 600 && got == 0; ++i) {
+        got = ::waitpid(c, &status, WNOHANG);
+        if (got == 0) ::usleep(100 * 1000);
+      }
+      if (got == 0) {
+        ::kill(c, SIGKILL);
+        ::waitpid(c, &status, 0);
+        problem("forked child " + std::to_string(forks) + " hung compiling");
+      } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        ++bad;
+        problem("forked child " + std::to_string(forks) + " ended with status " +
+                std::to_string(status));
+      }
+      ++forks;
+    }
+    compiler.join();
+    (void)bad;
+    // The children's answers are kept apart (how many forks ran varies).
+    for (int i = 0; i < forks; ++i) {
+      std::string tag = "child" + std::to_string(i);
+      std::rename((out_dir + "/" + tag + ".ptx").c_str(), (work_dir + "/" + tag + ".ptx").c_str());
+      std::rename((out_dir + "/" + tag + ".codes").c_str(),
+                  (work_dir + "/" + tag + ".codes").c_str());
+      std::rename((out_dir + "/" + tag + ".log").c_str(), (work_dir + "/" + tag + ".log").c_str());
+    }
+    return 0;
+  }
+  if (name == "exit_during_compile") {
+    // exit() while another thread is in a long compile: the process ends.
+    std::thread t([] { compile("slow", slow_kernel("slow", 5000), "slow.cu"); });
+    t.detach();
+    ::usleep(500 * 1000);
+    std::ofstream(out_dir + "/state") << state_problems;
+    std::exit(0);
+  }
+  if (name == "kill_compile_process") {
+    // The compile process is SIGKILLed while it compiles (the OOM killer,
+    // a stray kill): the host still gets NVRTC's answer.
+    compile("warm", kernel("warm", 1), "warm.cu");
+    std::atomic<bool> done{false};
+    std::thread killer([&] {
+      for (int i = 0; i < 40 && !done; ++i) {
+        ::usleep(100 * 1000);
+        if (i == 3) {
+          for (pid_t p : children()) ::kill(p, SIGKILL);
+        }
+      }
+    });
+    compile("slow", slow_kernel("slow", 5000), "slow.cu");
+    done = true;
+    killer.join();
+    compile("after", kernel("after", 2), "after.cu");
+    return 0;
+  }
+  if (name == "close_range_then_sockets") {
+    // A host that closes every descriptor it does not know of between
+    // compiles, then makes its own socket pairs (which take the lowest free
+    // numbers). The next compiles must neither write into them nor close them.
+    compile("a", kernel("ka", 1), "a.cu");
+    ::syscall(SYS_close_range, 3u, ~0u, 0u);
+    std::vector<std::pair<int, int>> pairs;
+    for (int i = 0; i < 10; ++i) {
+      int sv[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) break;
+      pairs.emplace_back(sv[0], sv[1]);
+    }
+    std::atomic<bool> done{false};
+    std::thread watchdog([&] {
+      for (int i = 0; i < 600 && !done; ++i) ::usleep(50 * 1000);
+      if (!done) {
+        problem("a compile after close_range hung for 30 s");
+        std::ofstream(out_dir + "/state") << state_problems;
+        ::_exit(3);
+      }
+    });
+    compile("b", kernel("kb", 2), "b.cu");
+    compile("c", kernel("kc", 3), "c.cu");
+    done = true;
+    watchdog.join();
+    for (auto [x, y] : pairs) {
+      for (int fd : {x, y}) {
+        if (::fcntl(fd, F_GETFD) < 0) {
+          problem("the host's socket fd " + std::to_string(fd) + " was closed by a compile");
+          continue;
+        }
+        pollfd pfd = {fd, POLLIN, 0};
+        if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN)) {
+          char buf[64];
+          ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+          problem("the host's socket fd " + std::to_string(fd) + " received " +
+                  std::to_string(n) + " bytes it never sent");
+        }
+      }
+    }
+    return 0;
+  }
+  if (name == "dup2_over_pool_fds") {
+    // After a miss, the host dup2()s its own file over every descriptor it
+    // did not open (as a daemon redirecting "stray" fds to /dev/null would).
+    compile("a", kernel("ka", 1), "a.cu");
+    std::string mine = work_dir + "/host_file";
+    int f = ::open(mine.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    for (auto& [fd, what] : open_fds()) {
+      if (fd > 2 && fd != f) ::dup2(f, fd);
+    }
+    std::atomic<bool> done{false};
+    std::thread watchdog([&] {
+      for (int i = 0; i < 600 && !done; ++i) ::usleep(50 * 1000);
+      if (!done) {
+        problem("a compile after dup2 over kcache's fds hung for 30 s");
+        std::ofstream(out_dir + "/state") << state_problems;
+        ::_exit(3);
+      }
+    });
+    compile("b", kernel("kb", 2), "b.cu");
+    done = true;
+    watchdog.join();
+    struct stat st;
+    if (::fstat(f, &st) != 0) {
+      problem("the host's file fd was closed");
+    } else if (st.st_size != 0) {
+      problem("kcache wrote " + std::to_string(st.st_size) + " bytes into the host's file");
+    }
+    return 0;
+  }
+  std::fprintf(stderr, "host_attacker: unknown case %s\n", name.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: host_attacker CASE OUT_DIR WORK_DIR\n");
+    return 2;
+  }
+  out_dir = argv[2];
+  work_dir = argv[3];
+  int rc = run_case(argv[1]);
+  std::ofstream(out_dir + "/state") << state_problems;
+  return rc;
+}
