@@ -1,5 +1,7 @@
 #include "compiler/program.h"
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
@@ -41,6 +43,8 @@ constexpr Refused kRefused[] = {
     {"--fdevice-time-trace", "it writes a file"},
     {"-dlto", "its LTO-IR embeds the working directory"},
     {"--dlto", "its LTO-IR embeds the working directory"},
+    {"--dlink-time-opt", "its LTO-IR embeds the working directory"},  // -dlto's long name
+    {"-dlink-time-opt", "its LTO-IR embeds the working directory"},
     {"-gen-lto", "its LTO-IR embeds the working directory"},
     {"--gen-lto", "its LTO-IR embeds the working directory"},
     {"-lineinfo", "its line table names the working directory"},
@@ -50,6 +54,33 @@ constexpr Refused kRefused[] = {
     {"-optix-ir", "its OptiX-IR is not compiled through the cache"},
     {"--optix-ir", "its OptiX-IR is not compiled through the cache"},
 };
+
+// NVRTC 13 options that, written alone, take the next argument as their
+// value, whatever it holds (`--ptxas-options -DX` hands "-DX" to ptxas), and
+// options measured to take none: each followed by "-DX_MARK", which NVRTC
+// then failed on, or defined (docs/NVRTC_SHIM.md, "Options").
+constexpr std::string_view kTakesNextArgument[] = {
+    "-dopt", "--dopt", "-rdc", "--relocatable-device-code", "-Xptxas", "--ptxas-options",
+    "-maxrregcount", "--maxrregcount", "-ftz", "--ftz", "-prec-div", "--prec-div", "-prec-sqrt",
+    "--prec-sqrt", "-fmad", "--fmad", "-split-compile", "--split-compile", "-modify-stack-limit",
+    "--modify-stack-limit", "-Ofc", "--Ofast-compile", "-builtin-move-forward",
+    "--builtin-move-forward", "-builtin-initializer-list", "--builtin-initializer-list", "-jtd",
+    "--jump-table-density", "-device-stack-protector", "--device-stack-protector", "-diag-error",
+    "--diag-error", "-diag-suppress", "--diag-suppress", "-diag-warn", "--diag-warn",
+    "-brief-diag", "--brief-diagnostics"};
+constexpr std::string_view kTakesNoValue[] = {
+    "-G", "--device-debug", "-lineinfo", "--generate-line-info", "-dc", "--device-c", "-dw",
+    "--device-w", "-ewp", "--extensible-whole-program", "-default-device",
+    "--device-as-default-execution-space", "--use_fast_math", "-use_fast_math", "-w",
+    "--disable-warnings", "-err-no", "--display-error-number", "-no-err-no",
+    "--no-display-error-number", "-restrict", "--restrict", "-minimal", "--minimal",
+    "-fdevice-syntax-only", "--fdevice-syntax-only", "-no-source-include", "--no-source-include",
+    "-extra-device-vectorization", "--extra-device-vectorization", "-dlto", "--dlink-time-opt",
+    "-gen-opt-lto", "--gen-opt-lto", "-device-int128", "--device-int128"};
+
+bool listed(std::string_view option, const std::string_view* list, size_t n) {
+  return std::find(list, list + n, option) != list + n;
+}
 
 // What stands for the program's name in the log of an entry shared by
 // every name (a text NVRTC does not write; a log holding it is not shared).
@@ -157,6 +188,13 @@ std::optional<ValuedOption> valued_option(const std::string& option) {
     }
   }
   return std::nullopt;
+}
+
+// Whether program_options maps `option` itself (moving it out of the
+// program's order): -arch, -I, -D, -U, -std in any spelling.
+bool maps_itself(const std::string& option) {
+  return valued_option(option) || option == "-std" || option == "--std" ||
+         value_of(option, "-std") || value_of(option, "--std");
 }
 
 }  // namespace
@@ -278,7 +316,19 @@ ProgramOptions program_options(const ProgramSource& program,
         o.std = *std_value;
       } else if (option == "-std" || option == "--std") {
         return refuse(option, "NVRTC 13 takes no separate value for it (it fails the compile)");
+      } else if (listed(option, kTakesNextArgument, std::size(kTakesNextArgument))) {
+        // With its value, as written and in order: never mapped itself.
+        o.nvrtc_options.push_back(option);
+        if (i + 1 < nvrtc_options.size()) o.nvrtc_options.push_back(nvrtc_options[++i]);
       } else {
+        // An option kcache does not know, followed by one it maps: whether
+        // NVRTC takes that as its value is not kcache's to guess.
+        if (option.find('=') == std::string::npos &&
+            !listed(option, kTakesNoValue, std::size(kTakesNoValue)) &&
+            i + 1 < nvrtc_options.size() && maps_itself(nvrtc_options[i + 1])) {
+          return refuse(option + " " + nvrtc_options[i + 1],
+                        "kcache cannot tell whether NVRTC takes the second as the first's value");
+        }
         o.nvrtc_options.push_back(option);  // keyed and passed as written, in order
       }
       continue;
