@@ -343,7 +343,9 @@ NvrtcOutput Nvrtc::compile_here(const NvrtcInput& input) const {
   if (api.nvrtcGetProgramLogSize(prog.get(), &log_size) == NVRTC_SUCCESS && log_size > 1) {
     out.log.resize(log_size);
     if (api.nvrtcGetProgramLog(prog.get(), &out.log[0]) != NVRTC_SUCCESS) out.log.clear();
-    while (!out.log.empty() && out.log.back() == '\0') out.log.pop_back();
+    // Only the terminating NUL NVRTC counts: where ptxas wrote to the log
+    // its text carries a NUL of its own, and NVRTC's log size counts both.
+    if (!out.log.empty() && out.log.back() == '\0') out.log.pop_back();
     replace_all(out.log, handed_name, input.source_name);
   }
   if (input.program) return program_answers(api, prog.get(), result, std::move(out), input);
