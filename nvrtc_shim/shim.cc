@@ -11,20 +11,26 @@
 //
 // Nothing is loaded before the first call: a process that links NVRTC and
 // hits the cache never dlopens the real library for its compiles.
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <nvrtc.h>
 #include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cache/config.h"
@@ -317,7 +323,113 @@ nvrtcResult compile_real(Program* p, int n, const char* const* options, const st
   return KCACHE_REAL(nvrtcCompileProgram, p->real, n, options);
 }
 
+// Descriptors 0-2 the host closed stay closed across a compile. SQLite keeps
+// no database on them: it parks /dev/null on each one it is given (its
+// robust_open) and leaves it there, so the host's next open() would no
+// longer get 0, 1 or 2 (issue 27's review). The pool's own ends move above
+// 2 by themselves (nvrtc_pool.cc).
+class ClosedStdioKept {
+ public:
+  ClosedStdioKept() {
+    for (int fd = 0; fd < 3; ++fd) closed_[fd] = ::fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+  }
+  ~ClosedStdioKept() {
+    for (int fd = 0; fd < 3; ++fd) {
+      struct stat st;
+      if (closed_[fd] && ::fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) &&
+          st.st_rdev == makedev(1, 3)) {  // /dev/null, as SQLite parks it
+        ::close(fd);
+      }
+    }
+  }
+
+ private:
+  bool closed_[3];
+};
+
+// The regular files this process has open, by descriptor, with what each is.
+using OpenFiles = std::vector<std::tuple<int, dev_t, ino_t>>;
+
+OpenFiles open_regular_files() {
+  OpenFiles out;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return out;
+  while (dirent* e = ::readdir(dir)) {
+    char* end = nullptr;
+    long fd = std::strtol(e->d_name, &end, 10);
+    struct stat st;
+    if (end == e->d_name || *end || fd == ::dirfd(dir)) continue;
+    if (::fstat(static_cast<int>(fd), &st) == 0 && S_ISREG(st.st_mode)) {
+      out.emplace_back(static_cast<int>(fd), st.st_dev, st.st_ino);
+    }
+  }
+  ::closedir(dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The files the store keeps open in this process (SQLite's index and its
+// WAL: the regular files the first compile opened and kept). A host that
+// closes or replaces descriptors it did not open (close_range, dup2 over
+// them) would have SQLite read and write its files through the same numbers
+// (issue 27's review: 57 KB written into the host's file). Checked before
+// each compile (an fstat each); once one is not what it was, nothing here
+// touches the store again and every compile goes to the real NVRTC.
+struct StoreFiles {
+  std::mutex m;
+  bool broken = false;
+  OpenFiles kept;  // empty until a compile opened the store's files
+};
+StoreFiles& store_files() {
+  static StoreFiles* f = new StoreFiles;  // never destroyed: used until exit
+  return *f;
+}
+
+// False once the store's files are not what they were (said once).
+bool store_files_intact() {
+  StoreFiles& f = store_files();
+  std::lock_guard<std::mutex> lock(f.m);
+  if (!f.broken) {
+    for (const auto& [fd, dev, ino] : f.kept) {
+      struct stat st;
+      if (::fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino) {
+        f.broken = true;
+        say("compiles are not cached from now on: the program closed or replaced the store's "
+            "open files (descriptor " + std::to_string(fd) + ")");
+        break;
+      }
+    }
+  }
+  return !f.broken;
+}
+
+nvrtcResult compile_kept(Program* p, int n, const char* const* options);
+
 nvrtcResult compile(Program* p, int n, const char* const* options) {
+  ClosedStdioKept stdio;
+  StoreFiles& f = store_files();
+  // Until the store's files are known: what this compile opens and keeps.
+  bool first;
+  OpenFiles before;
+  {
+    std::lock_guard<std::mutex> lock(f.m);
+    first = f.kept.empty() && !f.broken;
+    if (first) before = open_regular_files();
+  }
+  if (!first && !store_files_intact()) return compile_real(p, n, options, "");
+  nvrtcResult r = compile_kept(p, n, options);
+  if (first) {
+    OpenFiles after = open_regular_files();
+    std::lock_guard<std::mutex> lock(f.m);
+    if (f.kept.empty()) {
+      std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
+                          std::back_inserter(f.kept));
+    }
+  }
+  return r;
+}
+
+nvrtcResult compile_kept(Program* p, int n, const char* const* options) {
   if (p->real || p->compiled || n < 0 || (n > 0 && !options)) {
     return compile_real(p, n, options, "");  // NVRTC's own answer to an unusual call
   }
@@ -442,6 +554,10 @@ nvrtcResult nvrtcCreateProgram(nvrtcProgram* prog, const char* src, const char* 
                                const char* const* include_names) {
   bool plain = prog && src && num_headers >= 0 && (num_headers == 0 || (headers && include_names));
   for (int i = 0; plain && i < num_headers; ++i) plain = headers[i] && include_names[i];
+  // Two headers of one name: NVRTC 13 refuses the program (measured).
+  for (int i = 0; plain && i < num_headers; ++i) {
+    for (int j = 0; plain && j < i; ++j) plain = std::strcmp(include_names[i], include_names[j]) != 0;
+  }
   if (!plain) {
     // NVRTC's own answer to an unusual call (and its program, if it makes one).
     nvrtcProgram r = nullptr;
@@ -483,11 +599,15 @@ nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char* const name_exp
   Program* p = from(prog);
   if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
   if (p->real) return KCACHE_REAL(nvrtcAddNameExpression, p->real, name_expression);
-  if (!name_expression || !*name_expression) {
-    nvrtcResult r = shim::make_real(p);  // NVRTC's own answer
+  // NVRTC 13's answers (measured): NULL is invalid input before and after
+  // compiling; after compiling any other name is refused. Answered here, so
+  // that the compiled program keeps its answers.
+  if (!name_expression) return NVRTC_ERROR_INVALID_INPUT;
+  if (p->compiled) return NVRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION;
+  if (!*name_expression) {
+    nvrtcResult r = shim::make_real(p);  // NVRTC's own answer, and its compile
     return r != NVRTC_SUCCESS ? r : KCACHE_REAL(nvrtcAddNameExpression, p->real, name_expression);
   }
-  if (p->compiled) return NVRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION;
   try {
     p->source.name_expressions.emplace_back(name_expression);
   } catch (const std::bad_alloc&) {
@@ -590,7 +710,11 @@ nvrtcResult nvrtcGetPCHHeapSizeRequired(nvrtcProgram prog, size_t* size) {
   Program* p = from(prog);
   if (!p) return NVRTC_ERROR_INVALID_PROGRAM;
   if (p->real) return KCACHE_REAL(nvrtcGetPCHHeapSizeRequired, p->real, size);
-  return NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED;
+  // No PCH option compiles through the cache (program.h): NVRTC 13 answers
+  // such a program, compiled or not, with 0 bytes (measured).
+  if (!size) return NVRTC_ERROR_INVALID_INPUT;
+  *size = 0;
+  return NVRTC_SUCCESS;
 }
 
 nvrtcResult nvrtcSetFlowCallback(nvrtcProgram prog, int (*callback)(void*, void*), void* payload) {
