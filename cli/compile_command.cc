@@ -5,11 +5,13 @@
 // a bundle. Quiet on success (it runs inside Bazel actions): NVRTC's warnings
 // on a miss go to stderr; -v prints a line per target, --format json a summary
 // on stdout.
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -139,12 +141,14 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
       // Descriptors a program that started this left open (posix_spawn
       // cannot close them) are not this process's to hold.
       ::syscall(SYS_close_range, 3, ~0U, 0);
-      // A pool child outlives the thread that started it, which
-      // PR_SET_PDEATHSIG would take for its parent; it watches for a new
-      // parent (this one died) instead, as well as for EOF on stdin.
-      pid_t parent = ::getppid();
-      std::thread([parent] {
-        while (::getppid() == parent) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      // A pool child is nobody's child (NvrtcPool's spawn_worker: init
+      // adopts it), so it watches its stdin instead: when the pool's end
+      // closes (the pool retired it, or its process ended) it exits, even
+      // in the middle of a compile nobody will read.
+      std::thread([] {
+        pollfd in{0, POLLRDHUP, 0};
+        while (::poll(&in, 1, -1) < 0 && errno == EINTR) {
+        }
         ::_exit(1);
       }).detach();
       return compiler::run_nvrtc_worker_loop(0, 1, *pch_dir);

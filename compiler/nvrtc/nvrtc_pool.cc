@@ -2,13 +2,14 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <cerrno>
 #include <iterator>
@@ -27,28 +28,36 @@ struct NvrtcPool::Child {
   int to = -1;      // its stdin (a socket: writes never raise SIGPIPE)
   int from = -1;    // its stdout
   std::string key;  // the options it compiled with last (its PCH's)
+  dev_t to_dev = 0, from_dev = 0;  // what `to` and `from` were when made
+  ino_t to_ino = 0, from_ino = 0;
 
-  // Closes its stdin (the child exits at EOF) and reaps it; `kill` first
-  // when it may be stuck or broken.
-  void stop(bool kill) {
-    if (to >= 0) ::close(to);
-    if (from >= 0) ::close(from);
-    to = from = -1;
-    if (pid > 0) {
-      if (kill) ::kill(pid, SIGKILL);
-      int status;
-      while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
-    pid = -1;
+  void remember_ends() {
+    struct stat st;
+    if (::fstat(to, &st) == 0) to_dev = st.st_dev, to_ino = st.st_ino;
+    if (::fstat(from, &st) == 0) from_dev = st.st_dev, from_ino = st.st_ino;
   }
-  int reap() {  // after a broken exchange: its wait status
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  // Whether `to` and `from` are still the ends made for this child. A host
+  // that closed descriptors it did not open (close_range) and opened its own
+  // may hold those numbers now: writing, reading or closing them would be
+  // done to the host's files (issue 27's review).
+  bool ends_are_ours() const {
+    struct stat a, b;
+    return ::fstat(to, &a) == 0 && a.st_dev == to_dev && a.st_ino == to_ino &&
+           ::fstat(from, &b) == 0 && b.st_dev == from_dev && b.st_ino == from_ino;
+  }
+
+  // Closes its ends: the child exits at once (it watches its stdin for the
+  // other end's close, even mid-compile: run_nvrtc_worker_loop). It is not
+  // this process's child (spawn_worker), so there is nothing to reap. Ends
+  // that are no longer ours are left alone: the host's close already ended
+  // the child.
+  void stop() {
+    if (ends_are_ours()) {
+      ::close(to);
+      ::close(from);
     }
+    to = from = -1;
     pid = -1;
-    return status;
   }
 };
 
@@ -61,7 +70,7 @@ NvrtcPool::NvrtcPool(std::vector<std::string> argv, std::string scratch, int max
                         : std::max(4, static_cast<int>(std::thread::hardware_concurrency()))) {}
 
 NvrtcPool::~NvrtcPool() {
-  for (auto& c : idle_) c->stop(/*kill=*/false);
+  for (auto& c : idle_) c->stop();
 }
 
 int NvrtcPool::started() const {
@@ -93,8 +102,10 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
 // start our own. Under mutex_.
 void NvrtcPool::forget_the_parents_children() {
   for (auto& c : idle_) {
-    ::close(c->to);
-    ::close(c->from);
+    if (c->ends_are_ours()) {
+      ::close(c->to);
+      ::close(c->from);
+    }
     c->to = c->from = -1;
     c->pid = -1;
   }
@@ -121,14 +132,75 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key) {
 
 namespace {
 
+// What a worker's process needs between clone() and execve(), all made
+// before: the processes below share this one's memory until the worker
+// execs, so they only make system calls.
+struct SpawnPlan {
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  const char* cwd;
+  int in, out;
+  char* worker_stack;  // its top
+  int error = 0;       // an errno from any step, for the parent
+  pid_t worker = -1;
+};
+
+int exec_worker(void* arg) {
+  auto* plan = static_cast<SpawnPlan*>(arg);
+  // Its own copy of the signal dispositions (no CLONE_SIGHAND): every one
+  // back at its default, then none blocked (the parent blocked all around
+  // clone(), so no handler of the host's ran here in between).
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) ::sigaction(sig, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::setpgid(0, 0);
+  // The two ends above 2 first, so that 0 and 1 can take them whatever
+  // numbers they had (a host that closed its stdio gave us 0 and 1).
+  int in = ::fcntl(plan->in, F_DUPFD, 3), out = ::fcntl(plan->out, F_DUPFD, 3);
+  if (in < 0 || out < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::chdir(plan->cwd) != 0) {
+    plan->error = errno;
+    ::_exit(127);
+  }
+  ::close(in);
+  ::close(out);
+  ::execve(plan->path, plan->argv, plan->envp);
+  plan->error = errno;
+  ::_exit(127);
+}
+
+// Between this process and its worker: starts the worker and ends, so that
+// the worker is this process's grandchild, adopted by init (or a subreaper)
+// at once. It never execs, so its exit signal stays 0.
+int start_worker(void* arg) {
+  auto* plan = static_cast<SpawnPlan*>(arg);
+  pid_t worker = ::clone(exec_worker, plan->worker_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, plan);
+  if (worker < 0 && plan->error == 0) plan->error = errno;
+  plan->worker = worker;
+  ::_exit(0);
+}
+
 // Starts `args` in `cwd` with `in` as its stdin and `out` as its stdout.
 // The child is kcache's own process, not a copy of this one's state: every
 // signal at its default and none blocked (a host may block or ignore some),
 // a process group of its own (a terminal's Ctrl-C is for the program, which
 // decides), and no LD_PRELOAD (kcache run preloads the drop-in into the
 // program, not into kcache). $PWD names the child's own working folder
-// (NVRTC looks at it), not the folder of whatever started it. Returns
-// posix_spawn's error, 0 on success.
+// (NVRTC looks at it), not the folder of whatever started it.
+//
+// It is not this process's child. A host that waits for all its children,
+// or counts them, must never meet the drop-in's workers (issue 27's review:
+// a host looping on wait() hung while they lived). So a go-between starts
+// it and ends: the go-between is a "clone" child (it sends no signal when
+// it ends and never execs), which neither wait() nor waitpid(-1) sees and
+// which is reaped here with __WALL; the worker is adopted by init. Both are
+// started as posix_spawn starts its children, vfork-like, sharing memory
+// until execve, so a large host is not copied. The worker ends when its
+// stdin's other end closes (run_nvrtc_worker_loop). Returns an errno, 0 on
+// success.
 int spawn_worker(std::vector<std::string> args, const std::string& cwd, int in, int out,
                  pid_t* pid) {
   std::vector<char*> cargs;
@@ -143,25 +215,37 @@ int spawn_worker(std::vector<std::string> args, const std::string& cwd, int in, 
   }
   env.push_back(&pwd[0]);
   env.push_back(nullptr);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
+  std::vector<char> stacks(size_t{128} << 10);
+  auto top = [](char* end) {
+    return reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(end) & ~uintptr_t{15});
+  };
+  SpawnPlan plan{cargs[0], cargs.data(), env.data(), cwd.c_str(), in, out,
+                 top(stacks.data() + stacks.size())};
+  sigset_t all, old;
   sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
-                                      POSIX_SPAWN_SETPGROUP);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, in, 0);
-  posix_spawn_file_actions_adddup2(&actions, out, 1);
-  posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-  int rc = ::posix_spawn(pid, cargs[0], &actions, &attr, cargs.data(), env.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  return rc;
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  // Exit signal 0 (no SIGCHLD in the flags): a clone child.
+  pid_t between = ::clone(start_worker, top(stacks.data() + stacks.size() / 2),
+                          CLONE_VM | CLONE_VFORK, &plan);
+  const int clone_error = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (between < 0) return clone_error;
+  int status;
+  while (::waitpid(between, &status, __WALL) < 0 && errno == EINTR) {
+  }
+  if (plan.error != 0) return plan.error;
+  *pid = plan.worker;
+  return 0;
+}
+
+// `fd` itself, or where it is 0-2, a copy above 2 (close-on-exec), `fd`
+// closed.
+int above_stdio(int fd) {
+  if (fd > 2) return fd;
+  int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (moved < 0) return fd;
+  ::close(fd);
+  return moved;
 }
 
 }  // namespace
@@ -201,9 +285,11 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::start_child(int n, const std::strin
     ::close(out[0]);
     throw IoError(errno_message("cannot start the NVRTC worker", argv_[0], rc));
   }
-  c->to = in[1];
-  c->from = out[0];
+  // Above 2: a host that closed its stdio must find 0-2 free again.
+  c->to = above_stdio(in[1]);
+  c->from = above_stdio(out[0]);
   c->key = key;
+  c->remember_ends();
   return c;
 }
 
@@ -213,7 +299,7 @@ void NvrtcPool::give_back(std::unique_ptr<Child> child) {
 }
 
 void NvrtcPool::retire(std::unique_ptr<Child> child) {
-  child->stop(/*kill=*/true);
+  child->stop();
   std::lock_guard<std::mutex> lock(mutex_);
   --live_;
 }
@@ -222,15 +308,18 @@ NvrtcOutput NvrtcPool::compile(const std::string& nvrtc_path, const NvrtcInput& 
   std::string key;
   for (const std::string& o : input.options) key += o + '\n';
   std::unique_ptr<Child> child = take(key);
+  for (int tries = 0; !child->ends_are_ours() && tries < 8; ++tries) {
+    retire(std::move(child));  // killed, its ends left to whoever holds them
+    child = take(key);
+  }
   std::string response;
   if (!write_frame(child->to, encode_worker_request(nvrtc_path, input), /*socket=*/true) ||
       read_frame(child->from, response) != Frame::ok) {
     // It died (NVRTC crashed, out of memory) or broke the framing: this
     // compile fails with what happened; the next one starts a new child.
-    int status = child->reap();
     retire(std::move(child));
     ++deaths_in_a_row_;
-    return decode_worker_response("", status, input);  // throws, naming the signal
+    return decode_worker_response("", kWorkerGone, input);  // throws
   }
   try {
     NvrtcOutput out = decode_worker_response(response, 0, input);

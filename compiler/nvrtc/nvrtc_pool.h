@@ -37,7 +37,8 @@ class NvrtcPool {
   // leaves nothing behind in someone else's program). `max_children`: 0
   // means max(4, CPUs).
   //
-  // Children start with posix_spawn (never a fork of this process), with
+  // Children start as posix_spawn starts them (never a fork of this
+  // process; "clone" children, which wait() and SIGCHLD do not see), with
   // default signals, a process group of their own and no LD_PRELOAD. A
   // fork() of this process does not share them: its first compile starts
   // children of its own.

@@ -278,7 +278,11 @@ NvrtcOutput compile_in_worker(const std::vector<std::string>& argv, const std::s
 NvrtcOutput decode_worker_response(const std::string& response, int status,
                                    const NvrtcInput& input) {
   const std::string who = "the NVRTC worker compiling " + input.source_name;
-  if (WIFSIGNALED(status)) {
+  if (status == kWorkerGone && response.empty()) {
+    throw Error(ErrorKind::compile_failed,
+                who + " died without an answer; NVRTC crashed, ran out of memory or was killed");
+  }
+  if (status != kWorkerGone && WIFSIGNALED(status)) {
     throw Error(ErrorKind::compile_failed,
                 who + " died of signal " + std::to_string(WTERMSIG(status)) + " (" +
                     strsignal(WTERMSIG(status)) + "); NVRTC crashed or ran out of memory");
@@ -288,7 +292,10 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
   if (response.size() < kResponseMagic.size() ||
       r.bytes(kResponseMagic.size(), "magic") != kResponseMagic) {
     throw Error(ErrorKind::compile_failed,
-                who + " gave no answer (exit status " + std::to_string(WEXITSTATUS(status)) + ")");
+                who + " gave no answer" +
+                    (status == kWorkerGone
+                         ? std::string()
+                         : " (exit status " + std::to_string(WEXITSTATUS(status)) + ")"));
   }
   uint8_t result = r.u8("status");
   if (result == kCompileError) {

@@ -48,6 +48,10 @@ Frame read_frame(int fd, std::string& message);
 // a failed write, not SIGPIPE).
 bool write_frame(int fd, std::string_view message, bool socket = false);
 
+// The status decode_worker_response is given for a worker that is not this
+// process's child (NvrtcPool's): its wait status is nobody's to read here.
+constexpr int kWorkerGone = -1;
+
 // The parent's reading of a child's answer: the output, or what the child
 // threw (see compile_in_worker). `status` is the child's wait status, or 0
 // while it lives.
