@@ -338,13 +338,20 @@ TEST_F(WorkerTest, ARequestWithoutInputsReadsAnyFileAsTheCliDoes) {
   EXPECT_EQ(worker.close_and_wait(), 0);
 }
 
-std::vector<pid_t> children_of(pid_t pid) {
+// The pool's compile processes under `scratch` (`kcache __nvrtc-worker
+// --loop --pch-dir SCRATCH/...`): not the worker's children (NvrtcPool hands
+// them to init), so found by their command line.
+std::vector<pid_t> compile_processes_under(const std::string& scratch) {
   std::vector<pid_t> out;
-  for (const auto& task :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    std::optional<std::string> text = read_file(task.path().string() + "/children");
-    std::istringstream in(text.value_or(""));
-    for (pid_t c; in >> c;) out.push_back(c);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::optional<std::string> cmdline = read_file(entry.path().string() + "/cmdline");
+    if (!cmdline || cmdline->find("__nvrtc-worker") == std::string::npos ||
+        cmdline->find(scratch) == std::string::npos) {
+      continue;
+    }
+    out.push_back(static_cast<pid_t>(std::stol(name)));
   }
   return out;
 }
@@ -364,9 +371,9 @@ TEST_F(WorkerTest, AKilledWorkerLeavesNoNvrtcProcessBehind) {
   std::vector<pid_t> children;
   for (int i = 0; i < 300 && children.size() < 3; ++i) {  // up to 30 s to start them
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    children = children_of(worker.pid());
+    children = compile_processes_under(tmp_);
   }
-  ASSERT_EQ(children.size(), 3u) << "one NVRTC child per target, compiling";
+  ASSERT_EQ(children.size(), 3u) << "one NVRTC process per target, compiling";
   worker.kill();
   for (pid_t c : children) {
     for (int i = 0; i < 100 && alive(c); ++i) {  // they notice within 0.2 s
