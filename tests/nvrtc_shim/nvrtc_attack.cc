@@ -3,6 +3,11 @@
 // every answer):
 //
 //   nvrtc_attack OUT_DIR CASE
+//   nvrtc_attack OUT_DIR --steps FILE
+//
+// The second form (option_differential_test.cc) compiles one program per
+// step of FILE: a line "@@ NAME" starts a step, each following line is one
+// option of its list, as written. Step NAME writes NAME.codes, NAME.<what>.
 //
 // $ATTACK_DIR is a scratch folder the test made (headers, files NVRTC may
 // write); $ATTACK_CWD, when set, is the working folder the case runs in.
@@ -457,10 +462,57 @@ std::map<std::string, std::function<void()>> cases() {
   return m;
 }
 
+// A source whose answer depends on the options: macros (X, Y, HDR from a
+// header found through -I, or not), the target, the language standard,
+// floating-point options, a warning (177) and a template for a lowered name.
+const char* kOptionSource =
+    "#if __has_include(\"optdiff.h\")\n"
+    "#include \"optdiff.h\"\n"
+    "#endif\n"
+    "#ifndef HDR\n#define HDR 0\n#endif\n"
+    "template <typename T> __global__ void t(T* x) { x[0] = x[0] * 2; }\n"
+    "__global__ void k(int* p, float* f) {\n"
+    "  int unused = 1;\n"
+    "#ifdef X\n  p[0] = X;\n#endif\n"
+    "#ifdef Y\n  p[1] = Y;\n#endif\n"
+    "  p[2] = HDR;\n"
+    "  p[3] = (int)__cplusplus;\n"
+    "#ifdef __CUDA_ARCH__\n  p[4] = __CUDA_ARCH__;\n#endif\n"
+    "  f[0] = f[1] / f[2] + sqrtf(f[3]) * f[4] + f[5];\n"
+    "}\n";
+
+int run_steps(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) {
+    std::fprintf(stderr, "cannot read %s\n", file.c_str());
+    return 2;
+  }
+  std::vector<std::pair<std::string, std::vector<std::string>>> steps;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("@@ ", 0) == 0) {
+      steps.push_back({line.substr(3), {}});
+    } else if (!steps.empty()) {
+      steps.back().second.push_back(line);
+    }
+  }
+  for (const auto& [name, options] : steps) {
+    case_name = name;
+    outputs = 0;
+    codes.str("");
+    Case c = with_options(options);
+    c.source = kOptionSource;
+    c.name = "optdiff.cu";
+    c.exprs = {"t<float>", "k"};
+    compile(c);
+    write("codes", codes.str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
+  if (argc != 3 && !(argc == 4 && std::string(argv[2]) == "--steps")) {
     std::fprintf(stderr, "usage: nvrtc_attack OUT_DIR CASE\n");
     return 2;
   }
@@ -471,6 +523,13 @@ int main(int argc, char** argv) {
   if (const char* cwd = std::getenv("ATTACK_CWD"); cwd && *cwd && ::chdir(cwd) != 0) {
     std::perror("chdir");
     return 2;
+  }
+  if (case_name == "--steps") {
+    if (argc != 4) {
+      std::fprintf(stderr, "usage: nvrtc_attack OUT_DIR --steps FILE\n");
+      return 2;
+    }
+    return run_steps(argv[3]);
   }
   auto all = cases();
   if (case_name == "--list") {
