@@ -22,7 +22,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <iterator>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -215,6 +214,7 @@ std::string kcache_exe(std::string* looked) {
 
 // The compile processes' pool (cache_compiler() makes it) and the binary.
 compiler::NvrtcPool* compile_pool = nullptr;
+cache::Storage* cache_storage = nullptr;  // cache_compiler()'s
 std::string compile_exe;
 // A compile process that ends without answering this many times in a row
 // (a kcache binary that cannot run here) is not started again.
@@ -253,6 +253,7 @@ compiler::Compiler* cache_compiler() {
       }
       static cache::Storage storage(cache::storage_options_or_local_only(
           [](const std::string& w) { say("cache settings: " + w); }));
+      cache_storage = &storage;
       // Never freed: a program's exit must not wait for its compile
       // processes, which end when their input closes with this process.
       auto* pool = new compiler::NvrtcPool({exe, "__nvrtc-worker"}, "");
@@ -347,19 +348,29 @@ class ClosedStdioKept {
   bool closed_[3];
 };
 
-// The regular files this process has open, by descriptor, with what each is.
+// The regular files this process has open beneath `folder` (the store's,
+// real), by descriptor, with what each is.
 using OpenFiles = std::vector<std::tuple<int, dev_t, ino_t>>;
 
-OpenFiles open_regular_files() {
+OpenFiles open_files_beneath(const std::string& folder) {
   OpenFiles out;
   DIR* dir = ::opendir("/proc/self/fd");
-  if (!dir) return out;
+  if (!dir || folder.empty()) {
+    if (dir) ::closedir(dir);
+    return out;
+  }
   while (dirent* e = ::readdir(dir)) {
     char* end = nullptr;
     long fd = std::strtol(e->d_name, &end, 10);
-    struct stat st;
     if (end == e->d_name || *end || fd == ::dirfd(dir)) continue;
-    if (::fstat(static_cast<int>(fd), &st) == 0 && S_ISREG(st.st_mode)) {
+    char target[PATH_MAX];
+    ssize_t n = ::readlink(("/proc/self/fd/" + std::string(e->d_name)).c_str(), target,
+                           sizeof target - 1);
+    if (n <= 0) continue;
+    const std::string path(target, static_cast<size_t>(n));
+    struct stat st;
+    if (path.compare(0, folder.size() + 1, folder + "/") == 0 &&
+        ::fstat(static_cast<int>(fd), &st) == 0 && S_ISREG(st.st_mode)) {
       out.emplace_back(static_cast<int>(fd), st.st_dev, st.st_ino);
     }
   }
@@ -368,8 +379,16 @@ OpenFiles open_regular_files() {
   return out;
 }
 
+// The store's folder, real: empty until the store is open.
+std::string store_folder() {
+  cache::Store* store = cache_storage ? cache_storage->local() : nullptr;
+  if (!store) return "";
+  char real[PATH_MAX];
+  return ::realpath(store->dir().c_str(), real) ? std::string(real) : store->dir();
+}
+
 // The files the store keeps open in this process (SQLite's index and its
-// WAL: the regular files the first compile opened and kept). A host that
+// WAL: the files beneath the store's folder open after a compile). A host that
 // closes or replaces descriptors it did not open (close_range, dup2 over
 // them) would have SQLite read and write its files through the same numbers
 // (issue 27's review: 57 KB written into the host's file). Checked before
@@ -385,47 +404,54 @@ StoreFiles& store_files() {
   return *f;
 }
 
-// False once the store's files are not what they were (said once).
+// The first of `kept` that is not what it was, or -1. Under StoreFiles::m.
+int changed_file(const OpenFiles& kept) {
+  for (const auto& [fd, dev, ino] : kept) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino) return fd;
+  }
+  return -1;
+}
+
+// Before a compile: false once the store's files are not what they were
+// after the last one (the program changed them in between; said once).
 bool store_files_intact() {
   StoreFiles& f = store_files();
   std::lock_guard<std::mutex> lock(f.m);
   if (!f.broken) {
-    for (const auto& [fd, dev, ino] : f.kept) {
-      struct stat st;
-      if (::fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino) {
-        f.broken = true;
-        say("compiles are not cached from now on: the program closed or replaced the store's "
-            "open files (descriptor " + std::to_string(fd) + ")");
-        break;
-      }
+    if (int fd = changed_file(f.kept); fd >= 0) {
+      f.broken = true;
+      say("compiles are not cached from now on: the program closed or replaced the store's "
+          "open files (descriptor " + std::to_string(fd) + ")");
     }
   }
   return !f.broken;
+}
+
+// After a compile: the store's files as it left them. The store reopens its
+// index itself when it was deleted or replaced (cache/store.cc), inside a
+// compile: then its new files are the ones to watch. None at all where
+// there were some: closed under the compile, so broken.
+void note_store_files() {
+  StoreFiles& f = store_files();
+  std::lock_guard<std::mutex> lock(f.m);
+  if (f.broken || (!f.kept.empty() && changed_file(f.kept) < 0)) return;
+  OpenFiles now = open_files_beneath(store_folder());
+  if (now.empty() && !f.kept.empty()) {
+    f.broken = true;
+    say("compiles are not cached from now on: the store's open files were closed under it");
+    return;
+  }
+  f.kept = std::move(now);
 }
 
 nvrtcResult compile_kept(Program* p, int n, const char* const* options);
 
 nvrtcResult compile(Program* p, int n, const char* const* options) {
   ClosedStdioKept stdio;
-  StoreFiles& f = store_files();
-  // Until the store's files are known: what this compile opens and keeps.
-  bool first;
-  OpenFiles before;
-  {
-    std::lock_guard<std::mutex> lock(f.m);
-    first = f.kept.empty() && !f.broken;
-    if (first) before = open_regular_files();
-  }
-  if (!first && !store_files_intact()) return compile_real(p, n, options, "");
+  if (!store_files_intact()) return compile_real(p, n, options, "");
   nvrtcResult r = compile_kept(p, n, options);
-  if (first) {
-    OpenFiles after = open_regular_files();
-    std::lock_guard<std::mutex> lock(f.m);
-    if (f.kept.empty()) {
-      std::set_difference(after.begin(), after.end(), before.begin(), before.end(),
-                          std::back_inserter(f.kept));
-    }
-  }
+  note_store_files();
   return r;
 }
 

@@ -308,8 +308,14 @@ NvrtcOutput NvrtcPool::compile(const std::string& nvrtc_path, const NvrtcInput& 
   std::string key;
   for (const std::string& o : input.options) key += o + '\n';
   std::unique_ptr<Child> child = take(key);
-  for (int tries = 0; !child->ends_are_ours() && tries < 8; ++tries) {
-    retire(std::move(child));  // killed, its ends left to whoever holds them
+  // Idle children whose ends the host took are dropped (their processes
+  // ended with the host's close); a new child's ends are ours, unless the
+  // host is closing descriptors under us right now: then the real NVRTC.
+  for (int tries = 0; !child->ends_are_ours(); ++tries) {
+    retire(std::move(child));
+    if (tries > max_children_) {
+      throw IoError("the program closed or replaced the compile processes' descriptors");
+    }
     child = take(key);
   }
   std::string response;

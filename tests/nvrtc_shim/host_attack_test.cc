@@ -106,7 +106,7 @@ bool empty_dir(const std::string& dir, std::string* names) {
 
 struct HostRun {
   int exit_code = -1;
-  std::string out, err, state;
+  std::string out, err, state, stats;
   std::map<std::string, std::string> files;
 };
 
@@ -157,6 +157,7 @@ class HostAttackTest : public ::testing::TestWithParam<const char*> {
       EXPECT_TRUE(empty_dir(tmpdir, &names)) << which << ": temporary files left: " << names;
     }
     std::string stats = read_file(tmp_ / ("stats_" + which)).value_or("");
+    r.stats = stats;
     std::fprintf(stderr, "[%s %s] exit %d in %.1f s; stats:\n%sstderr:\n%s\n", GetParam(),
                  which.c_str(), r.exit_code, seconds, stats.c_str(), r.err.c_str());
     return r;
@@ -181,6 +182,10 @@ TEST_P(HostAttackTest, AnswersAndHostStateAreAsWithTheRealNvrtc) {
     if (std::string(GetParam()) != "exit_during_compile") {
       EXPECT_EQ(differences(got.files, real.files), "") << which << ": answers differ";
     }
+    if (std::string(GetParam()) == "store_index_deleted") {
+      // Every compile through the cache, before and after the index is rebuilt.
+      EXPECT_EQ(got.stats.find("real "), std::string::npos) << which << ":\n" << got.stats;
+    }
   }
 }
 
@@ -192,7 +197,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, HostAttackTest,
                                            "cwd_changes", "std_fds_closed", "threads8",
                                            "fork_races_compile", "exit_during_compile",
                                            "kill_compile_process", "close_range_then_sockets",
-                                           "dup2_over_pool_fds"),
+                                           "dup2_over_pool_fds", "store_index_deleted"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

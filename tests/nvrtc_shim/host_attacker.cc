@@ -483,6 +483,20 @@ int run_case(const std::string& name) {
     }
     return 0;
   }
+  if (name == "store_index_deleted") {
+    // The store's index deleted while the program runs (a user cleaning the
+    // cache): the store rebuilds it, and the drop-in must go on caching
+    // (host_attack_test reads the stats: no compile goes to the real NVRTC).
+    compile("a", kernel("ka", 1), "a.cu");
+    if (const char* store = std::getenv("KCACHE_DIR")) {
+      for (const char* f : {"/index.sqlite", "/index.sqlite-wal", "/index.sqlite-shm"}) {
+        ::unlink((std::string(store) + f).c_str());
+      }
+    }
+    compile("b", kernel("kb", 2), "b.cu");
+    compile("c", kernel("kc", 3), "c.cu");
+    return 0;
+  }
   if (name == "dup2_over_pool_fds") {
     // After a miss, the host dup2()s its own file over every descriptor it
     // did not open (as a daemon redirecting "stray" fds to /dev/null would).
