@@ -603,6 +603,7 @@ class SqliteStore : public Store {
   }
 
   const std::string& dir() const override { return dir_; }
+  uint64_t files_let_go() const override { return files_let_go_.load(); }
   bool read_only() const override { return read_only_; }
 
  private:
@@ -793,6 +794,7 @@ class SqliteStore : public Store {
   }
 
   void drop_connection() {
+    files_let_go_.fetch_add(1);
     if (db_) db_->keep_wal_on_close();
     find_.reset();
     insert_.reset();
@@ -804,6 +806,7 @@ class SqliteStore : public Store {
   }
 
   void abandon_connection() {
+    files_let_go_.fetch_add(1);
     (void)find_.release();
     (void)insert_.release();
     (void)delete_.release();
@@ -1249,6 +1252,7 @@ class SqliteStore : public Store {
   std::function<int64_t()> clock_;
   const std::string network_fs_;  // "" on a local file system
   uint64_t fork_generation_ = 0;  // fork_generation() when db_ was opened
+  std::atomic<uint64_t> files_let_go_{0};  // drop_connection, abandon_connection
   std::chrono::steady_clock::time_point next_lookup_check_;
   FileIdentity index_id_;         // the index file db_ has open
   std::set<std::string> noticed_;

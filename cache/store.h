@@ -153,6 +153,11 @@ class Store {
   virtual VerifyResult verify() = 0;
 
   virtual const std::string& dir() const = 0;
+  // How many times this store let go of its index's open files (to reopen
+  // it: deleted, replaced, a fork). The drop-in watches those files in its
+  // host (nvrtc_shim/shim.cc) and takes a change there as the store's own
+  // only when this moved.
+  virtual uint64_t files_let_go() const = 0;
   virtual bool read_only() const = 0;
 };
 

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <nvrtc.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -331,8 +332,10 @@ nvrtcResult compile_real(Program* p, int n, const char* const* options, const st
 // 2 by themselves (nvrtc_pool.cc).
 class ClosedStdioKept {
  public:
-  ClosedStdioKept() {
-    for (int fd = 0; fd < 3; ++fd) closed_[fd] = ::fcntl(fd, F_GETFD) < 0 && errno == EBADF;
+  ClosedStdioKept() {  // one poll: a closed descriptor answers POLLNVAL
+    pollfd fds[3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}};
+    const bool polled = ::poll(fds, 3, 0) >= 0;
+    for (int fd = 0; fd < 3; ++fd) closed_[fd] = polled && (fds[fd].revents & POLLNVAL);
   }
   ~ClosedStdioKept() {
     for (int fd = 0; fd < 3; ++fd) {
@@ -388,23 +391,26 @@ std::string store_folder() {
 }
 
 // The files the store keeps open in this process (SQLite's index and its
-// WAL: the files beneath the store's folder open after a compile). A host that
-// closes or replaces descriptors it did not open (close_range, dup2 over
-// them) would have SQLite read and write its files through the same numbers
-// (issue 27's review: 57 KB written into the host's file). Checked before
-// each compile (an fstat each); once one is not what it was, nothing here
-// touches the store again and every compile goes to the real NVRTC.
+// WAL: the files beneath the store's folder). A host that closes or replaces
+// descriptors it did not open (close_range, dup2 over them) would have
+// SQLite read and write its files through the same numbers (issue 27's
+// review: 57 KB written into the host's file). Checked before each compile
+// (an fstat each); once one is not what it was while the store has not let
+// go of them itself, nothing here touches the store again and every compile
+// goes to the real NVRTC.
 struct StoreFiles {
   std::mutex m;
   bool broken = false;
-  OpenFiles kept;  // empty until a compile opened the store's files
+  OpenFiles kept;           // empty until a compile opened the store's files
+  uint64_t let_go = 0;      // the store's files_let_go() when `kept` was taken
+  int taken_after = 0;      // compiles after which `kept` was taken
 };
 StoreFiles& store_files() {
   static StoreFiles* f = new StoreFiles;  // never destroyed: used until exit
   return *f;
 }
 
-// The first of `kept` that is not what it was, or -1. Under StoreFiles::m.
+// The first of `kept` that is not what it was, or -1.
 int changed_file(const OpenFiles& kept) {
   for (const auto& [fd, dev, ino] : kept) {
     struct stat st;
@@ -414,35 +420,37 @@ int changed_file(const OpenFiles& kept) {
 }
 
 // Before a compile: false once the store's files are not what they were
-// after the last one (the program changed them in between; said once).
+// (said once). Where the store let go of them itself (it reopens a deleted
+// or replaced index: cache/store.cc) its files are taken again.
 bool store_files_intact() {
   StoreFiles& f = store_files();
   std::lock_guard<std::mutex> lock(f.m);
-  if (!f.broken) {
-    if (int fd = changed_file(f.kept); fd >= 0) {
-      f.broken = true;
-      say("compiles are not cached from now on: the program closed or replaced the store's "
-          "open files (descriptor " + std::to_string(fd) + ")");
-    }
+  if (f.broken) return false;
+  cache::Store* store = cache_storage ? cache_storage->local() : nullptr;
+  if (!store) return true;
+  if (f.kept.empty() || store->files_let_go() != f.let_go) {
+    f.let_go = store->files_let_go();
+    f.kept = open_files_beneath(store_folder());
+    return true;
+  }
+  if (int fd = changed_file(f.kept); fd >= 0) {
+    f.broken = true;
+    say("compiles are not cached from now on: the program closed or replaced the store's "
+        "open files (descriptor " + std::to_string(fd) + ")");
   }
   return !f.broken;
 }
 
-// After a compile: the store's files as it left them. The store reopens its
-// index itself when it was deleted or replaced (cache/store.cc), inside a
-// compile: then its new files are the ones to watch. None at all where
-// there were some: closed under the compile, so broken.
+// After a compile: the store's files as its first compiles leave them
+// (SQLite opens its WAL at the first transaction, not with the index).
 void note_store_files() {
   StoreFiles& f = store_files();
   std::lock_guard<std::mutex> lock(f.m);
-  if (f.broken || (!f.kept.empty() && changed_file(f.kept) < 0)) return;
-  OpenFiles now = open_files_beneath(store_folder());
-  if (now.empty() && !f.kept.empty()) {
-    f.broken = true;
-    say("compiles are not cached from now on: the store's open files were closed under it");
-    return;
-  }
-  f.kept = std::move(now);
+  cache::Store* store = cache_storage ? cache_storage->local() : nullptr;
+  if (f.broken || !store || f.taken_after >= 3) return;
+  ++f.taken_after;
+  f.let_go = store->files_let_go();
+  f.kept = open_files_beneath(store_folder());
 }
 
 nvrtcResult compile_kept(Program* p, int n, const char* const* options);
