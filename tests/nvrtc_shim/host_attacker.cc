@@ -13,6 +13,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -524,6 +526,213 @@ int run_case(const std::string& name) {
     } else if (st.st_size != 0) {
       problem("kcache wrote " + std::to_string(st.st_size) + " bytes into the host's file");
     }
+    return 0;
+  }
+
+  // ---- attack3 cases --------------------------------------------------------
+  if (name == "subreaper_wait_all") {
+    // The host is a subreaper itself (documented limit: it adopts the
+    // compile processes). Then it waits for all its children, as at exit.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+    pid_t c = ::fork();
+    if (c == 0) ::_exit(7);
+    compile("a", kernel("ka", 1), "a.cu");
+    std::atomic<bool> done{false};
+    std::thread watchdog([&] {
+      for (int i = 0; i < 200 && !done; ++i) ::usleep(50 * 1000);
+      if (!done) {
+        problem("subreaper: wait() for all children did not return within 10 s (children: " +
+                std::to_string(children().size()) + ")");
+        std::ofstream(out_dir + "/state") << state_problems;
+        ::_exit(3);
+      }
+    });
+    int status, other = 0;
+    pid_t p;
+    while ((p = ::wait(&status)) > 0) other += p != c;
+    done = true;
+    watchdog.join();
+    if (other) problem("subreaper: wait() reaped " + std::to_string(other) + " foreign processes");
+    return 0;
+  }
+  if (name == "stdio_reopened_during_compile") {
+    // Stdio closed; while one thread compiles a slow miss, the main thread
+    // daemonizes: /dev/null on 0, 1 and 2. kcache must not close them.
+    ::close(0);
+    ::close(1);
+    ::close(2);
+    compile("warm", kernel("warm", 1), "warm.cu");
+    std::thread t([] { compile("slow", slow_kernel("slow", 3000), "slow.cu"); });
+    ::usleep(300 * 1000);
+    int n = ::open("/dev/null", O_RDWR);
+    if (n != 0) problem("open(/dev/null) got fd " + std::to_string(n) + ", not 0");
+    ::dup2(n, 1);
+    ::dup2(n, 2);
+    t.join();
+    for (int fd = 0; fd < 3; ++fd) {
+      if (::fcntl(fd, F_GETFD) < 0) problem("the host's /dev/null on fd " + std::to_string(fd) + " was closed by a compile");
+    }
+    compile("after", kernel("after", 2), "after.cu");
+    for (int fd = 0; fd < 3; ++fd) {
+      if (::fcntl(fd, F_GETFD) < 0) problem("after: fd " + std::to_string(fd) + " closed");
+    }
+    return 0;
+  }
+  if (name == "dup2_devnull_stdio_between") {
+    // Stdio closed at the first compile, /dev/null dup2()ed over 0-2 by the
+    // host after it; later compiles (4 threads) must leave them open.
+    ::close(0);
+    ::close(1);
+    ::close(2);
+    compile("a", kernel("ka", 1), "a.cu");
+    int n = ::open("/dev/null", O_RDWR);
+    for (int fd = 0; fd < 3; ++fd) if (n != fd) ::dup2(n, fd);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t) {
+      ts.emplace_back([t] { compile("t" + std::to_string(t), kernel("kt" + std::to_string(t), t), "t.cu"); });
+    }
+    for (auto& th : ts) th.join();
+    for (int fd = 0; fd < 3; ++fd) {
+      if (::fcntl(fd, F_GETFD) < 0) problem("the host's /dev/null on fd " + std::to_string(fd) + " was closed");
+    }
+    return 0;
+  }
+  if (name == "stdio_closed_threads8") {
+    // Stdio closed, 8 threads' first compiles at once: afterwards 0-2 free.
+    ::close(0);
+    ::close(1);
+    ::close(2);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t) {
+      ts.emplace_back([t] { compile("t" + std::to_string(t), kernel("k" + std::to_string(t), t), "t.cu"); });
+    }
+    for (auto& th : ts) th.join();
+    for (auto& [fd, what] : open_fds()) {
+      if (fd <= 2) problem("fd " + std::to_string(fd) + " open after compiles: " + what);
+    }
+    return 0;
+  }
+  if (name == "relative_store_chdir") {
+    // KCACHE_DIR relative with a trailing slash; the host changes its
+    // working folder between compiles. Caching goes on (the test reads the
+    // stats), nothing lands in the host's folders.
+    const char* store = std::getenv("KCACHE_DIR");
+    if (!store || ::chdir(work_dir.c_str()) != 0) { problem("setup"); return 0; }
+    // work_dir is <tmp>/work_X, the store <tmp>/store.
+    ::setenv("KCACHE_DIR", "../store/", 1);
+    compile("a", kernel("ka", 1), "a.cu");
+    ::mkdir((work_dir + "/sub").c_str(), 0755);
+    if (::chdir((work_dir + "/sub").c_str()) != 0) problem("chdir");
+    compile("a2", kernel("ka", 1), "a.cu");
+    compile("b", kernel("kb", 2), "b.cu");
+    ::chdir("/");
+    compile("c", kernel("kc", 3), "c.cu");
+    struct stat st;
+    if (::stat((work_dir + "/store").c_str(), &st) == 0) problem("a store appeared in work/store");
+    if (::stat("/store", &st) == 0) problem("a store appeared in /store");
+    return 0;
+  }
+  if (name == "symlinked_store") {
+    // KCACHE_DIR through a symlink (with a trailing slash): caching goes on.
+    const char* store = std::getenv("KCACHE_DIR");
+    ::mkdir(store, 0755);
+    std::string link = work_dir + "/link";
+    if (!store || ::symlink(store, link.c_str()) != 0) { problem("setup"); return 0; }
+    ::setenv("KCACHE_DIR", (link + "/").c_str(), 1);
+    two_compiles("");
+    compile("c", kernel("kc", 3), "c.cu");
+    return 0;
+  }
+  if (name == "big_host_threads") {
+    // 1 GiB mapped and touched, 64 idle threads, then 8 first compiles at
+    // once: each must take no longer than a compile does (printed).
+    size_t size = size_t{1} << 30;
+    char* m = static_cast<char*>(::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    for (size_t i = 0; i < size; i += 4096) m[i] = 1;
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> idle;
+    for (int i = 0; i < 64; ++i) idle.emplace_back([&] { while (!stop) ::usleep(20 * 1000); });
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t) {
+      ts.emplace_back([t] { compile("t" + std::to_string(t), kernel("k" + std::to_string(t), t), "t.cu"); });
+    }
+    for (auto& th : ts) th.join();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "big_host_threads: 8 compiles in %.3f s\n", s);
+    if (s > 30) problem("8 compiles took " + std::to_string(s) + " s");
+    stop = true;
+    for (auto& th : idle) th.join();
+    ::munmap(m, size);
+    return 0;
+  }
+  if (name == "sigchld_blocked_no_pending") {
+    // SIGCHLD blocked, no child of its own: nothing may be pending after.
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    ::pthread_sigmask(SIG_BLOCK, &chld, nullptr);
+    two_compiles("");
+    ::usleep(300 * 1000);
+    sigset_t pending;
+    ::sigpending(&pending);
+    if (sigismember(&pending, SIGCHLD)) problem("SIGCHLD pending for a host with no children");
+    return 0;
+  }
+  if (name == "kcache_exe_exits" || name == "kcache_exe_not_executable" ||
+      name == "kcache_exe_sleeps") {
+    // A KCACHE_EXE that cannot serve: the real NVRTC's answers, no hang.
+    std::string exe = work_dir + "/fake_kcache";
+    if (name == "kcache_exe_exits") {
+      exe = "/bin/true";
+    } else if (name == "kcache_exe_not_executable") {
+      std::ofstream(exe) << "not a program\n";
+      ::chmod(exe.c_str(), 0644);
+    } else {
+      // Starts and never answers (reads nothing), but ends in 15 s.
+      std::ofstream(exe) << "#!/bin/sh\nexec sleep 15\n";
+      ::chmod(exe.c_str(), 0755);
+    }
+    ::setenv("KCACHE_EXE", exe.c_str(), 1);
+    std::atomic<bool> done{false};
+    std::thread watchdog([&] {
+      for (int i = 0; i < 400 && !done; ++i) ::usleep(50 * 1000);
+      if (!done) {
+        problem("compiles with a broken KCACHE_EXE hung for 20 s");
+        std::ofstream(out_dir + "/state") << state_problems;
+        ::_exit(3);
+      }
+    });
+    two_compiles("");
+    compile("c", kernel("kc", 3), "c.cu");
+    done = true;
+    watchdog.join();
+    return 0;
+  }
+  if (name == "leak_300") {
+    // 300 compiles (misses in the first drop-in run): descriptors and
+    // threads after the first compile and at the end are the same.
+    compile("first", kernel("first", 0), "first.cu");
+    size_t fds = open_fds().size();
+    int threads = thread_count();
+    for (int i = 0; i < 300; ++i) {
+      nvrtcProgram prog = nullptr;
+      std::string src = kernel("k", 1000 + i);
+      nvrtcCreateProgram(&prog, src.c_str(), "k.cu", 0, nullptr, nullptr);
+      const char* opt = "-arch=compute_80";
+      if (nvrtcCompileProgram(prog, 1, &opt) != NVRTC_SUCCESS) problem("compile " + std::to_string(i));
+      nvrtcDestroyProgram(&prog);
+    }
+    compile("last", kernel("last", 0), "last.cu");
+    if (open_fds().size() > fds) {
+      std::string all;
+      for (auto& [fd, what] : open_fds()) all += std::to_string(fd) + "=" + what + " ";
+      problem("descriptors " + std::to_string(fds) + " -> " + std::to_string(open_fds().size()) + ": " + all);
+    }
+    if (thread_count() > threads) problem("threads " + std::to_string(threads) + " -> " + std::to_string(thread_count()));
+    std::ifstream st("/proc/self/status");
+    std::string line;
+    while (std::getline(st, line)) if (line.rfind("VmRSS", 0) == 0) std::fprintf(stderr, "leak_300: %s\n", line.c_str());
     return 0;
   }
   std::fprintf(stderr, "host_attacker: unknown case %s\n", name.c_str());
