@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <atomic>
 #include <cctype>
 #include <cstdio>
@@ -1289,7 +1290,13 @@ std::string default_store_dir() {
 
 std::unique_ptr<Store> Store::open(const std::string& dir, StoreOptions options) {
   if (dir.empty()) throw InvalidArgument("the store folder is empty; pass --dir or set KCACHE_DIR");
-  return std::make_unique<SqliteStore>(dir, std::move(options));
+  // Absolute from here on: a relative folder names the one it names now,
+  // not whatever the process's working folder is later (a program under the
+  // drop-in that changes its folder would otherwise grow a store in each).
+  std::error_code error;
+  std::string absolute = std::filesystem::absolute(dir, error).lexically_normal().string();
+  while (absolute.size() > 1 && absolute.back() == '/') absolute.pop_back();
+  return std::make_unique<SqliteStore>(error ? dir : absolute, std::move(options));
 }
 
 }  // namespace kcache::cache

@@ -129,9 +129,11 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
   auto pch_dir = std::make_shared<std::string>();
   worker->add_flag("--loop", *loop);
   worker->add_option("--pch-dir", *pch_dir);
-  worker->callback([&dispatch, loop, pch_dir] {
+  auto idle_exit_ms = std::make_shared<int>(0);
+  worker->add_option("--idle-exit-ms", *idle_exit_ms);
+  worker->callback([&dispatch, loop, pch_dir, idle_exit_ms] {
     dispatch.verb = "__nvrtc-worker";
-    dispatch.action = [loop, pch_dir] {
+    dispatch.action = [loop, pch_dir, idle_exit_ms] {
       if (!*loop) {
         // Dies with its parent (a killed persistent worker, `bazel
         // shutdown`): no orphan compiles on.
@@ -151,7 +153,7 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
         }
         ::_exit(1);
       }).detach();
-      return compiler::run_nvrtc_worker_loop(0, 1, *pch_dir);
+      return compiler::run_nvrtc_worker_loop(0, 1, *pch_dir, *idle_exit_ms);
     };
   });
 }

@@ -18,7 +18,9 @@
 #include <nvrtc.h>
 #include <poll.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -325,30 +327,71 @@ nvrtcResult compile_real(Program* p, int n, const char* const* options, const st
   return KCACHE_REAL(nvrtcCompileProgram, p->real, n, options);
 }
 
-// Descriptors 0-2 the host closed stay closed across a compile. SQLite keeps
-// no database on them: it parks /dev/null on each one it is given (its
-// robust_open) and leaves it there, so the host's next open() would no
-// longer get 0, 1 or 2 (issue 27's review). The pool's own ends move above
-// 2 by themselves (nvrtc_pool.cc).
+// Descriptors 0-2 the host closed stay closed across a compile, and are
+// the host's alone meanwhile. SQLite keeps no database on them: it parks
+// /dev/null on each one it is given (its robust_open) and leaves it there,
+// so the host's next open() would no longer get 0, 1 or 2 (issue 27's
+// review). So for the compile each closed one holds a placeholder of
+// kcache's (a memfd: an inode of its own), which SQLite and the pool never
+// get; afterwards a placeholder still in place is closed, and one the host
+// replaced meanwhile (dup2 of its own /dev/null over it) is left alone.
+// One set of placeholders for all compiles running at once: made by the
+// first, closed by the last (a compile that started while others held them
+// sees 0-2 taken, and the host's own descriptors are never touched). Only
+// until the store's files are open: SQLite opens them once (and again only
+// where the index is deleted under it), and a program that puts its own
+// /dev/null on 0-2 later (a daemon: open() three times) must get 0, 1, 2.
 class ClosedStdioKept {
  public:
-  ClosedStdioKept() {  // one poll: a closed descriptor answers POLLNVAL
-    pollfd fds[3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}};
-    const bool polled = ::poll(fds, 3, 0) >= 0;
-    for (int fd = 0; fd < 3; ++fd) closed_[fd] = polled && (fds[fd].revents & POLLNVAL);
+  explicit ClosedStdioKept(bool needed) : needed_(needed) {
+    if (!needed_) return;
+    std::lock_guard<std::mutex> lock(m_);
+    if (users_++ > 0) return;
+    pollfd fds[3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}};  // a closed one answers POLLNVAL
+    if (::poll(fds, 3, 0) < 0) return;
+    if (!(fds[0].revents & POLLNVAL) && !(fds[1].revents & POLLNVAL) &&
+        !(fds[2].revents & POLLNVAL)) {
+      return;  // the usual case: one system call
+    }
+    // Each new descriptor takes the lowest free number: fill the free
+    // ones below 3 without ever replacing one (the host may open its own
+    // meanwhile).
+    for (int i = 0; i < 3; ++i) {
+      int fd = static_cast<int>(::syscall(SYS_memfd_create, "kcache-stdio", MFD_CLOEXEC));
+      if (fd < 0) break;
+      struct stat st;
+      if (fd > 2 || ::fstat(fd, &st) != 0) {
+        ::close(fd);
+        break;
+      }
+      held_[n_++] = {fd, st.st_dev, st.st_ino};
+    }
   }
   ~ClosedStdioKept() {
-    for (int fd = 0; fd < 3; ++fd) {
+    if (!needed_) return;
+    std::lock_guard<std::mutex> lock(m_);
+    if (--users_ > 0) return;
+    for (int i = 0; i < n_; ++i) {
       struct stat st;
-      if (closed_[fd] && ::fstat(fd, &st) == 0 && S_ISCHR(st.st_mode) &&
-          st.st_rdev == makedev(1, 3)) {  // /dev/null, as SQLite parks it
-        ::close(fd);
+      if (::fstat(held_[i].fd, &st) == 0 && st.st_dev == held_[i].dev &&
+          st.st_ino == held_[i].ino) {
+        ::close(held_[i].fd);
       }
     }
+    n_ = 0;
   }
 
  private:
-  bool closed_[3];
+  struct Held {
+    int fd;
+    dev_t dev;
+    ino_t ino;
+  };
+  bool needed_;
+  static inline std::mutex m_;
+  static inline int users_ = 0;
+  static inline Held held_[3] = {};
+  static inline int n_ = 0;
 };
 
 // The regular files this process has open beneath `folder` (the store's,
@@ -428,7 +471,7 @@ bool store_files_intact() {
   if (f.broken) return false;
   cache::Store* store = cache_storage ? cache_storage->local() : nullptr;
   if (!store) return true;
-  if (f.kept.empty() || store->files_let_go() != f.let_go) {
+  if (store->files_let_go() != f.let_go) {
     f.let_go = store->files_let_go();
     f.kept = open_files_beneath(store_folder());
     return true;
@@ -455,8 +498,15 @@ void note_store_files() {
 
 nvrtcResult compile_kept(Program* p, int n, const char* const* options);
 
+// Whether the store's files may still be opened by this compile.
+bool store_files_unknown() {
+  StoreFiles& f = store_files();
+  std::lock_guard<std::mutex> lock(f.m);
+  return f.taken_after == 0;
+}
+
 nvrtcResult compile(Program* p, int n, const char* const* options) {
-  ClosedStdioKept stdio;
+  ClosedStdioKept stdio(store_files_unknown());
   if (!store_files_intact()) return compile_real(p, n, options, "");
   nvrtcResult r = compile_kept(p, n, options);
   note_store_files();

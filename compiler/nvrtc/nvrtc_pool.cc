@@ -1,8 +1,10 @@
 #include "compiler/nvrtc/nvrtc_pool.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -23,6 +25,9 @@ extern char** environ;
 
 namespace kcache::compiler {
 
+// How long a new worker has to say it is one (kcache starts in milliseconds).
+constexpr int kHelloMs = 5000;
+
 struct NvrtcPool::Child {
   pid_t pid = -1;
   int to = -1;      // its stdin (a socket: writes never raise SIGPIPE)
@@ -36,6 +41,13 @@ struct NvrtcPool::Child {
     if (::fstat(to, &st) == 0) to_dev = st.st_dev, to_ino = st.st_ino;
     if (::fstat(from, &st) == 0) from_dev = st.st_dev, from_ino = st.st_ino;
   }
+  // Whether it ended while idle (its stdout hung up, or says something
+  // nobody asked for).
+  bool ended() const {
+    pollfd out{from, POLLIN, 0};
+    return ::poll(&out, 1, 0) != 0;
+  }
+
   // Whether `to` and `from` are still the ends made for this child. A host
   // that closed descriptors it did not open (close_range) and opened its own
   // may hold those numbers now: writing, reading or closing them would be
@@ -83,7 +95,11 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (::getpid() != owner_) forget_the_parents_children();
-    if (std::unique_ptr<Child> c = take_idle(key)) return c;
+    while (std::unique_ptr<Child> c = take_idle(key)) {
+      if (!c->ended()) return c;
+      c->stop();  // ended idle (NvrtcPool's idle exit): not a death
+      --live_;
+    }
     n = started_++;
     ++live_;
   }
@@ -92,6 +108,7 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
   } catch (...) {
     std::lock_guard<std::mutex> lock(mutex_);
     --live_;
+    ++deaths_in_a_row_;  // a child that never started counts as one that died
     throw;
   }
 }
@@ -255,6 +272,14 @@ int above_stdio(int fd) {
 std::unique_ptr<NvrtcPool::Child> NvrtcPool::start_child(int n, const std::string& key) {
   std::vector<std::string> args = argv_;
   args.push_back("--loop");
+  // A program that adopts orphans (PID 1 of a container, a subreaper) gets
+  // the workers spawn_worker hands to init as its own children: its wait()
+  // for all of them would wait for good. There they end after a second
+  // without work, and a new one starts with the next compile.
+  int subreaper = 0;
+  if (::getpid() == 1 || (::prctl(PR_GET_CHILD_SUBREAPER, &subreaper) == 0 && subreaper)) {
+    args.insert(args.end(), {"--idle-exit-ms", "1000"});
+  }
   std::string cwd = "/";
   if (!scratch_.empty()) {
     std::string home = scratch_ + "/nvrtc-" + std::to_string(n);
@@ -290,6 +315,21 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::start_child(int n, const std::strin
   c->from = above_stdio(out[0]);
   c->key = key;
   c->remember_ends();
+  // Its first frame says it is kcache's worker: a KCACHE_EXE that is some
+  // other program (or hangs) must not hold the program's compile for good.
+  pollfd ready{c->from, POLLIN, 0};
+  int polled;
+  while ((polled = ::poll(&ready, 1, kHelloMs)) < 0 && errno == EINTR) {
+  }
+  std::string hello;
+  if (polled != 1 || read_frame(c->from, hello) != Frame::ok || hello != kWorkerHello) {
+    // Not kcache's worker: it may never read its input (so never end by
+    // itself). Just started and alive, so its pid is still its own.
+    if (c->pid > 0) ::kill(c->pid, SIGKILL);
+    c->stop();
+    throw IoError(argv_[0] + " did not start as kcache's compile process (no answer within " +
+                  std::to_string(kHelloMs / 1000) + " s)");
+  }
   return c;
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <spawn.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -192,11 +193,19 @@ int run_nvrtc_worker(int in_fd, int out_fd) {
   return write_all(out_fd, answer(read_all(in_fd), "")) ? 0 : 1;
 }
 
-int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir) {
+int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir, int idle_exit_ms) {
   // NVRTC writes its PCH work files to $TMPDIR, and the seal lets it write
   // only beneath the PCH folder (pch.h). This process exists for compiles.
   if (!pch_dir.empty()) ::setenv("TMPDIR", pch_dir.c_str(), 1);
+  if (!write_frame(out_fd, kWorkerHello)) return 1;
   for (;;) {
+    if (idle_exit_ms > 0) {
+      pollfd in{in_fd, POLLIN, 0};
+      int polled;
+      while ((polled = ::poll(&in, 1, idle_exit_ms)) < 0 && errno == EINTR) {
+      }
+      if (polled == 0) return 0;  // idle: the pool starts another when needed
+    }
     std::string request;
     switch (read_frame(in_fd, request)) {
       case Frame::eof:

@@ -37,7 +37,14 @@ int run_nvrtc_worker(int in_fd, int out_fd);
 // `in_fd` and writes a framed response for each, until EOF. With `pch_dir`
 // non-empty, compiles reuse NVRTC's precompiled headers there (pch.h).
 // Returns 0 at EOF, 1 on a broken frame or a failed write.
-int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir);
+// `idle_exit_ms` > 0: ends after that long without a request (a worker of a
+// program that adopts orphans: NvrtcPool).
+int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir,
+                          int idle_exit_ms = 0);
+
+// The first frame a looping worker writes, before any request: the pool
+// waits for it (a binary that is not kcache's worker never writes it).
+constexpr std::string_view kWorkerHello = "kcache nvrtc worker";
 
 // Framing for the loop: frame := u32 little-endian length, then that many
 // bytes (a request or response as above); length <= kMaxFrameBytes.

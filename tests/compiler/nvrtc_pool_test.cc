@@ -61,7 +61,9 @@ TEST(NvrtcPoolTest, AChildThatDiesFailsOnlyItsCompileAndIsReplaced) {
   std::string dir = test_dir();
   // A "child" that reads one request and dies as NVRTC would on a crash.
   std::string crasher =
-      testing::write(dir, "crash.sh", "#!/bin/sh\nhead -c 4 >/dev/null\nkill -SEGV $$\n");
+      testing::write(dir, "crash.sh",
+                     "#!/bin/sh\nprintf '\\023\\000\\000\\000kcache nvrtc worker'\n"
+                     "head -c 4 >/dev/null\nkill -SEGV $$\n");
   ASSERT_EQ(::chmod(crasher.c_str(), 0755), 0);
   NvrtcPool pool({crasher}, dir, 1);
   try {
