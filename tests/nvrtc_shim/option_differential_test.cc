@@ -38,16 +38,10 @@ namespace kcache {
 namespace {
 
 using testing::run_command;
+using testing::runfile;
 using testing::TempDir;
 
 constexpr int kStepsPerBatch = 10;
-
-std::string runfile(const std::string& path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  if (srcdir && workspace) return std::string(srcdir) + "/" + workspace + "/" + path;
-  return path;
-}
 
 std::string folder_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
 

@@ -69,4 +69,11 @@ std::string kcache_binary() {
   return "cli/kcache";
 }
 
+std::string runfile(const std::string& path) {
+  const char* srcdir = std::getenv("TEST_SRCDIR");
+  const char* workspace = std::getenv("TEST_WORKSPACE");
+  if (srcdir && workspace) return std::string(srcdir) + "/" + workspace + "/" + path;
+  return path;
+}
+
 }  // namespace kcache::testing

@@ -25,4 +25,8 @@ CommandResult run_command(const std::vector<std::string>& argv,
 // The kcache binary in the test's runfiles.
 std::string kcache_binary();
 
+// A test's data dependency by its workspace path (under Bazel's runfiles
+// when the test runs there, else as given).
+std::string runfile(const std::string& path);
+
 }  // namespace kcache::testing
