@@ -23,9 +23,26 @@
 //                  supervisor does
 //   landlock       no seccomp: only a Landlock domain that allows reading
 //                  everything (what a domain costs by itself)
+//   main           no seal, on the process's main thread (as NVRTC alone in a
+//                  program; every other mode runs on a thread of its own)
+//   notify         the seal's transport alone: every path call stops for a
+//                  user-notification helper on the same CPU, which reads its
+//                  path and lets it continue (no Landlock, no working folder)
+//   notify-spread  the same, the helper on any CPU
+//   notify-sync    notify with SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (as the seal)
+//   notify-landlock notify in a Landlock domain handling every right of the
+//                  kernel's ABI, reading allowed beneath "/" (as `recorded`)
+//   workdir        no seccomp: only the sealed thread's own working folder
+//                  (unshare(CLONE_FS) and a chdir, as the seal does)
+//   workdir-deleted the same into a folder then deleted (as `recorded`'s chain)
+//   recorded-pinned recorded, the thread and its supervisor on one CPU
 // For each: the median wall time, and the compiling thread's user and system
 // CPU time, context switches and minor page faults (getrusage RUSAGE_THREAD),
-// with ratios to the first mode. The modes take turns, ROUNDS times;
+// with ratios to the first mode; its CPU migrations and run-queue wait
+// (/proc/thread-self), the TLB-shootdown and rescheduling interrupts of all
+// CPUs meanwhile (/proc/interrupts), and the whole process's CPU time (the
+// supervisor's included). (`served` refuses the thread those /proc files, as
+// any: its columns read 0 and it says so on stderr.) The modes take turns, ROUNDS times;
 // SEAL_BENCH_MODES=thread,served runs only those (one per process for perf).
 //
 //   bazel run -c opt //bench:seal_compile_bench -- LIBNVRTC SOURCE ROUNDS [NVRTC options...]
@@ -34,6 +51,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <ucontext.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -45,7 +63,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -76,20 +97,62 @@ struct Nvrtc {
 
 struct Sample {
   double wall_ms = 0, user_ms = 0, sys_ms = 0, vcsw = 0, ivcsw = 0, minflt = 0;
+  double process_ms = 0;  // CPU time of the whole process (the supervisor's too)
+  double migrations = 0, wait_ms = 0, tlb = 0, res = 0;  // the thread's CPU moves, run-queue wait; IPIs
   size_t cubin_hash = 0;  // the compile's CUBIN (minus nothing: compared across modes)
 };
 
 double ms(const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; }
 
+// The calling thread's scheduler counts: CPU migrations and nanoseconds spent
+// waiting on a run queue (/proc/thread-self/sched and schedstat).
+void sched_counts(double* migrations, double* wait_ns) {
+  std::ifstream sched("/proc/thread-self/sched");
+  for (std::string line; std::getline(sched, line);) {
+    if (line.rfind("se.nr_migrations", 0) == 0) *migrations = std::atof(line.substr(line.find(':') + 1).c_str());
+  }
+  std::ifstream stat("/proc/thread-self/schedstat");
+  double run = 0;
+  stat >> run >> *wait_ns;
+}
+
+// Interrupts of one row of /proc/interrupts ("TLB:" shootdowns, "RES:"
+// rescheduling: a wake-up sent to another CPU) taken by all CPUs so far.
+double interrupts(const char* row) {
+  std::ifstream in("/proc/interrupts");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string name;
+    fields >> name;
+    if (name != row) continue;
+    double sum = 0;
+    for (std::string f; fields >> f && std::isdigit(static_cast<unsigned char>(f[0]));) sum += std::atof(f.c_str());
+    return sum;
+  }
+  return 0;
+}
+
 // Compiles on the calling thread; fills the thread's resource use.
 void compile(const Nvrtc& nvrtc, const std::string& source, const std::vector<const char*>& options,
              Sample* s) {
   rusage before, after;
+  double mig0 = 0, wait0 = 0, mig1 = 0, wait1 = 0;
+  sched_counts(&mig0, &wait0);
+  const double tlb0 = interrupts("TLB:"), res0 = interrupts("RES:");
+  rusage self0, self1;
+  ::getrusage(RUSAGE_SELF, &self0);
   ::getrusage(RUSAGE_THREAD, &before);
   void* prog = nullptr;
   nvrtc.create(&prog, source.c_str(), "bench.cu", 0, nullptr, nullptr);
   int result = nvrtc.compile(prog, static_cast<int>(options.size()), options.data());
   ::getrusage(RUSAGE_THREAD, &after);
+  ::getrusage(RUSAGE_SELF, &self1);
+  s->process_ms = ms(self1.ru_utime) + ms(self1.ru_stime) - ms(self0.ru_utime) - ms(self0.ru_stime);
+  s->tlb = interrupts("TLB:") - tlb0;
+  s->res = interrupts("RES:") - res0;
+  sched_counts(&mig1, &wait1);
+  s->migrations = mig1 - mig0;
+  s->wait_ms = (wait1 - wait0) / 1e6;
   size_t size = 0;
   if (result == 0 && nvrtc.cubin_size(prog, &size) == 0 && size > 0) {
     std::string cubin(size, '\0');
@@ -135,6 +198,7 @@ bench_trampoline_after:
 )");
 
 int ping_request = -1, ping_answer = -1;  // trap-ping: the helper's eventfds
+int cpu_of_helper = -1;                    // notify: the CPU its helper shares
 uint64_t ping_path = 0;                    // trap-read: the path for the helper to read
 
 void on_sigsys(int, siginfo_t* info, void* context) {
@@ -180,6 +244,81 @@ bool trap_filter() {
   ::sigaction(SIGSYS, &sa, nullptr);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
   return ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 1UL << 2, &prog) == 0;
+}
+
+// Every path call on the calling thread stops for a user-notification
+// listener (as the seal's filter does); returns the listener.
+int notify_filter(bool sync_wake_up) {
+  std::vector<sock_filter> f = {BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr))};
+  const int calls[] = {SYS_open,     SYS_openat,    SYS_stat,     SYS_lstat,     SYS_access,
+                       SYS_faccessat, SYS_readlink, SYS_readlinkat, SYS_newfstatat, SYS_statx};
+  const size_t n = sizeof calls / sizeof *calls;
+  for (size_t i = 0; i < n; ++i) {
+    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(calls[i]),
+                         static_cast<uint8_t>(n - i), 0));
+  }
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
+  sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
+  const int fd = static_cast<int>(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
+                                           SECCOMP_FILTER_FLAG_NEW_LISTENER | (1UL << 2), &prog));
+  if (fd >= 0 && sync_wake_up) {  // SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
+    if (::ioctl(fd, _IOW('!', 4, uint64_t), 1UL) != 0) std::fprintf(stderr, "no sync wake-up\n");
+  }
+  return fd;
+}
+
+// A Landlock domain handling every file-system right of the kernel's ABI (as
+// the seal's does), reading and executing allowed beneath "/".
+bool landlock_everything_readable() {
+  const long abi = ::syscall(444, nullptr, 0, 1UL /* LANDLOCK_CREATE_RULESET_VERSION */);
+  uint64_t handled = (1ULL << 13) - 1;
+  if (abi >= 2) handled |= 1ULL << 13;
+  if (abi >= 3) handled |= 1ULL << 14;
+  if (abi >= 5) handled |= 1ULL << 15;
+  struct {
+    uint64_t handled;
+  } attr{handled};
+  long ruleset = ::syscall(444, &attr, sizeof attr, 0);
+  int root = ::open("/", O_PATH | O_CLOEXEC);
+  struct __attribute__((packed)) {
+    uint64_t allowed;
+    int32_t fd;
+  } rule{(1ULL << 0) | (1ULL << 2) | (1ULL << 3), root};  // execute, read file, read dir
+  const bool ok = ruleset >= 0 && ::syscall(445, ruleset, 1, &rule, 0) == 0 &&
+                  ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::syscall(446, ruleset, 0) == 0;
+  ::close(root);
+  if (ruleset >= 0) ::close(static_cast<int>(ruleset));
+  return ok;
+}
+
+// Answers `listener`'s notifications "continue" (reading each call's path as
+// the supervisor does) until it hangs up.
+void continue_all(int listener, pid_t pid) {
+  seccomp_notif_sizes sizes{};
+  ::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes);
+  std::vector<char> req(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)));
+  std::vector<char> resp(std::max<size_t>(sizes.seccomp_notif_resp, sizeof(seccomp_notif_resp)));
+  char path[4096];
+  for (;;) {
+    std::fill(req.begin(), req.end(), 0);
+    auto* r = reinterpret_cast<seccomp_notif*>(req.data());
+    if (::ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, r) != 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    const bool at = r->data.nr == SYS_openat || r->data.nr == SYS_newfstatat ||
+                    r->data.nr == SYS_faccessat || r->data.nr == SYS_statx || r->data.nr == SYS_readlinkat;
+    iovec local{path, 256};
+    iovec remote{reinterpret_cast<void*>(r->data.args[at ? 1 : 0]), 256};
+    ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    std::fill(resp.begin(), resp.end(), 0);
+    auto* a = reinterpret_cast<seccomp_notif_resp*>(resp.data());
+    a->id = r->id;
+    a->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+    ::ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, a);
+  }
 }
 
 void pin_to(int cpu) {
@@ -234,7 +373,51 @@ int main(int argc, char** argv) {
     const std::string source = text.str() + "\n// " + std::to_string(serial++) + "\n";
     Sample s;
     auto start = std::chrono::steady_clock::now();
-    if (mode == "landlock") {
+    if (mode.rfind("notify", 0) == 0) {
+      // The seal's transport alone: no Landlock, no working folder, a
+      // helper that continues every call (on the thread's CPU for `notify`).
+      int listener = -1;
+      std::mutex m;
+      std::condition_variable cv;
+      std::thread t([&] {
+        const int cpu = ::sched_getcpu();
+        if (mode != "notify-spread") pin_to(cpu);
+        if (mode == "notify-landlock" && !landlock_everything_readable()) {
+          std::fprintf(stderr, "landlock refused\n");
+        }
+        int fd = notify_filter(mode == "notify-sync");
+        {
+          std::lock_guard<std::mutex> lock(m);
+          listener = fd < 0 ? -2 : fd;
+          cpu_of_helper = mode != "notify-spread" ? cpu : -1;
+        }
+        cv.notify_all();
+        if (fd < 0) std::fprintf(stderr, "seccomp refused\n");
+        compile(nvrtc, source, options, &s);
+      });
+      {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [&] { return listener != -1; });
+      }
+      std::thread helper([&, fd = listener] {
+        if (cpu_of_helper >= 0) pin_to(cpu_of_helper);
+        if (fd >= 0) continue_all(fd, ::getpid());
+      });
+      t.join();
+      if (listener >= 0) ::close(listener);  // the helper's RECV fails: it ends
+      helper.join();
+    } else if (mode == "main") {
+      compile(nvrtc, source, options, &s);
+    } else if (mode == "workdir" || mode == "workdir-deleted") {
+      std::thread t([&] {
+        char dir[] = "/tmp/seal-bench-XXXXXX";
+        const char* to = mode == "workdir" ? "/tmp" : ::mkdtemp(dir);
+        if (::unshare(CLONE_FS) != 0 || !to || ::chdir(to) != 0) std::fprintf(stderr, "unshare refused\n");
+        if (to == dir) ::rmdir(dir);  // as the seal's chain: a folder deleted under the thread
+        compile(nvrtc, source, options, &s);
+      });
+      t.join();
+    } else if (mode == "landlock") {
       std::thread t([&] {
         // ABI 1's read rights, all allowed beneath "/".
         struct {
@@ -299,8 +482,9 @@ int main(int argc, char** argv) {
       t.join();
     } else {
       kcache::compiler::SealPolicy policy;
-      if (mode == "recorded") {
+      if (mode == "recorded" || mode == "recorded-pinned") {
         policy.readable = {"/"};
+        policy.one_cpu = mode == "recorded-pinned";
       } else {
         policy.serve = true;
         policy.readable = {library_dir, "/etc/localtime", "/usr/share/zoneinfo",
@@ -336,14 +520,18 @@ int main(int argc, char** argv) {
     return v[v.size() / 2].*field;
   };
   const double base = median(got[modes.front()], &Sample::wall_ms);
-  std::printf("%-14s %10s %7s %10s %10s %8s %8s %9s\n", "mode", "wall ms", "ratio", "user ms",
-              "sys ms", "vcsw", "ivcsw", "minflt");
+  std::printf("%-14s %10s %7s %10s %10s %8s %8s %9s %6s %8s %8s %8s %9s\n", "mode", "wall ms", "ratio",
+              "user ms", "sys ms", "vcsw", "ivcsw", "minflt", "migr", "rq ms", "tlb", "res",
+              "proc ms");
   for (const std::string& mode : modes) {
     const double wall = median(got[mode], &Sample::wall_ms);
-    std::printf("%-14s %10.0f %7.3f %10.0f %10.0f %8.0f %8.0f %9.0f\n", mode.c_str(), wall,
-                wall / base, median(got[mode], &Sample::user_ms),
+    std::printf("%-14s %10.0f %7.3f %10.0f %10.0f %8.0f %8.0f %9.0f %6.0f %8.1f %8.0f %8.0f %9.0f\n",
+                mode.c_str(), wall, wall / base, median(got[mode], &Sample::user_ms),
                 median(got[mode], &Sample::sys_ms), median(got[mode], &Sample::vcsw),
-                median(got[mode], &Sample::ivcsw), median(got[mode], &Sample::minflt));
+                median(got[mode], &Sample::ivcsw), median(got[mode], &Sample::minflt),
+                median(got[mode], &Sample::migrations), median(got[mode], &Sample::wait_ms),
+                median(got[mode], &Sample::tlb), median(got[mode], &Sample::res),
+                median(got[mode], &Sample::process_ms));
   }
   std::sort(ratios.begin(), ratios.end());
   std::printf("%s/%s per round: median %.3f, range %.3f-%.3f (%zu rounds)\n",

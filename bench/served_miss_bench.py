@@ -2,7 +2,7 @@
 """What a miss through the drop-in costs against NVRTC alone (issue 27).
 
     served_miss_bench.py SHIM REAL_NVRTC KERNELS_DIR [--n N] [--rounds R] [--cutlass INCLUDE]
-                         [--only KERNEL] [--variants nvrtc,served,...]
+                         [--only KERNEL] [--variants nvrtc,served,...] [--parallel P]
 
 One process per variant and round, each compiling N sources through NVRTC's C
 API (every source made new by a numbered comment, so each drop-in compile is a
@@ -15,6 +15,10 @@ file it opens served from a snapshot, the store, an empty store each):
   in-folder  the drop-in, program /tmp/bench/NAME.cu as CuPy names them: also
              compiled under another name at once (the name check, issue 26)
 The variants take turns, ROUNDS times per kernel, so all see the same machine.
+With --parallel P each round runs P processes of every variant at the same
+time instead (P x variants processes at once): a shared host's speed drifts by
+more than the differences measured, and variants running side by side see the
+same drift.
 Prints each kernel's p50s and the ratios to NVRTC alone. The first compile of
 each process (NVRTC's start, the drop-in's compile process start) is left out.
 
@@ -79,23 +83,43 @@ def main():
     if "--variants" in sys.argv:  # e.g. --variants nvrtc,served (nvrtc first)
         keep = sys.argv[sys.argv.index("--variants") + 1].split(",")
         variants = [v for v in variants if v[0] in keep]
+    parallel = int(sys.argv[sys.argv.index("--parallel") + 1]) if "--parallel" in sys.argv else 0
     rows = []
     for name, file, options in kernels:
         with open(os.path.join(kdir, file)) as f:
             source = f.read()
         got = {tag: [] for tag, _, _, _ in variants}
         per_round = {tag: [] for tag, _, _, _ in variants}  # p50 of each round
-        for r in range(rounds):  # the variants take turns
-            for tag, lib, program, extra in variants:
-                spec = {"n": n, "source": source, "tag": "%s %d" % (tag, r),
-                        "name": program.replace("NAME", name), "options": ["-arch=sm_90"] + options}
-                env = dict(os.environ, KCACHE_DIR=tempfile.mkdtemp(), KCACHE_REMOTE="off",
-                           KCACHE_QUIET="1", **extra)
-                out = subprocess.run([sys.executable, "-c", CHILD, lib, json.dumps(spec)], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                if out.returncode != 0:
-                    sys.exit("%s %s failed:\n%s" % (tag, name, out.stderr))
-                times = json.loads(out.stdout)
+        def start(tag, lib, program, extra, label):
+            spec = {"n": n, "source": source, "tag": label,
+                    "name": program.replace("NAME", name), "options": ["-arch=sm_90"] + options}
+            env = dict(os.environ, KCACHE_DIR=tempfile.mkdtemp(), KCACHE_REMOTE="off", **extra)
+            return subprocess.Popen([sys.executable, "-c", CHILD, lib, json.dumps(spec)], env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        def finish(tag, child):
+            out, err = child.communicate()
+            if child.returncode != 0:
+                sys.exit("%s %s failed:\n%s" % (tag, name, err))
+            # A drop-in that cannot cache (no kcache binary beside it, an
+            # option it leaves to NVRTC) is NVRTC alone: nothing measured.
+            sealed = tag != "unsealed"  # which says its compiles are not cached
+            if "was not found" in err or "without the cache" in err or (sealed and "not cached" in err):
+                sys.exit("%s %s did not go through kcache:\n%s" % (tag, name, err))
+            return json.loads(out)
+
+        for r in range(rounds):
+            if parallel:  # P of each variant at once
+                children = [(v[0], start(*v, "%s %d %d" % (v[0], r, p)))
+                            for p in range(parallel) for v in variants]
+                done = [(tag, finish(tag, child)) for tag, child in children]
+                for tag, _, _, _ in variants:
+                    times = [t for got_tag, ts in done if got_tag == tag for t in ts]
+                    got[tag] += times
+                    per_round[tag].append(statistics.median(times))
+                continue
+            for tag, lib, program, extra in variants:  # the variants take turns
+                times = finish(tag, start(tag, lib, program, extra, "%s %d" % (tag, r)))
                 got[tag] += times
                 per_round[tag].append(statistics.median(times))
         rows.append((name, {tag: statistics.median(t) for tag, t in got.items()}, got, per_round))

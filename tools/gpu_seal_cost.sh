@@ -4,17 +4,18 @@
 #
 #   tools/gpu_seal_cost.sh build [DEST]   on the build machine: the bench, the
 #                                         drop-in, the kernels, CUTLASS's headers
-#   DEST/gpu_seal_cost.sh run [ROUNDS]    on the GPU machine (~7 minutes at 4)
+#   DEST/gpu_seal_cost.sh run [ROUNDS]    on the GPU machine (~5 minutes at 4)
 #
 # With the session's device tool:
 #   tools/gpu_seal_cost.sh build /work/main/.gpu-carry-seal
 #   run(command="bash .gpu-carry-seal/gpu_seal_cost.sh run", carry=[".gpu-carry-seal"])
 #
-# Runs bench/seal_compile_bench (one NVRTC compile per seal mode, the modes
-# taking turns; per-thread CPU time; the CUBIN's hash) for the CuTe GEMM and
-# the CUB kernel, then bench/served_miss_bench.py (the drop-in's miss against
-# NVRTC alone, per-round ratios). docs/PERFORMANCE.md, "Where CuTe's seal cost
-# goes", says what each mode isolates.
+# Runs bench/served_miss_bench.py (the drop-in's miss against NVRTC alone,
+# SEAL_COST_PARALLEL (4) processes of each variant at once, per-round ratios),
+# then as many bench/seal_compile_bench processes at once (one NVRTC compile
+# per seal mode, the modes taking turns; per-thread CPU time) for the CuTe
+# GEMM and the CUB kernel. docs/PERFORMANCE.md, "Where CuTe's seal cost goes",
+# says what each mode isolates.
 set -uo pipefail
 
 build() {
@@ -22,10 +23,11 @@ build() {
   repo=$(cd "$(dirname "$0")/.." && pwd)
   dest=${1:-$repo/.gpu-carry-seal}
   cd "$repo" || exit 1
-  bazel build -c opt //bench:seal_compile_bench //nvrtc_shim:libnvrtc.so.13 || exit 1
+  bazel build -c opt //bench:seal_compile_bench //nvrtc_shim:libnvrtc.so.13 //cli:kcache || exit 1
   bin=$(bazel info -c opt bazel-bin 2>/dev/null) || exit 1
   rm -rf "$dest" && mkdir -p "$dest/lib" || exit 1
-  cp "$bin/bench/seal_compile_bench" "$bin/nvrtc_shim/libnvrtc.so.13" bench/served_miss_bench.py \
+  # The drop-in finds its compile processes' binary beside it.
+  cp "$bin/bench/seal_compile_bench" "$bin/nvrtc_shim/libnvrtc.so.13" "$bin/cli/kcache" bench/served_miss_bench.py \
     tools/gpu_seal_cost.sh "$dest/" || exit 1
   cp -r tests/compiler/kernels "$dest/kernels" || exit 1
   local cutlass=${CUTLASS_INCLUDE:-/opt/kcache-cutlass/cutlass_library/source/include}
@@ -49,21 +51,40 @@ run() {
   [ -d include ] || tar xzf cutlass.tgz || exit 1
   echo "date: $(date -u +%FT%TZ), $(nproc) cores, $(uname -r), load: $(cut -d' ' -f1-3 /proc/loadavg)"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
+  grep -m1 'model name' /proc/cpuinfo
+  echo "THP: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>&1)"
+  grep -H . /sys/devices/system/cpu/vulnerabilities/* 2>/dev/null | sed 's|.*/||'
   nvrtc=/usr/local/cuda/lib64/libnvrtc.so.13
   cute="-arch=sm_90 --std=c++17 -default-device -I$here/include -I/usr/local/cuda/include
         -I/usr/local/cuda/include/cccl"
   cub="-arch=sm_90 --std=c++17 -I/usr/local/cuda/include -I/usr/local/cuda/include/cccl"
-  local modes=${SEAL_COST_MODES:-thread,landlock,trap-ping,trap-read,recorded,served}
-  echo "== seal_compile_bench, CuTe GEMM"
-  # shellcheck disable=SC2086
-  SEAL_BENCH_MODES=$modes ./seal_compile_bench "$nvrtc" kernels/cutlass/cute_gemm.cu "$rounds" $cute
-  echo "== seal_compile_bench, CUB"
-  # shellcheck disable=SC2086
-  SEAL_BENCH_MODES=$modes ./seal_compile_bench "$nvrtc" kernels/cub_block.cu "$rounds" $cub
-  echo "== served_miss_bench"
+  # A lent host's speed drifts by +-30 % from one compile to the next, more
+  # than what is measured: everything below runs side by side, so each
+  # comparison sees the same drift.
+  local parallel=${SEAL_COST_PARALLEL:-4}
+  echo "== served_miss_bench, $parallel processes of each variant at once, $rounds rounds"
   LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64" python3 served_miss_bench.py \
     "$here/libnvrtc.so.13" "$nvrtc" kernels --n 1 --rounds "$rounds" --cutlass "$here/include" \
-    --variants nvrtc,served,unsealed
+    --variants nvrtc,served,unsealed --parallel "$parallel"
+  # seal_compile_bench: $parallel processes at once, each taking every mode in
+  # turn (each starting at another mode), per-thread CPU time per mode.
+  local modes=${SEAL_COST_MODES:-thread,notify-sync,notify-landlock,workdir-deleted,recorded,recorded-pinned,served}
+  local kernel opts i order
+  for kernel in cute cub; do
+    if [ $kernel = cute ]; then opts=$cute; src=kernels/cutlass/cute_gemm.cu; else opts=$cub; src=kernels/cub_block.cu; fi
+    echo "== seal_compile_bench, $kernel, ${SEAL_COST_BENCH_PARALLEL:-$parallel} processes at once"
+    for ((i = 0; i < ${SEAL_COST_BENCH_PARALLEL:-$parallel}; i++)); do
+      order=$(echo "$modes" | tr , '\n' | awk -v k=$i '{a[NR]=$0} END {for (j=0;j<NR;j++) printf "%s%s", (j?",":""), a[(j+k)%NR+1]}')
+      # shellcheck disable=SC2086
+      SEAL_BENCH_MODES=$order ./seal_compile_bench "$nvrtc" $src "$rounds" $opts >"bench.$i.txt" 2>/dev/null &
+    done
+    wait
+    [ "${SEAL_COST_BENCH_PARALLEL:-$parallel}" = 1 ] && cat bench.0.txt
+    cat bench.*.txt | awk '$1 ~ /^[a-z-]+$/ && NF == 13 && $2 ~ /^[0-9]+$/ {print}' | sort | awk '
+      {n[$1]++; wall[$1]=wall[$1] " " $2; user[$1]=user[$1] " " $4}
+      END {for (m in n) print m, "wall p50s:" wall[m], " user p50s:" user[m]}'
+    rm -f bench.*.txt
+  done
   echo "date: $(date -u +%FT%TZ)"
 }
 
