@@ -5,7 +5,6 @@
 // and then in another (the real NVRTC again there, and the shim, whose store
 // then holds the first folder's entry): every answer must be the real
 // NVRTC's, byte for byte. $KCACHE_SHIM_STATS says what the shim did.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,12 +18,16 @@
 
 #include "common/file_system.h"
 #include "compiler/toolkit.h"
+#include "tests/testing/answer_files.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache {
 namespace {
 
+using testing::answer_files;
+using testing::AnswerFiles;
+using testing::differences;
 using testing::run_command;
 using testing::runfile;
 using testing::TempDir;
@@ -45,58 +48,11 @@ std::string without_timings(std::string log) {
   return log;
 }
 
-std::map<std::string, std::string> files_of(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    out[name] = *read_file(dir + "/" + name);
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0) {
-      out[name] = without_timings(out[name]);
-    }
-  }
-  ::closedir(d);
-  return out;
-}
-
-// Where two byte strings first differ, with a little text around it.
-std::string first_difference(const std::string& got, const std::string& want) {
-  size_t at = 0;
-  while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
-  auto around = [&](const std::string& s) {
-    size_t from = at > 60 ? at - 60 : 0;
-    std::string t = s.substr(from, 160);
-    for (char& c : t) {
-      if (c != '\n' && (c < 32 || c > 126)) c = '.';
-    }
-    return t;
-  };
-  return "sizes " + std::to_string(got.size()) + " vs " + std::to_string(want.size()) +
-         ", first difference at byte " + std::to_string(at) + ":\n  got:  " + around(got) +
-         "\n  want: " + around(want);
-}
-
-std::string differences(const std::map<std::string, std::string>& got,
-                        const std::map<std::string, std::string>& want) {
-  std::string out;
-  for (const auto& [name, bytes] : want) {
-    auto it = got.find(name);
-    if (it == got.end()) {
-      out += name + " missing\n";
-    } else if (it->second != bytes) {
-      out += name + " differs";
-      if (name.find(".codes") != std::string::npos || name.find(".log") != std::string::npos) {
-        out += ": got\n" + it->second + "\nwant\n" + bytes;
-      } else {
-        out += ": " + first_difference(it->second, bytes);
-      }
-      out += "\n";
-    }
-  }
-  for (const auto& [name, bytes] : got) {
-    if (!want.count(name)) out += name + " extra\n";
+// The answers a run wrote, its logs without ptxas's timings.
+AnswerFiles files_of(const std::string& dir) {
+  AnswerFiles out = answer_files(dir);
+  for (auto& [name, bytes] : out) {
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0) bytes = without_timings(bytes);
   }
   return out;
 }

@@ -4,7 +4,6 @@
 // disk is a miss, and a program that opens NVRTC by soname gets the shim too.
 // NVRTC compiles are counted by $KCACHE_SHIM_STATS (one line per compile:
 // hit, miss or real).
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <limits.h>
 #include <sys/stat.h>
@@ -19,54 +18,20 @@
 
 #include "common/file_system.h"
 #include "compiler/toolkit.h"
+#include "tests/testing/answer_files.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache {
 namespace {
 
+using testing::answer_files;
+using testing::differences;
 using testing::run_command;
 using testing::runfile;
 using testing::TempDir;
 
 std::string folder_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
-
-// Every file of `dir`, name -> bytes.
-std::map<std::string, std::string> files_of(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    out[name] = *read_file(dir + "/" + name);
-  }
-  ::closedir(d);
-  return out;
-}
-
-// The names of the files that differ between two runs ("" if none), with
-// the text of small ones, so a failure says what differs without a dump.
-std::string differences(const std::map<std::string, std::string>& got,
-                        const std::map<std::string, std::string>& want) {
-  std::string out;
-  for (const auto& [name, bytes] : want) {
-    auto it = got.find(name);
-    if (it == got.end()) {
-      out += name + " missing\n";
-    } else if (it->second != bytes) {
-      out += name + " differs";
-      if (bytes.size() < 600 && name.find(".cubin") == std::string::npos) {
-        out += ": got\n" + it->second + "\nwant\n" + bytes;
-      }
-      out += "\n";
-    }
-  }
-  for (const auto& [name, bytes] : got) {
-    if (!want.count(name)) out += name + " extra\n";
-  }
-  return out;
-}
 
 // How many stats lines start with `what`.
 int count(const std::string& stats, const std::string& what) {
@@ -127,7 +92,7 @@ class DropInTest : public ::testing::Test {
 };
 
 TEST_F(DropInTest, OutputsAreNvrtcsAndTheSecondProcessCompilesNothing) {
-  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
+  std::map<std::string, std::string> expected = answer_files(run("nvrtc_user", false));
   ASSERT_EQ(expected.count("scale_cubin.cubin"), 1u);
   ASSERT_EQ(expected.count("scale_ptx.ptx"), 1u);
   ASSERT_NE(expected["broken.log"].find("undeclared_call"), std::string::npos);
@@ -136,13 +101,13 @@ TEST_F(DropInTest, OutputsAreNvrtcsAndTheSecondProcessCompilesNothing) {
             std::string::npos)
       << expected["scale_cubin.codes"];
 
-  std::map<std::string, std::string> first = files_of(run("nvrtc_user", true, stats_file("first")));
+  std::map<std::string, std::string> first = answer_files(run("nvrtc_user", true, stats_file("first")));
   EXPECT_EQ(differences(first, expected), "") << "the shim's first run differs from NVRTC";
   EXPECT_EQ(count(stats("first"), "miss"), kPrograms) << stats("first") << last_err_;
   EXPECT_EQ(last_err_, "");  // nothing to say: every compile went through the cache
 
   std::map<std::string, std::string> second =
-      files_of(run("nvrtc_user", true, stats_file("second")));
+      answer_files(run("nvrtc_user", true, stats_file("second")));
   EXPECT_EQ(differences(second, expected), "") << "a hit differs from NVRTC";
   EXPECT_EQ(count(stats("second"), "hit"), kPrograms) << stats("second");
   EXPECT_EQ(count(stats("second"), "miss") + count(stats("second"), "real"), 0);
@@ -211,7 +176,7 @@ TEST_F(DropInTest, AForkedProgramCompilesThroughItsOwnCompileProcesses) {
                      {"KCACHE_SHIM_STATS", stats},
                      {"NVRTC_USER_FORK", "1"}});
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return files_of(out);
+    return answer_files(out);
   };
   std::map<std::string, std::string> expected = run_forking(false, "");
   ASSERT_EQ(expected.count("forked_child.cubin"), 1u);
@@ -224,7 +189,7 @@ TEST_F(DropInTest, AForkedProgramCompilesThroughItsOwnCompileProcesses) {
 // once), every compile is the real NVRTC's, uncached, and the program is
 // told once; with a working one a dead compile process is started again.
 TEST_F(DropInTest, WithoutACompileProcessTheRealNvrtcAnswersAndSaysSoOnce) {
-  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
+  std::map<std::string, std::string> expected = answer_files(run("nvrtc_user", false));
   for (const std::string& exe : {std::string("/no/such/kcache"), std::string("/bin/false")}) {
     std::string name = exe == "/bin/false" ? "dies" : "none";
     std::string out = tmp_ / ("noproc_" + name);
@@ -236,7 +201,7 @@ TEST_F(DropInTest, WithoutACompileProcessTheRealNvrtcAnswersAndSaysSoOnce) {
                      {"KCACHE_EXE", exe},
                      {"KCACHE_SHIM_STATS", stats_file(name)}});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(differences(files_of(out), expected), "") << exe;
+    EXPECT_EQ(differences(answer_files(out), expected), "") << exe;
     EXPECT_EQ(count(stats(name), "real"), kPrograms) << stats(name);
     EXPECT_NE(r.err.find("kcache nvrtc: "), std::string::npos) << r.err;
     // Once per kind of trouble, not once per compile.
@@ -250,35 +215,35 @@ TEST_F(DropInTest, WithoutACompileProcessTheRealNvrtcAnswersAndSaysSoOnce) {
 TEST_F(DropInTest, AnIncludeFolderAsTheNextArgumentIsCachedUnderTheSameKey) {
   for (const char* split : {"-I", "--include-path"}) {
     const std::map<std::string, std::string> env = {{"NVRTC_USER_SPLIT_INCLUDE", split}};
-    std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false, "", env));
+    std::map<std::string, std::string> expected = answer_files(run("nvrtc_user", false, "", env));
     const std::string tag = std::string(split) == "-I" ? "short" : "long";
     std::map<std::string, std::string> first =
-        files_of(run("nvrtc_user", true, stats_file(tag + "_first"), env));
+        answer_files(run("nvrtc_user", true, stats_file(tag + "_first"), env));
     EXPECT_EQ(differences(first, expected), "") << split;
     // The second spelling finds the first one's entries.
     EXPECT_EQ(count(stats(tag + "_first"), tag == "short" ? "miss" : "hit"), kPrograms)
         << stats(tag + "_first") << last_err_;
     std::map<std::string, std::string> second =
-        files_of(run("nvrtc_user", true, stats_file(tag + "_second"), env));
+        answer_files(run("nvrtc_user", true, stats_file(tag + "_second"), env));
     EXPECT_EQ(differences(second, expected), "") << split;
     EXPECT_EQ(count(stats(tag + "_second"), "hit"), kPrograms) << stats(tag + "_second");
   }
   // `-IDIR` finds the entries the split spellings made.
-  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
-  EXPECT_EQ(differences(files_of(run("nvrtc_user", true, stats_file("glued"))), expected), "");
+  std::map<std::string, std::string> expected = answer_files(run("nvrtc_user", false));
+  EXPECT_EQ(differences(answer_files(run("nvrtc_user", true, stats_file("glued"))), expected), "");
   EXPECT_EQ(count(stats("glued"), "hit"), kPrograms) << stats("glued");
 }
 
 TEST_F(DropInTest, AProgramThatOpensNvrtcBySonameGetsTheShim) {
-  std::map<std::string, std::string> expected = files_of(run("nvrtc_user_dlopen", false));
-  EXPECT_EQ(differences(files_of(run("nvrtc_user_dlopen", true, stats_file("first"))), expected),
+  std::map<std::string, std::string> expected = answer_files(run("nvrtc_user_dlopen", false));
+  EXPECT_EQ(differences(answer_files(run("nvrtc_user_dlopen", true, stats_file("first"))), expected),
             "");
   EXPECT_EQ(count(stats("first"), "miss"), kPrograms) << stats("first");
-  EXPECT_EQ(differences(files_of(run("nvrtc_user_dlopen", true, stats_file("second"))), expected),
+  EXPECT_EQ(differences(answer_files(run("nvrtc_user_dlopen", true, stats_file("second"))), expected),
             "");
   EXPECT_EQ(count(stats("second"), "hit"), kPrograms) << stats("second");
   // The linked program shares those entries.
-  EXPECT_EQ(differences(files_of(run("nvrtc_user", true, stats_file("linked"))), expected), "");
+  EXPECT_EQ(differences(answer_files(run("nvrtc_user", true, stats_file("linked"))), expected), "");
   EXPECT_EQ(count(stats("linked"), "hit"), kPrograms) << stats("linked");
 }
 
@@ -288,8 +253,8 @@ TEST_F(DropInTest, AnEditedHeaderOnDiskIsAMiss) {
       "__device__ inline float twice(float x) { return x + x; }\n"
       "__device__ inline double twice(double x) { return x + x; }\n"
       "__device__ inline int twice(int x) { return x + x; }\n");
-  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
-  EXPECT_EQ(differences(files_of(run("nvrtc_user", true, stats_file("edited"))), expected), "");
+  std::map<std::string, std::string> expected = answer_files(run("nvrtc_user", false));
+  EXPECT_EQ(differences(answer_files(run("nvrtc_user", true, stats_file("edited"))), expected), "");
   // The programs that include it (scale twice, four threads) compile again;
   // the two that do not still hit.
   EXPECT_EQ(count(stats("edited"), "miss"), 6) << stats("edited");
@@ -329,7 +294,7 @@ TEST_F(DropInTest, LeanCubinsWhenAskedPtxAndLogsStayNvrtcs) {
     testing::CommandResult r =
         run_command({runfile("tests/nvrtc_shim/nvrtc_user"), out, tmp_ / "include"}, env);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    return files_of(out);
+    return answer_files(out);
   };
   std::map<std::string, std::string> expected = run_lean("nvrtc", false);
   std::map<std::string, std::string> first = run_lean("lean0", true);
@@ -351,7 +316,7 @@ TEST_F(DropInTest, LeanCubinsWhenAskedPtxAndLogsStayNvrtcs) {
 TEST_F(DropInTest, KcacheRunPutsTheShimFirst) {
   // The program opens NVRTC by soname; kcache run also preloads the shim for
   // programs that open it by path (CuPy 14 from its pip wheel).
-  std::map<std::string, std::string> expected = files_of(run("nvrtc_user", false));
+  std::map<std::string, std::string> expected = answer_files(run("nvrtc_user", false));
   std::string out = tmp_ / "run_out";
   ::mkdir(out.c_str(), 0755);
   std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", real_dir_},
@@ -362,7 +327,7 @@ TEST_F(DropInTest, KcacheRunPutsTheShimFirst) {
                    out, tmp_ / "include"},
                   env);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(differences(files_of(out), expected), "");
+  EXPECT_EQ(differences(answer_files(out), expected), "");
   EXPECT_EQ(count(stats("run"), "miss"), kPrograms) << stats("run") << r.err;
 
   // The user's stats file is honoured, and summed up when the program exits.

@@ -17,49 +17,20 @@
 
 #include "common/file_system.h"
 #include "compiler/toolkit.h"
+#include "tests/testing/answer_files.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache {
 namespace {
 
+using testing::answer_files;
+using testing::differences;
 using testing::run_command;
 using testing::runfile;
 using testing::TempDir;
 
 std::string folder_of(const std::string& path) { return path.substr(0, path.rfind('/')); }
-
-std::map<std::string, std::string> files_of(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == ".." || name == "state") continue;
-    out[name] = *read_file(dir + "/" + name);
-  }
-  ::closedir(d);
-  return out;
-}
-
-std::string differences(const std::map<std::string, std::string>& got,
-                        const std::map<std::string, std::string>& want) {
-  std::string out;
-  for (const auto& [name, bytes] : want) {
-    auto it = got.find(name);
-    if (it == got.end()) {
-      out += name + " missing\n";
-    } else if (it->second != bytes) {
-      out += name + " differs";
-      if (bytes.size() < 600) out += ": got\n" + it->second + "\nwant\n" + bytes;
-      out += "\n";
-    }
-  }
-  for (const auto& [name, bytes] : got) {
-    if (!want.count(name)) out += name + " extra\n";
-  }
-  return out;
-}
 
 // Pids of live processes whose environment holds `needle`.
 std::vector<std::string> processes_with_env(const std::string& needle) {
@@ -135,7 +106,7 @@ class HostAttackTest : public ::testing::TestWithParam<const char*> {
     r.out = c.out;
     r.err = c.err;
     r.state = read_file(out + "/state").value_or("(no state file)");
-    r.files = files_of(out);
+    r.files = answer_files(out, [](const std::string& name) { return name != "state"; });
     if (shim) {
       // Nothing of kcache's left running once the host has ended.
       std::vector<std::string> left;

@@ -31,12 +31,16 @@
 
 #include "common/file_system.h"
 #include "compiler/toolkit.h"
+#include "tests/testing/answer_files.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache {
 namespace {
 
+using testing::answer_files;
+using testing::AnswerFiles;
+using testing::differences;
 using testing::run_command;
 using testing::runfile;
 using testing::TempDir;
@@ -62,19 +66,12 @@ std::string without_timings(std::string log) {
 }
 
 // The files of one step ("sN.*") in `dir`.
-std::map<std::string, std::string> files_of(const std::string& dir, const std::string& step) {
-  std::map<std::string, std::string> out;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return out;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.rfind(step + ".", 0) != 0) continue;
-    out[name] = *read_file(dir + "/" + name);
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0) {
-      out[name] = without_timings(out[name]);
-    }
+AnswerFiles files_of(const std::string& dir, const std::string& step) {
+  AnswerFiles out =
+      answer_files(dir, [&](const std::string& name) { return name.rfind(step + ".", 0) == 0; });
+  for (auto& [name, bytes] : out) {
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0) bytes = without_timings(bytes);
   }
-  ::closedir(d);
   // The log's size in the codes ("log 0 N") counts the timings too: where N
   // is the raw log's size, it becomes the size without them.
   auto codes = out.find(step + ".codes");
@@ -89,43 +86,6 @@ std::map<std::string, std::string> files_of(const std::string& dir, const std::s
         c.replace(from, to - from, std::to_string(log->second.size()));
       }
     }
-  }
-  return out;
-}
-
-std::string printable(std::string t) {
-  for (char& c : t) {
-    if (c != '\n' && (c < 32 || c > 126)) c = '.';
-  }
-  return t;
-}
-
-std::string differences(const std::map<std::string, std::string>& got,
-                        const std::map<std::string, std::string>& want) {
-  std::string out;
-  for (const auto& [name, bytes] : want) {
-    auto it = got.find(name);
-    if (it == got.end()) {
-      out += "  " + name + " missing\n";
-    } else if (it->second != bytes) {
-      out += "  " + name + " differs";
-      if (name.find(".codes") != std::string::npos || name.find(".log") != std::string::npos) {
-        out += ":\n    drop-in:\n" + printable(it->second.substr(0, 1500)) +
-               "\n    real NVRTC:\n" + printable(bytes.substr(0, 1500));
-      } else {
-        size_t at = 0;
-        while (at < it->second.size() && at < bytes.size() && it->second[at] == bytes[at]) ++at;
-        size_t from = at > 60 ? at - 60 : 0;
-        out += ": sizes " + std::to_string(it->second.size()) + " (drop-in) vs " +
-               std::to_string(bytes.size()) + " (real), first difference at byte " +
-               std::to_string(at) + ":\n    drop-in: " + printable(it->second.substr(from, 160)) +
-               "\n    real:    " + printable(bytes.substr(from, 160));
-      }
-      out += "\n";
-    }
-  }
-  for (const auto& [name, bytes] : got) {
-    if (!want.count(name)) out += "  " + name + " extra (drop-in only)\n";
   }
   return out;
 }
