@@ -217,6 +217,20 @@ void on_sigsys(int, siginfo_t* info, void* context) {
                                 r[REG_R8], r[REG_R9]);
 }
 
+// Ends filter `f` (the call's number loaded): `action` for a path call, allow
+// the rest.
+void ends_on_path_calls(std::vector<sock_filter>* f, uint32_t action) {
+  const int calls[] = {SYS_open,     SYS_openat,    SYS_stat,     SYS_lstat,     SYS_access,
+                       SYS_faccessat, SYS_readlink, SYS_readlinkat, SYS_newfstatat, SYS_statx};
+  const size_t n = sizeof calls / sizeof *calls;
+  for (size_t i = 0; i < n; ++i) {
+    f->push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(calls[i]),
+                          static_cast<uint8_t>(n - i), 0));
+  }
+  f->push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
+  f->push_back(BPF_STMT(BPF_RET | BPF_K, action));
+}
+
 // Every path call on the calling thread traps, unless made by the trampoline.
 bool trap_filter() {
   const uint64_t after = reinterpret_cast<uint64_t>(bench_trampoline_after);
@@ -228,15 +242,7 @@ bool trap_filter() {
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
   };
-  const int calls[] = {SYS_open,     SYS_openat,    SYS_stat,     SYS_lstat,     SYS_access,
-                       SYS_faccessat, SYS_readlink, SYS_readlinkat, SYS_newfstatat, SYS_statx};
-  const size_t n = sizeof calls / sizeof *calls;
-  for (size_t i = 0; i < n; ++i) {
-    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(calls[i]),
-                         static_cast<uint8_t>(n - i), 0));
-  }
-  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
-  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRAP));
+  ends_on_path_calls(&f, SECCOMP_RET_TRAP);
   sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
   struct sigaction sa = {};
   sa.sa_sigaction = on_sigsys;
@@ -250,15 +256,7 @@ bool trap_filter() {
 // listener (as the seal's filter does); returns the listener.
 int notify_filter(bool sync_wake_up) {
   std::vector<sock_filter> f = {BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr))};
-  const int calls[] = {SYS_open,     SYS_openat,    SYS_stat,     SYS_lstat,     SYS_access,
-                       SYS_faccessat, SYS_readlink, SYS_readlinkat, SYS_newfstatat, SYS_statx};
-  const size_t n = sizeof calls / sizeof *calls;
-  for (size_t i = 0; i < n; ++i) {
-    f.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<uint32_t>(calls[i]),
-                         static_cast<uint8_t>(n - i), 0));
-  }
-  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW));
-  f.push_back(BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF));
+  ends_on_path_calls(&f, SECCOMP_RET_USER_NOTIF);
   sock_fprog prog{static_cast<unsigned short>(f.size()), f.data()};
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return -1;
   const int fd = static_cast<int>(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,

@@ -23,22 +23,15 @@ build() {
   repo=$(cd "$(dirname "$0")/.." && pwd)
   dest=${1:-$repo/.gpu-carry-seal}
   cd "$repo" || exit 1
-  bazel build -c opt //bench:seal_compile_bench //nvrtc_shim:libnvrtc.so.13 //cli:kcache || exit 1
+  # The drop-in, its compile processes' binary and libraries, as gpu_drop_in.sh carries them.
+  bash tools/gpu_drop_in.sh build "$dest" >/dev/null || exit 1
+  bazel build -c opt //bench:seal_compile_bench || exit 1
   bin=$(bazel info -c opt bazel-bin 2>/dev/null) || exit 1
-  rm -rf "$dest" && mkdir -p "$dest/lib" || exit 1
-  # The drop-in finds its compile processes' binary beside it.
-  cp "$bin/bench/seal_compile_bench" "$bin/nvrtc_shim/libnvrtc.so.13" "$bin/cli/kcache" bench/served_miss_bench.py \
-    tools/gpu_seal_cost.sh "$dest/" || exit 1
+  cp "$bin/bench/seal_compile_bench" bench/served_miss_bench.py tools/gpu_seal_cost.sh "$dest/" || exit 1
   cp -r tests/compiler/kernels "$dest/kernels" || exit 1
   local cutlass=${CUTLASS_INCLUDE:-/opt/kcache-cutlass/cutlass_library/source/include}
   [ -d "$cutlass/cute" ] || { echo "no CUTLASS headers at $cutlass (set CUTLASS_INCLUDE)"; exit 1; }
   tar czf "$dest/cutlass.tgz" -C "$cutlass/.." include/cute include/cutlass || exit 1
-  local lib path soname
-  for lib in libxxhash.so libsqlite3.so; do
-    path=$(readlink -f "/usr/lib/x86_64-linux-gnu/$lib")
-    soname=$(readelf -d "$path" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
-    cp "$path" "$dest/lib/$soname"
-  done
   chmod -R u+w "$dest"
   du -sh "$dest"
 }
