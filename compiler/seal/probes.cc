@@ -298,8 +298,12 @@ std::optional<DiskPath> disk_path(const std::string& recorded, const ProbeContex
     size_t end = rel.find('/', start);
     if (end == std::string::npos) end = rel.size();
     std::string part = rel.substr(start, end - start);
-    // The seal records lexically resolved names: no empty, "." or ".." parts.
-    if (part.empty() || part == "." || part == "..") return std::nullopt;
+    // Relative names the seal records resolved, without empty or "." parts.
+    // An absolute name keeps its ".." parts as NVRTC opened it
+    // ("/inc/sub/../y.h" for `#include "../y.h"` in /inc/sub/x.h): the kernel
+    // resolves them on disk (through a linked folder, not lexically), and a
+    // lookup checks the same spelling, so it sees what NVRTC would open.
+    if (part.empty() || part == ".") return std::nullopt;
     out.components.push_back(std::move(part));
     start = end + 1;
   }

@@ -313,11 +313,23 @@ struct Snapshot {
   uint64_t dev, ino, size, mtime_ns, ctime_ns;
 };
 
-// `path` (absolute, or relative to the absolute `base`) with "." and ".."
-// folded lexically, into `out` (at most `cap` bytes); its length, 0 if it
-// does not fit. Allocates nothing (the supervisor's invariant).
+// Whether `path` has a ".." part (allocates nothing: the supervisor's).
+bool has_parent_part(const char* path, size_t len) {
+  for (size_t i = 0; i + 1 < len; ++i) {
+    if (path[i] == '.' && path[i + 1] == '.' && (i == 0 || path[i - 1] == '/') &&
+        (i + 2 == len || path[i + 2] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// `path` (absolute, or relative to the absolute `base`) with "." parts and
+// repeated slashes dropped and ".." folded lexically (kept, `keep_parents`),
+// into `out` (at most `cap` bytes); its length, 0 if it does not fit.
+// Allocates nothing (the supervisor's invariant).
 size_t join_lexically(const char* base, size_t base_len, const char* path, size_t path_len,
-                      char* out, size_t cap) {
+                      char* out, size_t cap, bool keep_parents = false) {
   size_t len = 0;
   bool fits = true;
   auto push = [&](const char* s, size_t n) {
@@ -325,7 +337,8 @@ size_t join_lexically(const char* base, size_t base_len, const char* path, size_
       size_t end = start;
       while (end < n && s[end] != '/') ++end;
       size_t part = end - start;
-      if (part == 2 && s[start] == '.' && s[start + 1] == '.') {
+      const bool parent = part == 2 && s[start] == '.' && s[start + 1] == '.';
+      if (parent && !keep_parents) {
         while (len > 0 && out[len - 1] != '/') --len;
         if (len > 0) --len;
       } else if (part > 0 && !(part == 1 && s[start] == '.')) {
@@ -552,6 +565,15 @@ class Supervisor {
                      absolute_.data(), static_cast<uint32_t>(abs_len));
       return -EACCES;
     }
+    // Recorded as opened: "sub/../y.h" is the parent of wherever "sub" leads
+    // (a linked folder's target's), which the kernel resolves on disk and a
+    // lookup checks by the same spelling; folded, the key would name another
+    // file. (Which folder it is beneath, above, is judged by the folded name.)
+    if (has_parent_part(path_.data(), path_len)) {
+      abs_len = join_lexically(base_.data(), base_len, path_.data(), path_len, absolute_.data(),
+                               absolute_.size(), /*keep_parents=*/true);
+      if (abs_len == 0) return kContinue;
+    }
     // The same name, opened from this thread: it shares the descriptor
     // table, so `dir` is valid here, and a relative name is taken from the
     // sealed thread's working directory.
@@ -729,8 +751,16 @@ std::vector<std::string> probes_of(const RecordArena& arena, std::string cwd,
   arena.for_each([&](int32_t nr, std::string_view base, std::string_view path) {
     if (nr < 0) return;  // a served or refused file (served_of)
     std::string p(path);
-    std::string resolved =
-        p.front() == '/' ? p : resolve_lexically(base.empty() ? cwd : std::string(base), p);
+    const std::string& from = base.empty() ? cwd : std::string(base);
+    std::string resolved = p.front() == '/' ? p : resolve_lexically(from, p);
+    if (p.front() != '/' && chain_root.empty() && has_parent_part(p.data(), p.size())) {
+      // A real working folder (serving): ".." kept as the kernel resolved it
+      // (through a linked folder, not lexically), as the served files are.
+      std::string joined(from.size() + p.size() + 2, '\0');
+      joined.resize(join_lexically(from.data(), from.size(), p.data(), p.size(), &joined[0],
+                                   joined.size(), /*keep_parents=*/true));
+      if (!joined.empty()) resolved = joined;
+    }
     if (nr == SYS_chdir) cwd = resolved;
     bool in_chain = !chain_root.empty() &&
                     (resolved == chain_root ||

@@ -87,6 +87,51 @@ TEST_F(RealFileSystemTest, IncludeNextContinuesInTheNextFolder) {
                                     {"-arch=sm_90", "-I" + dir_ / "a", "-I" + dir_ / "b"}));
 }
 
+// `#include "../y.h"` in an -I header: NVRTC opens "<inc>/sub/../y.h",
+// which the kernel resolves on disk. A later process must hit (it once never
+// did: every lookup refused a ".." part), and an edit of y.h, or a link that
+// moves where "sub/.." leads, must be seen.
+TEST_F(RealFileSystemTest, AParentFolderIncludeHitsAndFollowsTheDisk) {
+  write("inc/sub/x.h", "#pragma once\n#include \"../y.h\"\n");
+  write("inc/y.h", "#define VALUE 7\n");
+  const std::string source = "#include <sub/x.h>\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  expect_cached_nvrtcs_answer(source, dir_ / "k.cu", options);
+  write("inc/y.h", "#define VALUE 8\n");  // same size, other bytes
+  EXPECT_FALSE(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+  EXPECT_TRUE(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+
+  // "sub" a link: "sub/.." is the link target's parent, not "inc".
+  write("there/deep/x.h", "#pragma once\n#include \"../y.h\"\n");
+  write("there/y.h", "#define VALUE 9\n");
+  write("elsewhere/deep/x.h", "#pragma once\n#include \"../y.h\"\n");
+  write("elsewhere/y.h", "#define VALUE 10\n");
+  write("linked/.keep", "");
+  ASSERT_EQ(::symlink((dir_ / "there/deep").c_str(), (dir_ / "linked/sub").c_str()), 0);
+  const std::vector<std::string> linked = {"-arch=sm_90", "-I" + dir_ / "linked"};
+  expect_cached_nvrtcs_answer(source, dir_ / "k.cu", linked);
+  ASSERT_EQ(::unlink((dir_ / "linked/sub").c_str()), 0);
+  ASSERT_EQ(::symlink((dir_ / "elsewhere/deep").c_str(), (dir_ / "linked/sub").c_str()), 0);
+  EXPECT_FALSE(expect_nvrtcs_answer(source, dir_ / "k.cu", linked)) << "the link moved";
+  EXPECT_TRUE(expect_nvrtcs_answer(source, dir_ / "k.cu", linked));
+}
+
+// A real one: cooperative_groups/reduce.h includes "../cooperative_groups.h",
+// under the toolkit's include folder named by the usual -I.
+TEST_F(RealFileSystemTest, CooperativeGroupsReduceHits) {
+  const std::string source =
+      "#include <cooperative_groups.h>\n#include <cooperative_groups/reduce.h>\n"
+      "namespace cg = cooperative_groups;\n"
+      "extern \"C\" __global__ void k(const int* in, int* out) {\n"
+      "  auto warp = cg::tiled_partition<32>(cg::this_thread_block());\n"
+      "  int v = cg::reduce(warp, in[threadIdx.x], cg::plus<int>());\n"
+      "  if (warp.thread_rank() == 0) out[0] = v;\n}\n";
+  std::vector<std::string> options = {"-arch=sm_90"};
+  for (const std::string& d : toolkit_.include_dirs) options.push_back("-I" + d);
+  ASSERT_EQ(real_->answer(source, "k.cu", options).compile_result, 0) << "the kernel compiles";
+  expect_cached_nvrtcs_answer(source, dir_ / "k.cu", options);
+}
+
 TEST_F(RealFileSystemTest, TwoSameNamedHeadersInTwoFolders) {
   write("inc/a/x.cuh", "#pragma once\n#include \"config.h\"\n#define AX A_CONFIG\n");
   write("inc/a/config.h", "#pragma once\n#define A_CONFIG 3\n");
