@@ -1,0 +1,1 @@
+#define WHERE __FILE__

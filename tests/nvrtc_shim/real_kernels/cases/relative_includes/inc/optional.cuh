@@ -1,0 +1,1 @@
+#define OPT 5.0f

@@ -1,0 +1,2 @@
+#pragma once
+#define C_VAL 1.0f
