@@ -683,40 +683,72 @@ std::string program_folder_of(const std::string& name) {
   return program_folder(o);
 }
 
+}  // namespace
+
+// Names beneath the program's folder that were not (only) taken from it:
+// a program in the working folder has NVRTC's names there (__nv_name_map)
+// beneath it too, and an -I into the folder reaches it by an absolute name.
+// (Not in the unnamed namespace: Compiler::Miss holds one.)
+struct NotTheFolders {
+  std::set<std::string> absolute;  // keyed by their absolute name
+  std::set<std::string> both;      // keyed so and relative to the folder
+};
+
+namespace {
+
 // Served (NVRTC read the disk): whether two compiles of one program under two
 // names, in folders `a_folder` and `b_folder` (the second a folder that
-// exists nowhere: other_program_name), named the same paths once each folder
-// is written as kSourceFolderPrefix, and found nothing in their folders. Only
-// then does the answer depend on the program's folder by names taken from it
-// alone, each absent, so the entry is every folder's with those names keyed
-// relative to it (relative_to_program_folder). A path reached by an absolute
-// name into the program's folder (an -I there, a computed include naming it)
-// is the second compile's by that absolute name, and one reached by climbing
-// out of the folder (`..`) is another path from the other folder: either
-// makes the two differ. NVRTC's own paths (`c`) are left out: they differ
-// between two compile processes.
+// exists nowhere: other_program_name; the working folder the same), named the
+// same paths once the second's folder is written as the first's, and found
+// nothing in their folders. Only then does the answer depend on the
+// program's folder by names taken from it alone, each absent, so the entry
+// is every folder's with those names keyed relative to it
+// (relative_to_program_folder). A name beneath the first's folder that the
+// second compile made by the same absolute name is not (only) the folder's:
+// it stays absolute in the key (`out`), and where the first compile found a
+// file by the folder (a quoted include) the second compile's absent name in
+// its own folder makes the two differ; a name reached by climbing out of the
+// folder (`..`) is another path from the other folder. NVRTC's own paths
+// (`c`) are left out: they differ between two compile processes.
 bool same_paths_in_both_folders(const NvrtcOutput& a, const std::string& a_folder,
                                 const NvrtcOutput& b, const std::string& b_folder,
-                                const ProbeContext& c) {
+                                const ProbeContext& c, NotTheFolders* out) {
   if (a_folder.empty() || b_folder.empty()) return false;
-  auto paths = [&c](const NvrtcOutput& out, const std::string& folder, bool* served_there) {
-    auto relative = [&](const std::string& p) {
-      return p == folder || p.rfind(folder + "/", 0) == 0
-                 ? kSourceFolderPrefix + p.substr(folder.size())
-                 : p;
-    };
-    std::set<std::string> names;
-    for (const std::string& p : without_nvrtc_own(out.probes, c)) names.insert(relative(p));
-    for (const ServedFile& f : out.served) {
-      std::string r = relative(f.path);
-      if (r != f.path) *served_there = true;
-      names.insert(r);
-    }
-    return names;
+  auto beneath = [](const std::string& p, const std::string& folder) {
+    return p == folder || p.rfind(folder + "/", 0) == 0;
   };
-  bool served_in_a = false, served_in_b = false;
-  const std::set<std::string> in_a = paths(a, a_folder, &served_in_a);
-  const std::set<std::string> in_b = paths(b, b_folder, &served_in_b);
+  auto names = [&c](const NvrtcOutput& o, std::set<std::string>* served) {
+    std::set<std::string> all;
+    for (const std::string& p : without_nvrtc_own(o.probes, c)) all.insert(p);
+    for (const ServedFile& f : o.served) {
+      all.insert(f.path);
+      served->insert(f.path);
+    }
+    return all;
+  };
+  std::set<std::string> served_a, served_b;
+  const std::set<std::string> all_a = names(a, &served_a), raw_b = names(b, &served_b);
+  std::set<std::string> in_b;  // the second's names, its folder written as the first's
+  for (const std::string& p : raw_b) {
+    in_b.insert(beneath(p, b_folder) ? a_folder + p.substr(b_folder.size()) : p);
+  }
+  // The folder itself: NVRTC looks at the one that exists nowhere (the
+  // second's) but not at the working folder (the first's, where the program
+  // is in it); whether it exists changed nothing where the answers are one.
+  in_b.erase(a_folder);
+  std::set<std::string> in_a = all_a;
+  in_a.erase(a_folder);
+  for (const std::string& p : in_a) {
+    if (!beneath(p, a_folder) || !raw_b.count(p)) continue;
+    const bool also_by_folder = raw_b.count(b_folder + p.substr(a_folder.size())) > 0;
+    (also_by_folder ? out->both : out->absolute).insert(p);
+  }
+  // A file found in the folder by the folder's name is the folder's.
+  bool found_there = false;
+  for (const std::string& f : served_a) {
+    if (beneath(f, a_folder) && !out->absolute.count(f)) found_there = true;
+  }
+  for (const std::string& f : served_b) found_there = found_there || beneath(f, b_folder);
   if (in_a != in_b && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
     for (const std::string& p : in_a) {
       if (!in_b.count(p)) std::fprintf(stderr, "name check: only %s named %s\n", a_folder.c_str(), p.c_str());
@@ -725,24 +757,28 @@ bool same_paths_in_both_folders(const NvrtcOutput& a, const std::string& a_folde
       if (!in_a.count(p)) std::fprintf(stderr, "name check: only %s named %s\n", b_folder.c_str(), p.c_str());
     }
   }
-  return in_a == in_b && !served_in_a && !served_in_b;
+  return in_a == in_b && !found_there;
 }
 
 // Probes beneath `folder` written as kSourceFolderPrefix + the rest, the
-// way lookup records write them; kept sorted by path.
-void relative_to_program_folder(const std::string& folder,
+// way lookup records write them (those in `not_its` kept absolute, or also
+// so); kept sorted by path.
+void relative_to_program_folder(const std::string& folder, const NotTheFolders& not_its,
                                 std::vector<cache::ManifestProbe>* probes) {
   if (folder.empty()) return;
+  std::vector<cache::ManifestProbe> also;
   for (cache::ManifestProbe& p : *probes) {
-    if (p.path == folder || p.path.rfind(folder + "/", 0) == 0) {
-      p.path = kSourceFolderPrefix + p.path.substr(folder.size());
-      if (p.has_folder) {  // its folder's depth was counted from "/": stat the name itself
-        p.has_folder = false;
-        p.folder_depth = 0;
-        p.dev = p.ino = p.mtime_ns = p.ctime_ns = 0;
-      }
+    if (p.path != folder && p.path.rfind(folder + "/", 0) != 0) continue;
+    if (not_its.absolute.count(p.path)) continue;
+    cache::ManifestProbe& relative = not_its.both.count(p.path) ? also.emplace_back(p) : p;
+    relative.path = kSourceFolderPrefix + relative.path.substr(folder.size());
+    if (relative.has_folder) {  // its folder's depth was counted from "/": stat the name itself
+      relative.has_folder = false;
+      relative.folder_depth = 0;
+      relative.dev = relative.ino = relative.mtime_ns = relative.ctime_ns = 0;
     }
   }
+  probes->insert(probes->end(), also.begin(), also.end());
   std::sort(probes->begin(), probes->end(),
             [](const cache::ManifestProbe& a, const cache::ManifestProbe& b) {
               return a.path < b.path;
@@ -1072,6 +1108,7 @@ struct Compiler::Miss {
   bool date_keyed = false;            // the key holds today's __DATE__
   std::string unresolved;             // an include found nowhere (a program's)
   bool name_checked = false;          // one answer for every name (name_check)
+  NotTheFolders not_the_folders;  // names beneath the program's folder not (only) its
   LeanImage lean;
   std::exception_ptr error;
   // Storing it (store_misses).
@@ -1415,7 +1452,7 @@ void Compiler::check_name(const CompileOptions& options, Miss* m,
                       (!m->input.serve_disk ||
                        same_paths_in_both_folders(*m->output, folder, *checked,
                                                   program_folder_of(options.name_check),
-                                                  probe_context_));
+                                                  probe_context_, &m->not_the_folders));
     if (!m->name_checked && checked->program && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
       print_name_check(options.logical_name(), *m->output->program, *checked->program);
     }
@@ -1520,7 +1557,7 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
         // What NVRTC found in the program's folder (its builtin names next
         // to the program, a quoted include) is keyed relative to that folder:
         // a lookup checks the same names in its own (probes_hold).
-        relative_to_program_folder(program_folder(options), &m->asks.probes);
+        relative_to_program_folder(program_folder(options), m->not_the_folders, &m->asks.probes);
         m->manifest_key = cache::manifest_key(any_key);
         any_key = full_key(any, m->asked, m->asks, p.today);
       }

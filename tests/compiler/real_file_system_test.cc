@@ -132,6 +132,53 @@ TEST_F(RealFileSystemTest, CooperativeGroupsReduceHits) {
   expect_cached_nvrtcs_answer(source, dir_ / "k.cu", options);
 }
 
+// A program named by an absolute name in the working folder (a tool naming
+// os.path.abspath("k.cu")): NVRTC's names in the working folder
+// (__nv_name_map) are then beneath the program's folder too. They are not
+// the folder's, so the entry is every folder's: another folder hits.
+TEST_F(RealFileSystemTest, AProgramInTheWorkingFolderIsSharedWithOtherFolders) {
+  write("a/.keep", "");
+  write("b/.keep", "");
+  const std::string source = "#define VALUE 5\n" + std::string(kKernel);
+  {
+    InFolder in(dir_ / "a");
+    EXPECT_FALSE(expect_nvrtcs_answer(source, dir_ / "a/k.cu", {"-arch=sm_90"}));
+  }
+  InFolder in(dir_ / "b");
+  EXPECT_TRUE(expect_nvrtcs_answer(source, dir_ / "b/k.cu", {"-arch=sm_90"}))
+      << "the entry is every folder's";
+}
+
+// ... but what NVRTC finds beside the program stays the program folder's,
+// found (a quoted include) or not (then found in an -I folder), and an -I
+// into the working folder is that folder's by its absolute name.
+TEST_F(RealFileSystemTest, BesideAProgramInTheWorkingFolderIsStillTheFolders) {
+  write("a/h.h", "#define VALUE 1\n");
+  write("b/h.h", "#define VALUE 2\n");
+  write("inc/g.h", "#define VALUE 3\n");
+  write("b/g.h", "#define VALUE 4\n");
+  write("a/i.h", "#define VALUE 6\n");
+  const std::string beside = "#include \"h.h\"\n" + std::string(kKernel);
+  const std::string searched = "#include \"g.h\"\n" + std::string(kKernel);
+  const std::string by_i = "#include <i.h>\n" + std::string(kKernel);
+  const std::vector<std::string> arch = {"-arch=sm_90"}, inc = {"-arch=sm_90", "-I" + dir_ / "inc"},
+                                 into_a = {"-arch=sm_90", "-I" + dir_ / "a"};
+  {
+    InFolder in(dir_ / "a");
+    expect_cached_nvrtcs_answer(beside, dir_ / "a/k.cu", arch);
+    expect_cached_nvrtcs_answer(searched, dir_ / "a/k.cu", inc);
+    expect_cached_nvrtcs_answer(by_i, dir_ / "a/k.cu", into_a);
+  }
+  InFolder in(dir_ / "b");
+  expect_nvrtcs_answer(beside, dir_ / "b/k.cu", arch);     // b's h.h: VALUE 2
+  expect_nvrtcs_answer(searched, dir_ / "b/k.cu", inc);    // b's g.h: VALUE 4
+  // (A file found beneath the program's folder keeps the entry the folder's:
+  // docs/KEYS.md, "Residual limits".)
+  expect_nvrtcs_answer(by_i, dir_ / "b/k.cu", into_a);  // a's i.h, by -I
+  write("a/i.h", "#define VALUE 7\n");
+  EXPECT_FALSE(expect_nvrtcs_answer(by_i, dir_ / "b/k.cu", into_a)) << "a's i.h edited";
+}
+
 TEST_F(RealFileSystemTest, TwoSameNamedHeadersInTwoFolders) {
   write("inc/a/x.cuh", "#pragma once\n#include \"config.h\"\n#define AX A_CONFIG\n");
   write("inc/a/config.h", "#pragma once\n#define A_CONFIG 3\n");
