@@ -11,7 +11,7 @@
 // and absolute names, `..` names), a symlink, and in-memory headers that may
 // shadow disk ones; it is named in changing folders (CuPy-style tmpXXXX/
 // kern.cu folders that may or may not exist, names relative to the working
-// folder, no name at all) and given -D options; sometimes a header or a -D
+// folder, an absolute name in it, no name at all) and given -D options; sometimes a header or a -D
 // makes it fail to compile, or it includes a header found nowhere.
 //
 // Each step mutates the disk and/or the program at random (headers appearing,
@@ -74,7 +74,7 @@ const char* const kHeaders[] = {
     "ainc1/x.h",     "ainc2/x.h",      "ainc1/y.h",     "ainc2/y.h",     "work/rinc/y.h",
     "work/rinc/z.h", "ainc2/z.h",      "ainc1/part_a.h", "ainc2/part_b.h", "ainc1/m.h",
     "work/q.h",      "work/sub/q.h",   "p1/q.h",        "p2/q.h",        "ainc2/cfg.h",
-    "work/rinc/cfg.h", "targets/t1.h", "targets/t2.h",  "p1/cfg.h",
+    "work/rinc/cfg.h", "targets/t1.h", "targets/t2.h",  "p1/cfg.h",       "ainc2/sub/u.h",
 };
 constexpr int kHeaderCount = sizeof kHeaders / sizeof kHeaders[0];
 constexpr int kTmpQ = kHeaderCount;  // M<kTmpQ>: a tmpXXXX folder's q.h
@@ -119,6 +119,9 @@ class ProgramDifferentialTest : public testing::LookupRecordFixture {
     if (base == "x.h" && p.rfind("ainc1/", 0) == 0 && pick(3) == 0) t += "#include_next <x.h>\n";
     if (base == "y.h" && pick(2)) t += "#if __has_include(\"z.h\")\n#include \"z.h\"\n#endif\n";
     if (base == "q.h" && pick(3) == 0) t += "#include \"cfg.h\"\n";  // maybe nowhere
+    if (base == "u.h" && pick(3)) {  // up out of its folder, as cooperative_groups/reduce.h
+      t += "#if __has_include(\"../cfg.h\")\n#include \"../cfg.h\"\n#endif\n";
+    }
     if (pick(80) == 0) t += "#error broken header " + std::to_string(i) + "\n";
     if (pick(80) == 0) t += "int syntax_error_" + std::to_string(i) + " = ;\n";
     t += "#define M" + std::to_string(i) + " " + std::to_string(1 + pick(9)) + "\n";
@@ -133,6 +136,7 @@ class ProgramDifferentialTest : public testing::LookupRecordFixture {
       case 2: return root() + "/p1/kern.cu";
       case 3: return root() + "/p2/kern.cu";
       case 4: return root() + "/" + s.tmp + "/kern.cu";
+      case 5: return root() + "/work/kern.cu";  // absolute, in the working folder
       default: return "";  // default_program
     }
   }
@@ -190,6 +194,7 @@ class ProgramDifferentialTest : public testing::LookupRecordFixture {
         case 12: t += "#if __has_include(\"../p1/cfg.h\")\n#include \"../p1/cfg.h\"\n#endif\n"; break;
         case 13: t += "#if __has_include(\"rinc/z.h\")\n#include \"rinc/z.h\"\n#endif\n"; break;
         case 14: t += "#include \"nothere.h\"\n"; break;
+        case 17: t += "#if __has_include(<sub/u.h>)\n#include <sub/u.h>\n#endif\n"; break;
         case 15: t += "#include \"q.h\"\n"; break;
         default: t += "#include <y.h>\n"; break;
       }
@@ -213,7 +218,7 @@ class ProgramDifferentialTest : public testing::LookupRecordFixture {
   void random_program(State& s, std::mt19937& rng) {
     auto pick = [&](int n) { return static_cast<int>(rng() % n); };
     s.parts.clear();
-    for (int part = 0; part <= 16; ++part) {
+    for (int part = 0; part <= 17; ++part) {
       int odds = part == 1 || part == 15 || part == 16 ? 8 : part == 14 || part == 5 ? 20 : 3;
       if (pick(odds) == 0) s.parts.push_back(part);
     }
@@ -375,7 +380,7 @@ TEST_F(ProgramDifferentialTest, EveryAnswerIsTheRealNvrtcsOnTheDiskAsItIs) {
         did += " -I order " + std::to_string(s.inc_order) + ";";
       }
       if (pick(6) == 0) {
-        s.name_kind = pick(6);
+        s.name_kind = pick(7);
         if (s.name_kind == 4) s.tmp = random_tmp(rng);
         did += " name " + std::to_string(s.name_kind) + ";";
       }
