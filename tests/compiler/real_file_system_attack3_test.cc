@@ -1,0 +1,550 @@
+// Third round of attacks (attack5) on the drop-in's served disk, aimed at two
+// changes: '..' names keyed as NVRTC opened them (93029b7) and a program in
+// the working folder shared with other folders (04995a3). Every answer must
+// be the real NVRTC's from the disk as it is at that moment.
+#include <gtest/gtest.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/error.h"
+#include "tests/compiler/program_vs_nvrtc.h"
+
+namespace kcache::compiler {
+namespace {
+
+using testing::InFolder;
+using testing::kKernel;
+using RealFileSystemAttack3Test = testing::ProgramVsNvrtcTest;
+
+size_t depth_of(const std::string& p) {
+  size_t d = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == '/' && i + 1 < p.size() && p[i + 1] != '/') ++d;
+  }
+  return d;
+}
+
+// The include's name is made by token pasting: only NVRTC knows it.
+const char kComputed[] = "#define STR(x) #x\n#define XSTR(x) STR(x)\n";
+
+std::string repeat(const std::string& s, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+// C1. A '..' name whose lexical fold lies in the toolkit's include folder is
+// keyed as a toolkit header (toolkit_name) when, at compile time, the kernel
+// resolves it to the same file. Retarget the link deeper: the same spelling
+// now climbs to a user folder that mirrors the toolkit's path.
+TEST_F(RealFileSystemAttack3Test, DotDotFoldsIntoTheToolkitThenTheLinkMoves) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
+  const std::string toolkit = real;  // e.g. /usr/local/cuda-13.0/include
+  char base_real[PATH_MAX];
+  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
+  const std::string base = base_real;
+  // base/L/s -> base/L/t: depth(base)+2; N '..' climb to "/".
+  const size_t n = depth_of(base) + 2;
+  write("L/t/.keep", "");
+  std::string deep = base;
+  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
+  deep += "/q/r";  // depth 2*depth(base)+2: N '..' climb to base
+  ASSERT_EQ(depth_of(deep), n + depth_of(base));
+  write(deep.substr(base.size() + 1) + "/.keep", "");
+  write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
+  ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
+  const std::string name = base + "/L/s/" + repeat("../", n) + toolkit.substr(1) +
+                           "/fatbinary_section.h";
+  const std::string source = "#include \"" + name +
+                             "\"\n#ifndef VALUE\n#define VALUE 1\n#endif\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
+  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
+  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+      << "NVRTC now reads the user's mirror (VALUE 9)";
+}
+
+// C2. The same through an -I folder with '..' in it (an -I root that climbs).
+TEST_F(RealFileSystemAttack3Test, DotDotIncludeRootFoldsIntoTheToolkitThenTheLinkMoves) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
+  const std::string toolkit = real;
+  char base_real[PATH_MAX];
+  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
+  const std::string base = base_real;
+  const size_t n = depth_of(base) + 2;
+  write("L/t/.keep", "");
+  std::string deep = base;
+  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
+  deep += "/q/r";
+  write(deep.substr(base.size() + 1) + "/.keep", "");
+  write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
+  ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
+  const std::string inc = base + "/L/s/" + repeat("../", n) + toolkit.substr(1);
+  const std::string source = "#include <fatbinary_section.h>\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + inc};
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
+  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
+  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+      << "NVRTC now reads the user's mirror (VALUE 9)";
+}
+
+// C3. A program in the working folder with "-I .": NVRTC takes the include
+// from the working folder, which the second compile names by the same
+// absolute name (kept absolute: NotTheFolders). In another folder "-I ."
+// is that folder.
+TEST_F(RealFileSystemAttack3Test, IncludeDotWithAProgramInTheWorkingFolder) {
+  write("a/i.h", "#define VALUE 1\n");
+  write("b/i.h", "#define VALUE 2\n");
+  const std::string source = "#include <i.h>\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I."};
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+  }
+  InFolder in(dir_ / "b");
+  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // b's i.h: VALUE 2
+}
+
+// C4. "-I .." with a program in the working folder, folders at two depths.
+TEST_F(RealFileSystemAttack3Test, IncludeDotDotWithAProgramInTheWorkingFolder) {
+  write("i.h", "#define VALUE 1\n");
+  write("x/i.h", "#define VALUE 2\n");
+  write("a/.keep", "");
+  write("x/b/.keep", "");
+  const std::string source = "#include <i.h>\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I.."};
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+  }
+  InFolder in(dir_ / "x/b");
+  expect_nvrtcs_answer(source, dir_ / "x/b/k.cu", options);  // x/i.h: VALUE 2
+}
+
+// C5. "-I ." where the include is absent in the first folder (found by a
+// later -I), present in the second.
+TEST_F(RealFileSystemAttack3Test, IncludeDotAbsentThenPresentInAnotherFolder) {
+  write("a/.keep", "");
+  write("inc/i.h", "#define VALUE 1\n");
+  write("b/i.h", "#define VALUE 2\n");
+  const std::string source = "#include <i.h>\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I.", "-I" + dir_ / "inc"};
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+  }
+  InFolder in(dir_ / "b");
+  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // b's i.h: VALUE 2
+}
+
+// C6. __has_include of a name beside a program in the working folder, absent
+// in a, present in b.
+TEST_F(RealFileSystemAttack3Test, HasIncludeBesideAProgramInTheWorkingFolder) {
+  write("a/.keep", "");
+  write("b/flag.h", "\n");
+  const std::string source =
+      "#if __has_include(\"flag.h\")\n#define VALUE 2\n#else\n#define VALUE 1\n#endif\n" +
+      std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+  }
+  InFolder in(dir_ / "b");
+  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);
+}
+
+// C7. A relative program name through a linked folder, including "../y.h":
+// NVRTC opens "sub/../y.h"; the link moves.
+TEST_F(RealFileSystemAttack3Test, RelativeProgramNameDotDotThroughAMovingLink) {
+  write("t1/d/.keep", "");
+  write("t1/y.h", "#define VALUE 1\n");
+  write("t2/d/.keep", "");
+  write("t2/y.h", "#define VALUE 2\n");
+  write("y.h", "#define VALUE 3\n");
+  ASSERT_EQ(::symlink((dir_ / "t1/d").c_str(), (dir_ / "sub").c_str()), 0);
+  const std::string source = "#include \"../y.h\"\n" + std::string(kKernel);
+  InFolder in(dir_.path());
+  expect_nvrtcs_answer(source, "sub/k.cu", {"-arch=sm_90"});
+  expect_nvrtcs_answer(source, "sub/k.cu", {"-arch=sm_90"});
+  ASSERT_EQ(::unlink((dir_ / "sub").c_str()), 0);
+  ASSERT_EQ(::symlink((dir_ / "t2/d").c_str(), (dir_ / "sub").c_str()), 0);
+  expect_nvrtcs_answer(source, "sub/k.cu", {"-arch=sm_90"});  // VALUE 2
+}
+
+// C8. A program in the working folder including "../y.h" (absent above a,
+// found in an -I), then in a folder at another depth where ../y.h exists.
+TEST_F(RealFileSystemAttack3Test, ProgramInTheWorkingFolderClimbsOut) {
+  write("a/.keep", "");
+  write("x/b/.keep", "");
+  write("inc/y.h", "#define VALUE 1\n");
+  write("x/y.h", "#define VALUE 2\n");
+  const std::string source = "#include \"../y.h\"\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc/q"};
+  write("inc/q/.keep", "");
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+  }
+  InFolder in(dir_ / "x/b");
+  expect_nvrtcs_answer(source, dir_ / "x/b/k.cu", options);  // x/y.h: VALUE 2
+}
+
+// C9. The program in the working folder, but named relatively with "./":
+// and the working folder reached through a link that moves.
+TEST_F(RealFileSystemAttack3Test, WorkingFolderThroughAMovingLinkWithQuotedInclude) {
+  write("t1/h.h", "#define VALUE 1\n");
+  write("t2/h.h", "#define VALUE 2\n");
+  ASSERT_EQ(::symlink((dir_ / "t1").c_str(), (dir_ / "w").c_str()), 0);
+  const std::string source = "#include \"h.h\"\n" + std::string(kKernel);
+  {
+    InFolder in(dir_ / "w");
+    expect_nvrtcs_answer(source, dir_ / "w/k.cu", {"-arch=sm_90"});
+    expect_nvrtcs_answer(source, dir_ / "w/k.cu", {"-arch=sm_90"});
+  }
+  ASSERT_EQ(::unlink((dir_ / "w").c_str()), 0);
+  ASSERT_EQ(::symlink((dir_ / "t2").c_str(), (dir_ / "w").c_str()), 0);
+  InFolder in(dir_ / "w");
+  expect_nvrtcs_answer(source, dir_ / "w/k.cu", {"-arch=sm_90"});
+}
+
+// C1b. C1 with the include's name computed (the scanner cannot follow it,
+// so only the served file's probe keys it: "toolkit0:fatbinary_section.h").
+TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitThenTheLinkMoves) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
+  const std::string toolkit = real;
+  char base_real[PATH_MAX];
+  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
+  const std::string base = base_real;
+  const size_t n = depth_of(base) + 2;
+  write("L/t/.keep", "");
+  std::string deep = base;
+  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
+  deep += "/q/r";
+  write(deep.substr(base.size() + 1) + "/.keep", "");
+  write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
+  ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
+  const std::string name = base + "/L/s/" + repeat("../", n) + toolkit.substr(1) +
+                           "/fatbinary_section";
+  const std::string source = std::string(kComputed) + "#define H(n) STR(n.h)\n#include H(" +
+                             name + ")\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
+  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
+  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+      << "NVRTC now reads the user's mirror (VALUE 9)";
+}
+
+// C2b. C2 with the include's name computed, through the climbing -I root.
+TEST_F(RealFileSystemAttack3Test, ComputedDotDotIncludeRootFoldsIntoTheToolkitThenTheLinkMoves) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
+  const std::string toolkit = real;
+  char base_real[PATH_MAX];
+  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
+  const std::string base = base_real;
+  const size_t n = depth_of(base) + 2;
+  write("L/t/.keep", "");
+  std::string deep = base;
+  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
+  deep += "/q/r";
+  write(deep.substr(base.size() + 1) + "/.keep", "");
+  write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
+  ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
+  const std::string inc = base + "/L/s/" + repeat("../", n) + toolkit.substr(1);
+  const std::string source = std::string(kComputed) +
+                             "#define H(n) STR(n.h)\n#include H(fatbinary_section)\n"
+                             "#ifndef VALUE\n#define VALUE 1\n#endif\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + inc};
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
+  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
+  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+      << "NVRTC now reads the user's mirror (VALUE 9)";
+}
+
+// C10. NVRTC's own names in the working folder (__nv_nvrtc_builtin_header.h,
+// __nv_name_map) are keyed by their absolute names in folder a (NotTheFolders);
+// in folder b a user's file by that name sits in the working folder.
+TEST_F(RealFileSystemAttack3Test, NvrtcsOwnNamesInAnotherWorkingFolder) {
+  write("a/.keep", "");
+  write("b/__nv_nvrtc_builtin_header.h", "#define VALUE 7\n");
+  write("b/__nv_name_map", "#define VALUE 8\n");
+  const std::string source = "#ifndef VALUE\n#define VALUE 1\n#endif\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+  }
+  InFolder in(dir_ / "b");
+  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);
+}
+
+// C11. The same for a program outside the working folder (the working
+// folder changes, the program's name does not).
+TEST_F(RealFileSystemAttack3Test, NvrtcsOwnNamesWithAProgramElsewhere) {
+  write("a/.keep", "");
+  write("b/__nv_nvrtc_builtin_header.h", "#define VALUE 7\n");
+  write("b/__nv_name_map", "#define VALUE 8\n");
+  const std::string source = "#ifndef VALUE\n#define VALUE 1\n#endif\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "src/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "src/k.cu", options);
+  }
+  InFolder in(dir_ / "b");
+  expect_nvrtcs_answer(source, dir_ / "src/k.cu", options);
+}
+
+// C12. A quoted include beside a program in the working folder where a's copy
+// is a link into an -I folder (the same file by two names).
+TEST_F(RealFileSystemAttack3Test, BesideIsALinkToAnIncludeFolderFile) {
+  write("inc/h.h", "#define VALUE 1\n");
+  write("b/h.h", "#define VALUE 2\n");
+  write("a/.keep", "");
+  ASSERT_EQ(::symlink((dir_ / "inc/h.h").c_str(), (dir_ / "a/h.h").c_str()), 0);
+  const std::string source = "#include \"h.h\"\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+  }
+  InFolder in(dir_ / "b");
+  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // b/h.h: VALUE 2
+}
+
+// C13. -I of the working folder's parent plus a quoted include spelled with
+// the folder's own name: "a/h.h" from -I dir_ names a's file absolutely.
+TEST_F(RealFileSystemAttack3Test, IncludeFolderAboveTheWorkingFolder) {
+  write("a/h.h", "#define VALUE 1\n");
+  write("b/h.h", "#define VALUE 2\n");
+  const std::string source = std::string(kComputed) +
+                             "#define H(n) STR(n.h)\n#include H(h)\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "a"};
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+  }
+  write("b/h.h", "#define VALUE 3\n");
+  InFolder in(dir_ / "b");
+  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // b/h.h beside: VALUE 3
+}
+
+// C14. Program in the working folder, computed quoted include absent beside
+// it in a and found in -I inc; in b the file beside the program appears.
+TEST_F(RealFileSystemAttack3Test, ComputedBesideAbsentThenPresent) {
+  write("a/.keep", "");
+  write("inc/h.h", "#define VALUE 1\n");
+  write("b/h.h", "#define VALUE 2\n");
+  const std::string source = std::string(kComputed) +
+                             "#define H(n) STR(n.h)\n#include H(h)\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  {
+    InFolder in(dir_ / "a");
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
+  }
+  InFolder in(dir_ / "b");
+  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // VALUE 2
+}
+
+// (--pre-include=pre.h and -include pre.h were tried too: program_options
+// refuses them, "it includes a file kcache does not hand", so the drop-in
+// hands them to the real NVRTC.)
+// C15-C17. Options naming a file or folder relative to the working folder,
+// spelled in ways other than "-I.", with a program in the working folder.
+void InFoldersAThenB(testing::ProgramVsNvrtcTest* /*t*/, const std::string& a, const std::string& b,
+                     const std::string& source, const std::vector<std::string>& options,
+                     const std::function<bool(const std::string&, const std::string&,
+                                              const std::vector<std::string>&)>& check) {
+  {
+    InFolder in(a);
+    check(source, a + "/k.cu", options);
+    check(source, a + "/k.cu", options);
+  }
+  InFolder in(b);
+  check(source, b + "/k.cu", options);
+}
+
+#define CHECK_FN [this](const std::string& s, const std::string& n, const std::vector<std::string>& o) { return expect_nvrtcs_answer(s, n, o); }
+
+TEST_F(RealFileSystemAttack3Test, LongIncludePathDotWithAProgramInTheWorkingFolder) {
+  write("a/i.h", "#define VALUE 1\n");
+  write("b/i.h", "#define VALUE 2\n");
+  InFoldersAThenB(this, dir_ / "a", dir_ / "b", "#include <i.h>\n" + std::string(kKernel),
+                  {"-arch=sm_90", "--include-path=."}, CHECK_FN);
+}
+
+TEST_F(RealFileSystemAttack3Test, SeparateIncludeDotWithAProgramInTheWorkingFolder) {
+  write("a/i.h", "#define VALUE 1\n");
+  write("b/i.h", "#define VALUE 2\n");
+  InFoldersAThenB(this, dir_ / "a", dir_ / "b", "#include <i.h>\n" + std::string(kKernel),
+                  {"-arch=sm_90", "-I", "."}, CHECK_FN);
+}
+
+TEST_F(RealFileSystemAttack3Test, IncludeEmptyRelativeSubfolderWithAProgramInTheWorkingFolder) {
+  write("a/sub/i.h", "#define VALUE 1\n");
+  write("b/sub/i.h", "#define VALUE 2\n");
+  InFoldersAThenB(this, dir_ / "a", dir_ / "b", "#include <i.h>\n" + std::string(kKernel),
+                  {"-arch=sm_90", "-Isub/"}, CHECK_FN);
+}
+
+// C1c. An absent name: __has_include of a computed '..' name whose lexical
+// fold is a toolkit header that does not exist; after the link moves the same
+// spelling reaches a user's file that does.
+TEST_F(RealFileSystemAttack3Test, ComputedHasIncludeDotDotFoldsIntoTheToolkitThenTheLinkMoves) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
+  const std::string toolkit = real;
+  char base_real[PATH_MAX];
+  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
+  const std::string base = base_real;
+  const size_t n = depth_of(base) + 2;
+  write("L/t/.keep", "");
+  std::string deep = base;
+  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
+  deep += "/q/r";
+  write(deep.substr(base.size() + 1) + "/.keep", "");
+  write(toolkit.substr(1) + "/kcache_attack_nothere.h", "\n");
+  ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
+  const std::string name = base + "/L/s/" + repeat("../", n) + toolkit.substr(1) +
+                           "/kcache_attack_nothere";
+  const std::string source = std::string(kComputed) + "#define H(n) STR(n.h)\n#if __has_include(H(" +
+                             name + "))\n#define VALUE 2\n#else\n#define VALUE 1\n#endif\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
+  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
+  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+      << "NVRTC now finds the user's file (VALUE 2)";
+}
+
+// C1d. C1b's program named in the working folder (04995a3's any-name path):
+// shared with another folder, the stale toolkit label goes with it.
+TEST_F(RealFileSystemAttack3Test, ComputedDotDotIntoTheToolkitFromAProgramInTheWorkingFolder) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
+  const std::string toolkit = real;
+  char base_real[PATH_MAX];
+  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
+  const std::string base = base_real;
+  const size_t n = depth_of(base) + 2;
+  write("L/t/.keep", "");
+  write("a/.keep", "");
+  write("b/.keep", "");
+  std::string deep = base;
+  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
+  deep += "/q/r";
+  write(deep.substr(base.size() + 1) + "/.keep", "");
+  write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
+  ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
+  const std::string name = base + "/L/s/" + repeat("../", n) + toolkit.substr(1) +
+                           "/fatbinary_section";
+  const std::string source = std::string(kComputed) + "#define H(n) STR(n.h)\n#include H(" +
+                             name + ")\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  {
+    InFolder in(base + "/a");
+    expect_nvrtcs_answer(source, base + "/a/k.cu", options);
+  }
+  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
+  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
+  InFolder in(base + "/b");
+  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/b/k.cu", options))
+      << "NVRTC now reads the user's mirror (VALUE 9)";
+}
+
+// C1e. No cache involved: the link already climbs to the user's mirror when
+// the first compile runs. The seal judges "own" (readable: the toolkit's) by
+// the folded name; the kernel opens the user's file.
+TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitButReachesAUserFile) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
+  const std::string toolkit = real;
+  char base_real[PATH_MAX];
+  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
+  const std::string base = base_real;
+  const size_t n = depth_of(base) + 2;
+  std::string deep = base;
+  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
+  deep += "/q/r";
+  write(deep.substr(base.size() + 1) + "/.keep", "");
+  write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
+  write("L/.keep", "");
+  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
+  const std::string name = base + "/L/s/" + repeat("../", n) + toolkit.substr(1) +
+                           "/fatbinary_section";
+  const std::string source = std::string(kComputed) + "#define H(n) STR(n.h)\n#include H(" +
+                             name + ")\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 10\n");
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+}
+
+// C1f. The reverse: the folded name is the user's mirror (not the toolkit's),
+// the kernel reaches the real toolkit header: then the link moves so the
+// spelling climbs to the mirror.
+TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsToAUserFileButReachesTheToolkit) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
+  const std::string toolkit = real;
+  char base_real[PATH_MAX];
+  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
+  const std::string base = base_real;
+  const size_t d = depth_of(base);
+  // L/a/.../s (depth 2d+2) -> base/t (depth d+1): d+1 '..' climb to "/" by
+  // the kernel, lexically to base/L/a... (depth d+1).
+  std::string link_dir = "L";
+  for (size_t i = 0; i < d; ++i) link_dir += "/a";
+  write(link_dir + "/.keep", "");
+  write("t/.keep", "");
+  const std::string lexical_at = base + "/L" + repeat("/a", d - 0);  // after d+1 '..' from s
+  ASSERT_EQ(::symlink((base + "/t").c_str(), (base + "/" + link_dir + "/s").c_str()), 0);
+  const std::string name = base + "/" + link_dir + "/s/" + repeat("../", d + 1) +
+                           toolkit.substr(1) + "/fatbinary_section";
+  (void)lexical_at;
+  const std::string source = std::string(kComputed) + "#define H(n) STR(n.h)\n#include H(" +
+                             name + ")\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+}
+
+}  // namespace
+}  // namespace kcache::compiler
