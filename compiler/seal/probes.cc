@@ -221,14 +221,13 @@ bool nvrtc_own_kind(const std::string& path) {
 // the name NVRTC used only: a user's link into the toolkit is the user's file
 // (handed and keyed by its bytes), since the link can change while the
 // toolkit does not.
-// A name with `..` (a toolkit header's `#include "../x.h"`) is taken by its
-// lexical form where that names the same file the kernel resolved.
+// A name with `..` (a toolkit header's `#include "../x.h"`) keeps it, as
+// NVRTC spelt it ("toolkit0:cooperative_groups/../cooperative_groups.h"):
+// the kernel resolves it (through a link, not lexically), and so does a
+// lookup. Folded, a name through a user's link that only climbed into the
+// toolkit was checked at the toolkit's file, and a moved link went unseen.
 std::optional<std::string> toolkit_name(const std::string& path, const ProbeContext& c) {
-  std::string named = path;
-  if (has_dotdot(path)) {
-    named = resolve_lexically("/", path);
-    if (canonical(named) != canonical(path)) return std::nullopt;
-  }
+  const std::string& named = path;
   for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
     const std::string& d = c.toolkit_dirs[i];
     if (under(named, d)) {

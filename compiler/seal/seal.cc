@@ -558,7 +558,10 @@ class Supervisor {
     }
     size_t abs_len = join_lexically(base_.data(), base_len, path_.data(), path_len,
                                     absolute_.data(), absolute_.size());
-    if (abs_len == 0 || own(absolute_.data(), abs_len)) return kContinue;
+    // NVRTC's own files are named without `..`; a name with `..` that only
+    // folds into its folders may lead anywhere through a link: served.
+    const bool parents = has_parent_part(path_.data(), path_len);
+    if (abs_len == 0 || (!parents && own(absolute_.data(), abs_len))) return kContinue;
     if (pseudo(absolute_.data(), abs_len)) {
       const char* why = "a file of the kernel's (/proc, /sys), not servable";
       arena_->append(kRefusedRecord, why, static_cast<uint32_t>(std::strlen(why)),
@@ -569,7 +572,7 @@ class Supervisor {
     // (a linked folder's target's), which the kernel resolves on disk and a
     // lookup checks by the same spelling; folded, the key would name another
     // file. (Which folder it is beneath, above, is judged by the folded name.)
-    if (has_parent_part(path_.data(), path_len)) {
+    if (parents) {
       abs_len = join_lexically(base_.data(), base_len, path_.data(), path_len, absolute_.data(),
                                absolute_.size(), /*keep_parents=*/true);
       if (abs_len == 0) return kContinue;

@@ -258,6 +258,39 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitThenTheLinkMo
       << "NVRTC now reads the user's mirror (VALUE 9)";
 }
 
+// C1c. C1b into NVRTC's own library folder (files the seal lets NVRTC read
+// unserved): a name with `..` that only folds into it is served as any, so
+// a moved link is NVRTC's answer, not a refusal.
+TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoNvrtcsLibraryFolderThenTheLinkMoves) {
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath(toolkit_.nvrtc.path.c_str(), real), nullptr);
+  const std::string lib = std::string(real).substr(0, std::string(real).rfind('/'));
+  char base_real[PATH_MAX];
+  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
+  const std::string base = base_real;
+  const size_t n = depth_of(base) + 2;
+  write("L/t/.keep", "");
+  std::string deep = base;
+  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
+  deep += "/q/r";
+  write(deep.substr(base.size() + 1) + "/.keep", "");
+  write(lib.substr(1) + "/kcache_own_probe.h", "#define VALUE 9\n");  // the user's mirror
+  ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
+  const std::string name = base + "/L/s/" + repeat("../", n) + lib.substr(1) + "/kcache_own_probe";
+  const std::string source = std::string(kComputed) + "#define H(n) STR(n.h)\n#if __has_include(H(" +
+                             name + "))\n#include H(" + name +
+                             ")\n#endif\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90"};
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);  // nothing there: VALUE 1
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
+  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
+  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+      << "NVRTC now reads the user's mirror (VALUE 9)";
+  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
+}
+
 // C2b. C2 with the include's name computed, through the climbing -I root.
 TEST_F(RealFileSystemAttack3Test, ComputedDotDotIncludeRootFoldsIntoTheToolkitThenTheLinkMoves) {
   char real[PATH_MAX];
