@@ -98,6 +98,11 @@ class Storage {
 
   // The local store, or nullptr if it is disabled or could not be opened.
   Store* local();
+  // A host's fork() (pthread_atfork, nvrtc_shim/shim.cc): held across it, so
+  // that no SQLite call or store change of another thread is under way in
+  // the child, which reopens the store itself (cache/store.cc).
+  void lock_for_fork() { mutex_.lock(); }
+  void unlock_after_fork() { mutex_.unlock(); }
   // The remote tier, or nullptr if none is configured or it could not be
   // opened (a credential file missing, ...).
   Remote* remote();

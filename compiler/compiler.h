@@ -208,16 +208,29 @@ class Compiler {
 
   const Toolkit& toolkit() const { return toolkit_; }
 
+  // A host's fork() (pthread_atfork, nvrtc_shim/shim.cc): the compile
+  // slots held across it; the child's are all free.
+  void lock_for_fork() { slots_.lock_for_fork(); }
+  void unlock_after_fork(bool child) { slots_.unlock_after_fork(child); }
+
  private:
   class Slots {  // a counting semaphore (C++17 has none)
    public:
-    explicit Slots(int n) : free_(n) {}
+    explicit Slots(int n) : total_(n), free_(n) {}
     void acquire();
     void release();
+    void lock_for_fork() { mutex_.lock(); }
+    // In a fork's child the slots the parent's compiling threads held are
+    // free: those threads are not there to give them back.
+    void unlock_after_fork(bool child) {
+      if (child) free_ = total_;
+      mutex_.unlock();
+    }
 
    private:
     std::mutex mutex_;
     std::condition_variable cv_;
+    const int total_;
     int free_;
   };
 

@@ -43,11 +43,19 @@ bool uses_date_macro(std::string_view text) {
   }
   return false;
 }
+std::mutex& local_time_mutex() {
+  static std::mutex m;  // constant-initialized: no guard
+  return m;
+}
+
 std::string date_macro_value(std::time_t when) {
   static const char* const kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
   std::tm tm{};
-  ::localtime_r(&when, &tm);
+  {
+    std::lock_guard<std::mutex> lock(local_time_mutex());
+    ::localtime_r(&when, &tm);
+  }
   char buf[32];
   std::snprintf(buf, sizeof buf, "%s %2d %04d", kMonths[tm.tm_mon % 12], tm.tm_mday,
                 tm.tm_year + 1900);

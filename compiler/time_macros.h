@@ -12,6 +12,7 @@
 #pragma once
 
 #include <ctime>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -27,5 +28,12 @@ bool uses_date_macro(std::string_view text);
 // What NVRTC expands __DATE__ to at `when`: local time, "Nov 23 2026",
 // "Nov  3 2026" (measured with NVRTC 13.0 under several TZ settings).
 std::string date_macro_value(std::time_t when);
+
+// localtime_r takes glibc's time-zone lock, which glibc does not reset in a
+// fork's child: a host that forks while a kcache thread holds it leaves the
+// child waiting for good at its next localtime. date_macro_value calls it
+// under this mutex, which the drop-in holds across a host's fork
+// (nvrtc_shim/shim.cc), so no kcache thread is inside it then.
+std::mutex& local_time_mutex();
 
 }  // namespace kcache::compiler

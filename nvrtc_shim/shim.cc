@@ -30,6 +30,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <pthread.h>
 #include <set>
 #include <string>
 #include <tuple>
@@ -40,17 +41,26 @@
 #include "common/error.h"
 #include "compiler/nvrtc/nvrtc_pool.h"
 #include "compiler/program.h"
+#include "compiler/time_macros.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::nvrtc_shim {
 namespace {
 
+// Every lock of this library that a thread may hold while the host forks
+// is taken by the fork's prepare handler (fork_safety below) and released
+// in both processes, so a forked child never waits on a lock that a thread
+// it does not have holds (a compile was under way in the parent: the child's
+// own first compile hung for good). In the order they nest.
+std::mutex compiler_mutex;  // cache_compiler()'s making
+compiler::Compiler* made_compiler = nullptr;  // cache_compiler()'s, once made
+std::mutex said_mutex;      // say()'s
+
 void say(const std::string& line) {
   const char* quiet = ::getenv("KCACHE_QUIET");
   if (quiet && *quiet && std::strcmp(quiet, "0") != 0) return;
-  static std::mutex m;
   static std::set<std::string> said;  // once per kind of trouble
-  std::lock_guard<std::mutex> lock(m);
+  std::lock_guard<std::mutex> lock(said_mutex);
   if (said.size() > 64 || !said.insert(line).second) return;
   std::fprintf(stderr, "kcache nvrtc: %s\n", line.c_str());
 }
@@ -233,8 +243,7 @@ constexpr int kMaxCompileProcessDeaths = 3;
 // that loaded this library (no seccomp filter, Landlock domain or
 // no_new_privs on any of its threads, its working folder and environment
 // untouched).
-compiler::Compiler* cache_compiler() {
-  static compiler::Compiler* c = []() -> compiler::Compiler* {
+compiler::Compiler* make_cache_compiler() {
     try {
       compiler::Toolkit toolkit = compiler::find_toolkit("");
       const RealPath& r = real_path();
@@ -254,6 +263,8 @@ compiler::Compiler* cache_compiler() {
       if (real_path_of(r.path) != real_path_of(toolkit.nvrtc.path)) {
         toolkit.nvrtc = compiler::fingerprint_library(r.path);
       }
+      // Destroyed at exit (it writes the hits' counters then). Its guard is
+      // held only under compiler_mutex, which a fork waits for.
       static cache::Storage storage(cache::storage_options_or_local_only(
           [](const std::string& w) { say("cache settings: " + w); }));
       cache_storage = &storage;
@@ -269,7 +280,20 @@ compiler::Compiler* cache_compiler() {
       say(std::string("compiles are not cached: ") + e.what());
       return nullptr;
     }
-  }();
+}
+
+// Made under compiler_mutex, not as a function's static: a host that forks
+// while another thread makes it would leave its child waiting on the
+// static's guard for good.
+compiler::Compiler* cache_compiler() {
+  static bool made = false;
+  static compiler::Compiler* c = nullptr;
+  std::lock_guard<std::mutex> lock(compiler_mutex);
+  if (!made) {
+    made = true;
+    c = make_cache_compiler();
+    made_compiler = c;
+  }
   return c;
 }
 
@@ -367,6 +391,9 @@ class ClosedStdioKept {
       held_[n_++] = {fd, st.st_dev, st.st_ino};
     }
   }
+  static void lock_for_fork() { m_.lock(); }
+  static void unlock_after_fork() { m_.unlock(); }
+
   ~ClosedStdioKept() {
     if (!needed_) return;
     std::lock_guard<std::mutex> lock(m_);
@@ -448,10 +475,8 @@ struct StoreFiles {
   uint64_t let_go = 0;      // the store's files_let_go() when `kept` was taken
   int taken_after = 0;      // compiles after which `kept` was taken
 };
-StoreFiles& store_files() {
-  static StoreFiles* f = new StoreFiles;  // never destroyed: used until exit
-  return *f;
-}
+StoreFiles* const store_files_state = new StoreFiles;  // never destroyed: used until exit
+StoreFiles& store_files() { return *store_files_state; }
 
 // The first of `kept` that is not what it was, or -1.
 int changed_file(const OpenFiles& kept) {
@@ -495,6 +520,33 @@ void note_store_files() {
   f.let_go = store->files_let_go();
   f.kept = open_files_beneath(store_folder());
 }
+
+// The host's fork(): every lock above taken first, in the order they nest,
+// and released in both processes (see compiler_mutex). Registered when the
+// library loads; a fork then waits for at most one store write or the
+// making of the compiler.
+void lock_for_fork() {
+  compiler_mutex.lock();
+  store_files().m.lock();
+  ClosedStdioKept::lock_for_fork();
+  if (made_compiler) made_compiler->lock_for_fork();
+  if (cache_storage) cache_storage->lock_for_fork();
+  if (compile_pool) compile_pool->lock_for_fork();
+  compiler::local_time_mutex().lock();  // leaves: nothing is taken under them
+  said_mutex.lock();
+}
+void unlock_after_fork(bool child) {
+  said_mutex.unlock();
+  compiler::local_time_mutex().unlock();
+  if (compile_pool) compile_pool->unlock_after_fork();
+  if (cache_storage) cache_storage->unlock_after_fork();
+  if (made_compiler) made_compiler->unlock_after_fork(child);
+  ClosedStdioKept::unlock_after_fork();
+  store_files().m.unlock();
+  compiler_mutex.unlock();
+}
+const bool fork_safety =
+    ::pthread_atfork(lock_for_fork, [] { unlock_after_fork(false); }, [] { unlock_after_fork(true); }) == 0;
 
 nvrtcResult compile_kept(Program* p, int n, const char* const* options);
 

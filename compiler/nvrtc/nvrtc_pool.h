@@ -59,6 +59,12 @@ class NvrtcPool {
   // any answer): a caller that sees it grow gives up on the pool.
   int deaths_in_a_row() const { return deaths_in_a_row_.load(); }
 
+  // A host's fork() (pthread_atfork, nvrtc_shim/shim.cc): held across it so
+  // the child never inherits the pool mid-change under a lock no thread of
+  // its own will release.
+  void lock_for_fork() { mutex_.lock(); }
+  void unlock_after_fork() { mutex_.unlock(); }
+
  private:
   struct Child;
   std::unique_ptr<Child> take(const std::string& key);

@@ -416,6 +416,50 @@ int run_case(const std::string& name) {
     }
     return 0;
   }
+  if (name == "fork_during_first_compile") {
+    // The host forks while its first compiles run on another thread: kcache
+    // making its compiler, a store write, a compile slot or the pool's lock
+    // under way in the parent. Each child compiles one program and exits;
+    // none may wait for good on a lock only the parent's thread would free.
+    std::thread compiler([&] {
+      for (int i = 0; i < 3; ++i) compile("fg" + std::to_string(i), kernel("fg", 200 + i), "fg.cu");
+    });
+    const int at_us[] = {300, 1000, 3000, 8000, 20000, 50000, 120000};
+    auto started = std::chrono::steady_clock::now();
+    int forks = 0;
+    for (int at : at_us) {
+      std::this_thread::sleep_until(started + std::chrono::microseconds(at));
+      pid_t c = ::fork();
+      if (c == 0) {
+        ::alarm(60);
+        nvrtcResult r = compile("fchild" + std::to_string(forks), kernel("fc", forks), "fc.cu");
+        ::_exit(r == NVRTC_SUCCESS ? 0 : 1);
+      }
+      int status = 0;
+      pid_t got = 0;
+      for (int i = 0; i < 600 && got == 0; ++i) {
+        got = ::waitpid(c, &status, WNOHANG);
+        if (got == 0) ::usleep(100 * 1000);
+      }
+      if (got == 0) {
+        ::kill(c, SIGKILL);
+        ::waitpid(c, &status, 0);
+        problem("forked child " + std::to_string(forks) + " hung compiling");
+      } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        problem("forked child " + std::to_string(forks) + " ended with status " +
+                std::to_string(status));
+      }
+      ++forks;
+    }
+    compiler.join();
+    for (int i = 0; i < forks; ++i) {  // the children's answers, apart (as fork_races_compile)
+      std::string tag = "fchild" + std::to_string(i);
+      for (const char* ext : {".ptx", ".codes", ".log"}) {
+        std::rename((out_dir + "/" + tag + ext).c_str(), (work_dir + "/" + tag + ext).c_str());
+      }
+    }
+    return 0;
+  }
   if (name == "exit_during_compile") {
     // exit() while another thread is in a long compile: the process ends.
     std::thread t([] { compile("slow", slow_kernel("slow", 5000), "slow.cu"); });
