@@ -21,7 +21,36 @@ namespace {
 
 using testing::InFolder;
 using testing::kKernel;
-using RealFileSystemAttack3Test = testing::ProgramVsNvrtcTest;
+
+size_t depth_of(const std::string& p);
+std::string repeat(const std::string& s, size_t n);
+
+// `path` with its links resolved (e.g. /usr/local/cuda-13.0/include).
+std::string real_name(const std::string& path) {
+  char real[PATH_MAX];
+  return ::realpath(path.c_str(), real) ? std::string(real) : path;
+}
+
+class RealFileSystemAttack3Test : public testing::ProgramVsNvrtcTest {
+ protected:
+  // The test's folder, real (base_); base/L/t, from which n_ '..' climb to
+  // "/", for a link base/L/s the cases make; and deep_, a folder n_ below
+  // base_'s depth, from which the same '..' climb to base_ (where a case
+  // mirrors a toolkit path) once the link is moved there.
+  void make_climbing_folders() {
+    base_ = real_name(dir_.path());
+    n_ = depth_of(base_) + 2;
+    write("L/t/.keep", "");
+    deep_ = base_;
+    for (size_t i = 0; i < depth_of(base_); ++i) deep_ += "/p";
+    deep_ += "/q/r";
+    ASSERT_EQ(depth_of(deep_), n_ + depth_of(base_));
+    write(deep_.substr(base_.size() + 1) + "/.keep", "");
+  }
+
+  std::string base_, deep_;
+  size_t n_ = 0;
+};
 
 size_t depth_of(const std::string& p) {
   size_t d = 0;
@@ -45,20 +74,11 @@ std::string repeat(const std::string& s, size_t n) {
 // resolves it to the same file. Retarget the link deeper: the same spelling
 // now climbs to a user folder that mirrors the toolkit's path.
 TEST_F(RealFileSystemAttack3Test, DotDotFoldsIntoTheToolkitThenTheLinkMoves) {
-  char real[PATH_MAX];
-  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
-  const std::string toolkit = real;  // e.g. /usr/local/cuda-13.0/include
-  char base_real[PATH_MAX];
-  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
-  const std::string base = base_real;
-  // base/L/s -> base/L/t: depth(base)+2; N '..' climb to "/".
-  const size_t n = depth_of(base) + 2;
-  write("L/t/.keep", "");
-  std::string deep = base;
-  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
-  deep += "/q/r";  // depth 2*depth(base)+2: N '..' climb to base
-  ASSERT_EQ(depth_of(deep), n + depth_of(base));
-  write(deep.substr(base.size() + 1) + "/.keep", "");
+  const std::string toolkit = real_name("/usr/local/cuda/include");  // e.g. /usr/local/cuda-13.0/include
+  make_climbing_folders();
+  const std::string& base = base_;
+  const std::string& deep = deep_;
+  const size_t n = n_;
   write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
   const std::string name = base + "/L/s/" + repeat("../", n) + toolkit.substr(1) +
@@ -76,18 +96,11 @@ TEST_F(RealFileSystemAttack3Test, DotDotFoldsIntoTheToolkitThenTheLinkMoves) {
 
 // C2. The same through an -I folder with '..' in it (an -I root that climbs).
 TEST_F(RealFileSystemAttack3Test, DotDotIncludeRootFoldsIntoTheToolkitThenTheLinkMoves) {
-  char real[PATH_MAX];
-  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
-  const std::string toolkit = real;
-  char base_real[PATH_MAX];
-  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
-  const std::string base = base_real;
-  const size_t n = depth_of(base) + 2;
-  write("L/t/.keep", "");
-  std::string deep = base;
-  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
-  deep += "/q/r";
-  write(deep.substr(base.size() + 1) + "/.keep", "");
+  const std::string toolkit = real_name("/usr/local/cuda/include");
+  make_climbing_folders();
+  const std::string& base = base_;
+  const std::string& deep = deep_;
+  const size_t n = n_;
   write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
   const std::string inc = base + "/L/s/" + repeat("../", n) + toolkit.substr(1);
@@ -230,18 +243,11 @@ TEST_F(RealFileSystemAttack3Test, WorkingFolderThroughAMovingLinkWithQuotedInclu
 // C1b. C1 with the include's name computed (the scanner cannot follow it,
 // so only the served file's probe keys it: "toolkit0:fatbinary_section.h").
 TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitThenTheLinkMoves) {
-  char real[PATH_MAX];
-  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
-  const std::string toolkit = real;
-  char base_real[PATH_MAX];
-  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
-  const std::string base = base_real;
-  const size_t n = depth_of(base) + 2;
-  write("L/t/.keep", "");
-  std::string deep = base;
-  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
-  deep += "/q/r";
-  write(deep.substr(base.size() + 1) + "/.keep", "");
+  const std::string toolkit = real_name("/usr/local/cuda/include");
+  make_climbing_folders();
+  const std::string& base = base_;
+  const std::string& deep = deep_;
+  const size_t n = n_;
   write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
   const std::string name = base + "/L/s/" + repeat("../", n) + toolkit.substr(1) +
@@ -265,15 +271,10 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoNvrtcsLibraryFolderThen
   char real[PATH_MAX];
   ASSERT_NE(::realpath(toolkit_.nvrtc.path.c_str(), real), nullptr);
   const std::string lib = std::string(real).substr(0, std::string(real).rfind('/'));
-  char base_real[PATH_MAX];
-  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
-  const std::string base = base_real;
-  const size_t n = depth_of(base) + 2;
-  write("L/t/.keep", "");
-  std::string deep = base;
-  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
-  deep += "/q/r";
-  write(deep.substr(base.size() + 1) + "/.keep", "");
+  make_climbing_folders();
+  const std::string& base = base_;
+  const std::string& deep = deep_;
+  const size_t n = n_;
   write(lib.substr(1) + "/kcache_own_probe.h", "#define VALUE 9\n");  // the user's mirror
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
   const std::string name = base + "/L/s/" + repeat("../", n) + lib.substr(1) + "/kcache_own_probe";
@@ -293,18 +294,11 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoNvrtcsLibraryFolderThen
 
 // C2b. C2 with the include's name computed, through the climbing -I root.
 TEST_F(RealFileSystemAttack3Test, ComputedDotDotIncludeRootFoldsIntoTheToolkitThenTheLinkMoves) {
-  char real[PATH_MAX];
-  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
-  const std::string toolkit = real;
-  char base_real[PATH_MAX];
-  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
-  const std::string base = base_real;
-  const size_t n = depth_of(base) + 2;
-  write("L/t/.keep", "");
-  std::string deep = base;
-  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
-  deep += "/q/r";
-  write(deep.substr(base.size() + 1) + "/.keep", "");
+  const std::string toolkit = real_name("/usr/local/cuda/include");
+  make_climbing_folders();
+  const std::string& base = base_;
+  const std::string& deep = deep_;
+  const size_t n = n_;
   write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
   const std::string inc = base + "/L/s/" + repeat("../", n) + toolkit.substr(1);
@@ -455,18 +449,11 @@ TEST_F(RealFileSystemAttack3Test, IncludeEmptyRelativeSubfolderWithAProgramInThe
 // fold is a toolkit header that does not exist; after the link moves the same
 // spelling reaches a user's file that does.
 TEST_F(RealFileSystemAttack3Test, ComputedHasIncludeDotDotFoldsIntoTheToolkitThenTheLinkMoves) {
-  char real[PATH_MAX];
-  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
-  const std::string toolkit = real;
-  char base_real[PATH_MAX];
-  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
-  const std::string base = base_real;
-  const size_t n = depth_of(base) + 2;
-  write("L/t/.keep", "");
-  std::string deep = base;
-  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
-  deep += "/q/r";
-  write(deep.substr(base.size() + 1) + "/.keep", "");
+  const std::string toolkit = real_name("/usr/local/cuda/include");
+  make_climbing_folders();
+  const std::string& base = base_;
+  const std::string& deep = deep_;
+  const size_t n = n_;
   write(toolkit.substr(1) + "/kcache_attack_nothere.h", "\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
   const std::string name = base + "/L/s/" + repeat("../", n) + toolkit.substr(1) +
@@ -486,20 +473,13 @@ TEST_F(RealFileSystemAttack3Test, ComputedHasIncludeDotDotFoldsIntoTheToolkitThe
 // C1d. C1b's program named in the working folder (04995a3's any-name path):
 // shared with another folder, the stale toolkit label goes with it.
 TEST_F(RealFileSystemAttack3Test, ComputedDotDotIntoTheToolkitFromAProgramInTheWorkingFolder) {
-  char real[PATH_MAX];
-  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
-  const std::string toolkit = real;
-  char base_real[PATH_MAX];
-  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
-  const std::string base = base_real;
-  const size_t n = depth_of(base) + 2;
-  write("L/t/.keep", "");
+  const std::string toolkit = real_name("/usr/local/cuda/include");
+  make_climbing_folders();
+  const std::string& base = base_;
+  const std::string& deep = deep_;
+  const size_t n = n_;
   write("a/.keep", "");
   write("b/.keep", "");
-  std::string deep = base;
-  for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
-  deep += "/q/r";
-  write(deep.substr(base.size() + 1) + "/.keep", "");
   write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
   const std::string name = base + "/L/s/" + repeat("../", n) + toolkit.substr(1) +
@@ -523,12 +503,8 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotIntoTheToolkitFromAProgramInTheW
 // the first compile runs. The seal judges "own" (readable: the toolkit's) by
 // the folded name; the kernel opens the user's file.
 TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitButReachesAUserFile) {
-  char real[PATH_MAX];
-  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
-  const std::string toolkit = real;
-  char base_real[PATH_MAX];
-  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
-  const std::string base = base_real;
+  const std::string toolkit = real_name("/usr/local/cuda/include");
+  const std::string base = real_name(dir_.path());
   const size_t n = depth_of(base) + 2;
   std::string deep = base;
   for (size_t i = 0; i < depth_of(base); ++i) deep += "/p";
@@ -553,12 +529,8 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitButReachesAUs
 // the kernel reaches the real toolkit header: then the link moves so the
 // spelling climbs to the mirror.
 TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsToAUserFileButReachesTheToolkit) {
-  char real[PATH_MAX];
-  ASSERT_NE(::realpath("/usr/local/cuda/include", real), nullptr);
-  const std::string toolkit = real;
-  char base_real[PATH_MAX];
-  ASSERT_NE(::realpath(dir_.path().c_str(), base_real), nullptr);
-  const std::string base = base_real;
+  const std::string toolkit = real_name("/usr/local/cuda/include");
+  const std::string base = real_name(dir_.path());
   const size_t d = depth_of(base);
   // L/a/.../s (depth 2d+2) -> base/t (depth d+1): d+1 '..' climb to "/" by
   // the kernel, lexically to base/L/a... (depth d+1).

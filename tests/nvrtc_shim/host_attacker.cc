@@ -190,6 +190,41 @@ void two_compiles(const std::string& prefix) {
   compile(prefix + "broken", "__global__ void broken() { undeclared(); }\n", "broken.cu");
 }
 
+// Forks a child that compiles one program (TAG<n>, kernel KERNEL_TAG n) and
+// exits; waits for it at most a minute. A child that hangs or fails is a
+// problem of the host's state.
+void fork_a_compiling_child(int n, const std::string& tag, const std::string& kernel_tag) {
+  pid_t c = ::fork();
+  if (c == 0) {
+    ::alarm(60);
+    nvrtcResult r = compile(tag + std::to_string(n), kernel(kernel_tag, n), (kernel_tag + ".cu").c_str());
+    ::_exit(r == NVRTC_SUCCESS ? 0 : 1);
+  }
+  int status = 0;
+  pid_t got = 0;
+  for (int i = 0; i < 600 && got == 0; ++i) {
+    got = ::waitpid(c, &status, WNOHANG);
+    if (got == 0) ::usleep(100 * 1000);
+  }
+  if (got == 0) {
+    ::kill(c, SIGKILL);
+    ::waitpid(c, &status, 0);
+    problem("forked child " + std::to_string(n) + " hung compiling");
+  } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    problem("forked child " + std::to_string(n) + " ended with status " + std::to_string(status));
+  }
+}
+
+// The forked children's answers, moved out of the compared folder.
+void keep_apart(const std::string& tag, int children) {
+  for (int i = 0; i < children; ++i) {
+    for (const char* ext : {".ptx", ".codes", ".log"}) {
+      const std::string file = tag + std::to_string(i) + ext;
+      std::rename((out_dir + "/" + file).c_str(), (work_dir + "/" + file).c_str());
+    }
+  }
+}
+
 int run_case(const std::string& name) {
   if (name == "plain") {
     std::string before = all_dispositions();
@@ -377,43 +412,14 @@ int run_case(const std::string& name) {
       for (int i = 0; i < 4; ++i) compile("bg" + std::to_string(i), kernel("bg", 100 + i), "bg.cu");
       stop = true;
     });
-    int forks = 0, bad = 0;
+    int forks = 0;
     while (!stop && forks < 6) {
       ::usleep(150 * 1000);
-      pid_t c = ::fork();
-      if (c == 0) {
-        ::alarm(60);
-        nvrtcResult r = compile("child" + std::to_string(forks), kernel("ch", forks), "ch.cu");
-        ::_exit(r == NVRTC_SUCCESS ? 0 : 1);
-      }
-      int status = 0;
-      // Bounded wait for the child.
-      pid_t got = 0;
-      for (int i = 0; i < 600 && got == 0; ++i) {
-        got = ::waitpid(c, &status, WNOHANG);
-        if (got == 0) ::usleep(100 * 1000);
-      }
-      if (got == 0) {
-        ::kill(c, SIGKILL);
-        ::waitpid(c, &status, 0);
-        problem("forked child " + std::to_string(forks) + " hung compiling");
-      } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        ++bad;
-        problem("forked child " + std::to_string(forks) + " ended with status " +
-                std::to_string(status));
-      }
+      fork_a_compiling_child(forks, "child", "ch");
       ++forks;
     }
     compiler.join();
-    (void)bad;
-    // The children's answers are kept apart (how many forks ran varies).
-    for (int i = 0; i < forks; ++i) {
-      std::string tag = "child" + std::to_string(i);
-      std::rename((out_dir + "/" + tag + ".ptx").c_str(), (work_dir + "/" + tag + ".ptx").c_str());
-      std::rename((out_dir + "/" + tag + ".codes").c_str(),
-                  (work_dir + "/" + tag + ".codes").c_str());
-      std::rename((out_dir + "/" + tag + ".log").c_str(), (work_dir + "/" + tag + ".log").c_str());
-    }
+    keep_apart("child", forks);  // how many forks ran varies
     return 0;
   }
   if (name == "fork_during_first_compile") {
@@ -429,35 +435,11 @@ int run_case(const std::string& name) {
     int forks = 0;
     for (int at : at_us) {
       std::this_thread::sleep_until(started + std::chrono::microseconds(at));
-      pid_t c = ::fork();
-      if (c == 0) {
-        ::alarm(60);
-        nvrtcResult r = compile("fchild" + std::to_string(forks), kernel("fc", forks), "fc.cu");
-        ::_exit(r == NVRTC_SUCCESS ? 0 : 1);
-      }
-      int status = 0;
-      pid_t got = 0;
-      for (int i = 0; i < 600 && got == 0; ++i) {
-        got = ::waitpid(c, &status, WNOHANG);
-        if (got == 0) ::usleep(100 * 1000);
-      }
-      if (got == 0) {
-        ::kill(c, SIGKILL);
-        ::waitpid(c, &status, 0);
-        problem("forked child " + std::to_string(forks) + " hung compiling");
-      } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        problem("forked child " + std::to_string(forks) + " ended with status " +
-                std::to_string(status));
-      }
+      fork_a_compiling_child(forks, "fchild", "fc");
       ++forks;
     }
     compiler.join();
-    for (int i = 0; i < forks; ++i) {  // the children's answers, apart (as fork_races_compile)
-      std::string tag = "fchild" + std::to_string(i);
-      for (const char* ext : {".ptx", ".codes", ".log"}) {
-        std::rename((out_dir + "/" + tag + ext).c_str(), (work_dir + "/" + tag + ext).c_str());
-      }
-    }
+    keep_apart("fchild", forks);
     return 0;
   }
   if (name == "exit_during_compile") {
