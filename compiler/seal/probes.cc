@@ -35,17 +35,6 @@ bool under(const std::string& path, const std::string& dir) {
          (path[dir.size()] == '/' || dir.back() == '/');
 }
 
-bool has_dotdot(const std::string& rel) {
-  size_t start = 0;
-  while (start <= rel.size()) {
-    size_t end = rel.find('/', start);
-    if (end == std::string::npos) end = rel.size();
-    if (rel.compare(start, end - start, "..") == 0 && end - start == 2) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
 // Real names already found, while one classification runs (CanonicalScope):
 // its probes share their folders, and realpath() reads every component's
 // link again for each (~10 system calls a name).
@@ -226,8 +215,7 @@ bool nvrtc_own_kind(const std::string& path) {
 // the kernel resolves it (through a link, not lexically), and so does a
 // lookup. Folded, a name through a user's link that only climbed into the
 // toolkit was checked at the toolkit's file, and a moved link went unseen.
-std::optional<std::string> toolkit_name(const std::string& path, const ProbeContext& c) {
-  const std::string& named = path;
+std::optional<std::string> toolkit_name(const std::string& named, const ProbeContext& c) {
   for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
     const std::string& d = c.toolkit_dirs[i];
     if (under(named, d)) {
@@ -539,7 +527,7 @@ class FolderHandles {
 
 void add_asked_absences(const std::string& spelling, const ProbeContext& c, int64_t started_ns,
                         ClassifiedProbes* into) {
-  if (spelling.empty() || spelling.front() == '/' || has_dotdot(spelling)) return;
+  if (spelling.empty() || spelling.front() == '/' || has_parent_part(spelling)) return;
   for (size_t i = 0; i < c.toolkit_dirs.size(); ++i) {
     cache::ManifestProbe p;
     p.path = kToolkitLabel + std::to_string(i) + ":" + spelling;

@@ -313,17 +313,6 @@ struct Snapshot {
   uint64_t dev, ino, size, mtime_ns, ctime_ns;
 };
 
-// Whether `path` has a ".." part (allocates nothing: the supervisor's).
-bool has_parent_part(const char* path, size_t len) {
-  for (size_t i = 0; i + 1 < len; ++i) {
-    if (path[i] == '.' && path[i + 1] == '.' && (i == 0 || path[i - 1] == '/') &&
-        (i + 2 == len || path[i + 2] == '/')) {
-      return true;
-    }
-  }
-  return false;
-}
-
 // `path` (absolute, or relative to the absolute `base`) with "." parts and
 // repeated slashes dropped and ".." folded lexically (kept, `keep_parents`),
 // into `out` (at most `cap` bytes); its length, 0 if it does not fit.
@@ -560,7 +549,7 @@ class Supervisor {
                                     absolute_.data(), absolute_.size());
     // NVRTC's own files are named without `..`; a name with `..` that only
     // folds into its folders may lead anywhere through a link: served.
-    const bool parents = has_parent_part(path_.data(), path_len);
+    const bool parents = has_parent_part(std::string_view(path_.data(), path_len));
     if (abs_len == 0 || (!parents && own(absolute_.data(), abs_len))) return kContinue;
     if (pseudo(absolute_.data(), abs_len)) {
       const char* why = "a file of the kernel's (/proc, /sys), not servable";
@@ -756,7 +745,7 @@ std::vector<std::string> probes_of(const RecordArena& arena, std::string cwd,
     std::string p(path);
     const std::string& from = base.empty() ? cwd : std::string(base);
     std::string resolved = p.front() == '/' ? p : resolve_lexically(from, p);
-    if (p.front() != '/' && chain_root.empty() && has_parent_part(p.data(), p.size())) {
+    if (p.front() != '/' && chain_root.empty() && has_parent_part(p)) {
       // A real working folder (serving): ".." kept as the kernel resolved it
       // (through a linked folder, not lexically), as the served files are.
       std::string joined(from.size() + p.size() + 2, '\0');
@@ -820,6 +809,16 @@ std::string seal_working_directory(std::string* root_out) {
 }
 
 }  // namespace
+
+bool has_parent_part(std::string_view path) {
+  for (size_t i = 0; i + 1 < path.size(); ++i) {
+    if (path[i] == '.' && path[i + 1] == '.' && (i == 0 || path[i - 1] == '/') &&
+        (i + 2 == path.size() || path[i + 2] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
 
 std::string resolve_lexically(const std::string& cwd, const std::string& path) {
   std::vector<std::string> parts;

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -127,5 +128,8 @@ std::vector<std::string> with_link_targets(const std::vector<std::string>& dirs)
 // in it), with `.` and `..` folded lexically: exact for the part inside `cwd`,
 // which is made of real folders only. Exposed for tests.
 std::string resolve_lexically(const std::string& cwd, const std::string& path);
+
+// Whether `path` has a ".." part. Allocates nothing (the supervisor uses it).
+bool has_parent_part(std::string_view path);
 
 }  // namespace kcache::compiler
