@@ -286,15 +286,13 @@ compiler::Compiler* make_cache_compiler() {
 // while another thread makes it would leave its child waiting on the
 // static's guard for good.
 compiler::Compiler* cache_compiler() {
-  static bool made = false;
-  static compiler::Compiler* c = nullptr;
+  static bool tried = false;  // made, or said why not
   std::lock_guard<std::mutex> lock(compiler_mutex);
-  if (!made) {
-    made = true;
-    c = make_cache_compiler();
-    made_compiler = c;
+  if (!tried) {
+    tried = true;
+    made_compiler = make_cache_compiler();
   }
-  return c;
+  return made_compiler;
 }
 
 // ---- Programs ---------------------------------------------------------------
