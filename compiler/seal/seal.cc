@@ -9,13 +9,12 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
-#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
-#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -429,17 +428,29 @@ LoaderCode find_loader_code() {
   return code;
 }
 
+// The sealed thread's call after `fn` (run_sealed): an openat of this
+// descriptor, naming the run's Goodbye, which the filter sends to the
+// supervisor like every path call; the supervisor answers it EBADF. Until
+// then the supervisor waits in SECCOMP_IOCTL_NOTIF_RECV, where the kernel
+// hands the CPU straight over (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP wakes only
+// a RECV, not a poll()), but where nothing wakes it when the filter goes
+// away; after it, in poll(), which sees that.
+constexpr int kGoodbyeFd = -4127;
+struct Goodbye {
+  unsigned char token[16];  // random, per run: no other openat names it
+};
+
 // Answers the sealed thread's path calls (each runs as asked: the Landlock
-// domain is the boundary, this only records) until the filter is gone or
-// `stop` is signalled. Follows the invariant above: everything it uses is
-// made by its constructor.
+// domain is the boundary, this only records) until, after its goodbye, the
+// filter goes away with the thread (or the listener fails). Follows the invariant above: everything
+// it uses is made by its constructor.
 class Supervisor {
  public:
   // `policy` and `cwd_fd` (the sealed thread's working directory, open) only
   // matter when serving (SealPolicy::serve).
-  Supervisor(int listener, int stop, RecordArena* arena, const SealPolicy& policy, int cwd_fd,
-             const std::string& cwd, const LoaderCode& loader)
-      : listener_(listener), stop_(stop), arena_(arena), policy_(policy), cwd_fd_(cwd_fd),
+  Supervisor(int listener, const Goodbye& goodbye, RecordArena* arena, const SealPolicy& policy,
+             int cwd_fd, const std::string& cwd, const LoaderCode& loader)
+      : listener_(listener), goodbye_(goodbye), arena_(arena), policy_(policy), cwd_fd_(cwd_fd),
         cwd_(cwd), loader_(loader) {
     seccomp_notif_sizes sizes{};
     if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) == 0) {
@@ -461,38 +472,45 @@ class Supervisor {
   // No allocation from here on (the invariant).
   void run() {
     if (req_.empty()) return;
+    auto* req = reinterpret_cast<seccomp_notif*>(req_.data());
+    auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_.data());
+    bool said_goodbye = false;
     for (;;) {
-      pollfd fds[2] = {{listener_, POLLIN, 0}, {stop_, POLLIN, 0}};
-      long r = raw_syscall(SYS_poll, reinterpret_cast<long>(fds), 2, -1);
-      if (r == -EINTR) continue;
-      if (r < 0) return;
-      if (fds[0].revents & POLLIN) {
-        auto* req = reinterpret_cast<seccomp_notif*>(req_.data());
-        std::memset(req_.data(), 0, req_.size());
-        if (raw_syscall(SYS_ioctl, listener_, static_cast<long>(SECCOMP_IOCTL_NOTIF_RECV),
-                        reinterpret_cast<long>(req)) == 0) {
-          // Serving, the loader's calls are its own: neither recorded nor
-          // served (Landlock judges them).
-          const bool loader = policy_.serve && from_loader(req->data.instruction_pointer);
-          // The path record() read, in path_, for serve() to use again.
-          const size_t path_len = loader ? 0 : record(req->data);
-          long answer = policy_.serve && !loader ? serve(*req, path_len) : kContinue;
-          if (answer == kAnswered) continue;
-          auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_.data());
-          std::memset(resp_.data(), 0, resp_.size());
-          resp->id = req->id;
-          if (answer == kContinue) {
-            resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-          } else {
-            resp->error = static_cast<int32_t>(answer);  // -errno
-          }
-          raw_syscall(SYS_ioctl, listener_, static_cast<long>(SECCOMP_IOCTL_NOTIF_SEND),
-                      reinterpret_cast<long>(resp));
-        }
-        continue;
+      // After the goodbye the thread still ends (glibc's thread exit may
+      // trim a heap, which opens a file): answer until the filter goes away
+      // with it (POLLHUP), which only poll() sees.
+      if (said_goodbye) {
+        pollfd p{listener_, POLLIN, 0};
+        long r = raw_syscall(SYS_poll, reinterpret_cast<long>(&p), 1, -1);
+        if (r == -EINTR) continue;
+        if (r < 0 || !(p.revents & POLLIN)) return;
       }
-      if (fds[0].revents & (POLLHUP | POLLERR | POLLNVAL)) return;
-      if (fds[1].revents) return;
+      std::memset(req_.data(), 0, req_.size());
+      // Until the goodbye, blocks here: the kernel hands the CPU straight
+      // over (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP).
+      long r = raw_syscall(SYS_ioctl, listener_, static_cast<long>(SECCOMP_IOCTL_NOTIF_RECV),
+                           reinterpret_cast<long>(req));
+      if (r == -EINTR || r == -ENOENT) continue;  // ENOENT: the caller was killed meanwhile
+      if (r != 0) return;
+      const bool goodbye = !said_goodbye && is_goodbye(req->data);
+      // Serving, the loader's calls are its own: neither recorded nor
+      // served (Landlock judges them).
+      const bool loader = !goodbye && policy_.serve && from_loader(req->data.instruction_pointer);
+      // The path record() read, in path_, for serve() to use again.
+      const size_t path_len = goodbye || loader ? 0 : record(req->data);
+      long answer = goodbye ? -EBADF : policy_.serve && !loader ? serve(*req, path_len) : kContinue;
+      if (answer == kAnswered) continue;
+      std::memset(resp_.data(), 0, resp_.size());
+      resp->id = req->id;
+      if (answer == kContinue) {
+        resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+      } else {
+        resp->error = static_cast<int32_t>(answer);  // -errno
+      }
+      long sent = raw_syscall(SYS_ioctl, listener_, static_cast<long>(SECCOMP_IOCTL_NOTIF_SEND),
+                              reinterpret_cast<long>(resp));
+      // A goodbye a signal interrupted (ENOENT) is made again.
+      if (goodbye && sent == 0) said_goodbye = true;
     }
   }
 
@@ -703,6 +721,18 @@ class Supervisor {
     return false;
   }
 
+  // Whether `d` is the sealed thread's goodbye: kGoodbyeFd, and this run's
+  // token at the path's address.
+  bool is_goodbye(const seccomp_data& d) const {
+    if (d.nr != SYS_openat || static_cast<int>(d.args[0]) != kGoodbyeFd) return false;
+    Goodbye said{};
+    iovec local{&said, sizeof said};
+    iovec remote{reinterpret_cast<void*>(d.args[1]), sizeof said};
+    return raw_syscall(SYS_process_vm_readv, pid_, reinterpret_cast<long>(&local), 1,
+                       reinterpret_cast<long>(&remote), 1, 0) == sizeof said &&
+           std::memcmp(said.token, goodbye_.token, sizeof said.token) == 0;
+  }
+
   // Records the call's path; returns its length (it stays in path_), 0 for
   // none.
   size_t record(const seccomp_data& d) {
@@ -722,7 +752,7 @@ class Supervisor {
   }
 
   int listener_;
-  int stop_;
+  Goodbye goodbye_;
   RecordArena* arena_;
   const SealPolicy& policy_;
   int cwd_fd_;
@@ -774,14 +804,6 @@ void served_of(const RecordArena& arena, SealResult* out) {
                              snap.mtime_ns, snap.ctime_ns});
     }
   });
-}
-
-// Keeps the calling thread on `cpu`.
-bool run_on_cpu(int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  return ::sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
 // Gives the calling thread a working directory of its own, the innermost of
@@ -965,18 +987,13 @@ struct SealedStart {
   int listener = -2;        // -2: not yet; -1: failed (`why`)
   bool supervised = false;  // the supervisor runs: `fn` may start
   std::string why;
-  int cpu = -1;             // policy.one_cpu: the CPU the thread and its supervisor share
   std::string cwd, root;    // its working folder (and the deleted chain's root)
 
-  // On the thread to seal: its CPU, folder, Landlock domain and filter;
+  // On the thread to seal: its folder, Landlock domain and filter;
   // then waits until the supervisor runs (from here on every path call of
   // this thread waits for it).
   void seal_this_thread(const SealPolicy& policy, const WorkingFolder& folder) {
     std::string failed;
-    if (policy.one_cpu) {
-      cpu = ::sched_getcpu();
-      if (cpu >= 0 && !run_on_cpu(cpu)) cpu = -1;
-    }
     cwd = folder.enter(&root);
     if (cwd.empty()) failed = "unshare(CLONE_FS) refused: the compile could read the working folder";
     if (failed.empty()) failed = restrict_with_landlock(policy);
@@ -1022,11 +1039,22 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
     return result;
   }
 
-  Fd stop(::eventfd(0, EFD_CLOEXEC));
+  Goodbye goodbye{};
+  if (::getrandom(goodbye.token, sizeof goodbye.token, 0) != sizeof goodbye.token) {
+    throw IoError(std::string("cannot make the seal's token (getrandom): ") + std::strerror(errno));
+  }
   SealedStart start;
   std::exception_ptr error;
   std::thread sealed([&] {
     start.seal_this_thread(policy, folder);
+    // Sealed, the thread's last call is its goodbye (the supervisor then
+    // ends), whichever way it leaves `fn`.
+    struct SayGoodbye {
+      const Goodbye* to;
+      ~SayGoodbye() {
+        if (to) raw_syscall(SYS_openat, kGoodbyeFd, reinterpret_cast<long>(to->token), O_RDONLY);
+      }
+    } say{start.listener >= 0 ? &goodbye : nullptr};
     try {
       fn();
     } catch (...) {
@@ -1036,18 +1064,11 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   const int fd = start.wait_for_listener();
   SealResult out;
   if (fd >= 0) {
-    Supervisor supervisor(fd, stop.get(), &arena, policy, folder.served_fd.get(),
-                          folder.served_name, loader);
-    std::thread watch([&] {
-      if (start.cpu >= 0) run_on_cpu(start.cpu);
-      supervisor.run();
-    });
+    Supervisor supervisor(fd, goodbye, &arena, policy, folder.served_fd.get(), folder.served_name,
+                          loader);
+    std::thread watch([&] { supervisor.run(); });
     start.let_it_run();
     sealed.join();
-    uint64_t one = 1;
-    if (::write(stop.get(), &one, sizeof one) < 0) {
-      // The supervisor also ends when the filter goes away with the thread.
-    }
     watch.join();
     ::close(fd);
     if (arena.overflowed()) {

@@ -56,14 +56,6 @@ struct SealPolicy {
   bool serve = false;
   std::string working_dir;
   uint64_t max_file_bytes = uint64_t{64} << 20;
-  // The sealed thread (and threads it starts) and its supervisor run on one
-  // CPU, the one the sealed thread starts on. Each path call is then a
-  // switch between two threads of one CPU; across CPUs each wakes an idle
-  // CPU, which on a virtual machine (every cloud CI runner) costs tens of
-  // microseconds, twice per call (issue 27: a drop-in miss of a CuTe GEMM
-  // cost 1.48x NVRTC alone, 1.32x pinned). Off for a compile that runs on
-  // several threads itself (NVRTC's -split-compile).
-  bool one_cpu = false;
 };
 
 // Files a compile process opens by itself while NVRTC compiles (glibc's

@@ -3,6 +3,7 @@
 #include "compiler/seal/seal.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -14,6 +15,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <string>
 #include <condition_variable>
@@ -219,6 +222,36 @@ TEST_F(SealTest, ServingAnswersAnAbsentNameAsTheDiskDoes) {
 
 TEST_F(SealTest, ExceptionsReachTheCaller) {
   EXPECT_THROW(run_sealed({}, [] { throw std::runtime_error("x"); }), std::runtime_error);
+}
+
+// The sealed thread is not pinned: two compiles pinned to the CPU each
+// started on could share one CPU for their whole length while others idle
+// (a lent host: pairs of sealed CuTe compiles at twice NVRTC's time).
+TEST_F(SealTest, TheSealedThreadMayRunOnEveryCpuItsCallerMay) {
+  cpu_set_t caller, sealed;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof caller, &caller), 0);
+  CPU_ZERO(&sealed);
+  SealResult r = run_sealed({}, [&] { ::sched_getaffinity(0, sizeof sealed, &sealed); });
+  ASSERT_TRUE(r.sealed) << r.why;
+  EXPECT_TRUE(CPU_EQUAL(&caller, &sealed)) << CPU_COUNT(&sealed) << " of " << CPU_COUNT(&caller);
+}
+
+// A thread the sealed code starts inherits the seal, and may still name
+// files after the code returned (as glibc's thread exit may, trimming a
+// heap): it is answered and recorded, and run_sealed returns once it ended.
+TEST_F(SealTest, AThreadThatOutlivesTheSealedCodeIsAnsweredUntilItEnds) {
+  std::atomic<int> opened{-2};
+  SealResult r = run_sealed({{dir_ / "toolkit"}, {}}, [&] {
+    std::thread([&, path = dir_ / "toolkit/t.h"] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) ::close(fd);
+      opened = fd >= 0 ? 1 : -errno;
+    }).detach();
+  });
+  ASSERT_TRUE(r.sealed) << r.why;
+  EXPECT_EQ(opened.load(), 1);
+  EXPECT_TRUE(contains(r.probes, dir_ / "toolkit/t.h"));
 }
 
 // What a container runtime's seccomp policy does to a syscall it does not
