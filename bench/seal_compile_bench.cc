@@ -8,8 +8,7 @@
 //   recorded       the recording seal (Landlock lets NVRTC read everything;
 //                  every path call goes to the supervisor, which continues it)
 //   served         the serving seal as the drop-in runs it (every open outside
-//                  NVRTC's own folder served from a snapshot), on one CPU
-//   served-spread  the same with the sealed thread and supervisor unpinned
+//                  NVRTC's own folder served from a snapshot)
 //   trap           no seal, but every path call traps (SECCOMP_RET_TRAP) to a
 //                  SIGSYS handler on the compiling thread, which makes the call
 //                  itself from one allowed instruction: a path call's cost
@@ -23,6 +22,8 @@
 //                  supervisor does
 //   landlock       no seccomp: only a Landlock domain that allows reading
 //                  everything (what a domain costs by itself)
+//   landlock-HEX   the same, the domain handling the rights HEX (bits of
+//                  LANDLOCK_ACCESS_FS_*; ffff: every one up to ABI 5)
 //   main           no seal, on the process's main thread (as NVRTC alone in a
 //                  program; every other mode runs on a thread of its own)
 //   notify         the seal's transport alone: every path call stops for a
@@ -35,7 +36,10 @@
 //   workdir        no seccomp: only the sealed thread's own working folder
 //                  (unshare(CLONE_FS) and a chdir, as the seal does)
 //   workdir-deleted the same into a folder then deleted (as `recorded`'s chain)
-//   recorded-pinned recorded, the thread and its supervisor on one CPU
+//   notify-all     notify-sync, notify-landlock and workdir-deleted at once:
+//                  everything the seal does but its own supervisor's code
+//   arena          thread, with the seal's 256 MiB record mapping reserved
+//                  meanwhile (MAP_NORESERVE, untouched)
 // For each: the median wall time, and the compiling thread's user and system
 // CPU time, context switches and minor page faults (getrusage RUSAGE_THREAD),
 // with ratios to the first mode; its CPU migrations and run-queue wait
@@ -52,6 +56,7 @@
 #include <stddef.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <ucontext.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -267,14 +272,9 @@ int notify_filter(bool sync_wake_up) {
   return fd;
 }
 
-// A Landlock domain handling every file-system right of the kernel's ABI (as
-// the seal's does), reading and executing allowed beneath "/".
-bool landlock_everything_readable() {
-  const long abi = ::syscall(444, nullptr, 0, 1UL /* LANDLOCK_CREATE_RULESET_VERSION */);
-  uint64_t handled = (1ULL << 13) - 1;
-  if (abi >= 2) handled |= 1ULL << 13;
-  if (abi >= 3) handled |= 1ULL << 14;
-  if (abi >= 5) handled |= 1ULL << 15;
+// A Landlock domain handling the file-system rights `handled`, reading and
+// executing allowed beneath "/".
+bool landlock_readable(uint64_t handled) {
   struct {
     uint64_t handled;
   } attr{handled};
@@ -283,12 +283,22 @@ bool landlock_everything_readable() {
   struct __attribute__((packed)) {
     uint64_t allowed;
     int32_t fd;
-  } rule{(1ULL << 0) | (1ULL << 2) | (1ULL << 3), root};  // execute, read file, read dir
+  } rule{handled & ((1ULL << 0) | (1ULL << 2) | (1ULL << 3)), root};  // execute, read file, read dir
   const bool ok = ruleset >= 0 && ::syscall(445, ruleset, 1, &rule, 0) == 0 &&
                   ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && ::syscall(446, ruleset, 0) == 0;
   ::close(root);
   if (ruleset >= 0) ::close(static_cast<int>(ruleset));
   return ok;
+}
+
+// Every file-system right of the kernel's ABI handled (as the seal's domain).
+bool landlock_everything_readable() {
+  const long abi = ::syscall(444, nullptr, 0, 1UL /* LANDLOCK_CREATE_RULESET_VERSION */);
+  uint64_t handled = (1ULL << 13) - 1;
+  if (abi >= 2) handled |= 1ULL << 13;
+  if (abi >= 3) handled |= 1ULL << 14;
+  if (abi >= 5) handled |= 1ULL << 15;
+  return landlock_readable(handled);
 }
 
 // Answers `listener`'s notifications "continue" (reading each call's path as
@@ -358,7 +368,7 @@ int main(int argc, char** argv) {
   const std::string library_dir = library.substr(0, library.rfind('/'));
 
   std::vector<std::string> modes = {"thread", "filter",        "filter-spec", "recorded",
-                                    "served", "served-spread", "trap",        "trap-ping"};
+                                    "served", "trap",        "trap-ping"};
   if (const char* only = std::getenv("SEAL_BENCH_MODES")) {  // e.g. "thread,served"
     modes.clear();
     std::stringstream list(only);
@@ -366,9 +376,17 @@ int main(int argc, char** argv) {
   }
   std::map<std::string, std::vector<Sample>> got;
   int serial = 0;
+  const bool same_ptx = std::getenv("SEAL_BENCH_SAME_PTX") != nullptr;
   auto run = [&](const std::string& mode) {
-    // Every compile's source differs (a numbered comment), as a miss's does.
-    const std::string source = text.str() + "\n// " + std::to_string(serial++) + "\n";
+    // Every compile is a new kernel: new PTX (a device variable of its own,
+    // named by this process and the compile), so NVRTC cannot take its
+    // machine code from the driver's JIT cache (~/.nv/ComputeCache: NVRTC
+    // starts the driver where there is one, and a sealed NVRTC is not given
+    // that cache). SEAL_BENCH_SAME_PTX=1: a numbered comment only (the PTX
+    // repeats).
+    const std::string unique = std::to_string(::getpid()) + "_" + std::to_string(serial++);
+    const std::string source = text.str() + (same_ptx ? "\n// " + unique + "\n"
+                                                      : "\n__device__ int seal_bench_" + unique + ";\n");
     Sample s;
     auto start = std::chrono::steady_clock::now();
     if (mode.rfind("notify", 0) == 0) {
@@ -380,10 +398,17 @@ int main(int argc, char** argv) {
       std::thread t([&] {
         const int cpu = ::sched_getcpu();
         if (mode != "notify-spread") pin_to(cpu);
-        if (mode == "notify-landlock" && !landlock_everything_readable()) {
+        if (mode == "notify-all") {
+          char dir[] = "/tmp/seal-bench-XXXXXX";
+          if (::unshare(CLONE_FS) != 0 || !::mkdtemp(dir) || ::chdir(dir) != 0) {
+            std::fprintf(stderr, "unshare refused\n");
+          }
+          ::rmdir(dir);
+        }
+        if ((mode == "notify-landlock" || mode == "notify-all") && !landlock_everything_readable()) {
           std::fprintf(stderr, "landlock refused\n");
         }
-        int fd = notify_filter(mode == "notify-sync");
+        int fd = notify_filter(mode == "notify-sync" || mode == "notify-all");
         {
           std::lock_guard<std::mutex> lock(m);
           listener = fd < 0 ? -2 : fd;
@@ -415,22 +440,12 @@ int main(int argc, char** argv) {
         compile(nvrtc, source, options, &s);
       });
       t.join();
-    } else if (mode == "landlock") {
+    } else if (mode == "landlock" || mode.rfind("landlock-", 0) == 0) {
+      // "landlock": ABI 1's read rights; "landlock-HEX": the rights HEX.
+      const uint64_t handled =
+          mode == "landlock" ? (1ULL << 2) | (1ULL << 3) : std::strtoull(mode.c_str() + 9, nullptr, 16);
       std::thread t([&] {
-        // ABI 1's read rights, all allowed beneath "/".
-        struct {
-          uint64_t handled;
-        } attr{(1ULL << 2) | (1ULL << 3)};
-        long ruleset = ::syscall(444, &attr, sizeof attr, 0);
-        int root = ::open("/", O_PATH | O_CLOEXEC);
-        struct __attribute__((packed)) {
-          uint64_t allowed;
-          int32_t fd;
-        } rule{(1ULL << 2) | (1ULL << 3), root};
-        if (ruleset < 0 || ::syscall(445, ruleset, 1, &rule, 0) != 0 ||
-            ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::syscall(446, ruleset, 0) != 0) {
-          std::fprintf(stderr, "landlock refused\n");
-        }
+        if (!landlock_readable(handled)) std::fprintf(stderr, "landlock refused\n");
         compile(nvrtc, source, options, &s);
       });
       t.join();
@@ -470,24 +485,26 @@ int main(int argc, char** argv) {
         }
       });
       t.join();
-    } else if (mode == "thread" || mode == "filter" || mode == "filter-spec") {
+    } else if (mode == "thread" || mode == "filter" || mode == "filter-spec" || mode == "arena") {
+      void* arena = mode == "arena" ? ::mmap(nullptr, size_t{256} << 20, PROT_READ | PROT_WRITE,
+                                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                                    : nullptr;
       std::thread t([&] {
-        if (mode != "thread" && !allow_all_filter(mode == "filter")) {
+        if ((mode == "filter" || mode == "filter-spec") && !allow_all_filter(mode == "filter")) {
           std::fprintf(stderr, "seccomp refused\n");
         }
         compile(nvrtc, source, options, &s);
       });
       t.join();
+      if (arena && arena != MAP_FAILED) ::munmap(arena, size_t{256} << 20);
     } else {
       kcache::compiler::SealPolicy policy;
-      if (mode == "recorded" || mode == "recorded-pinned") {
+      if (mode == "recorded") {
         policy.readable = {"/"};
-        policy.one_cpu = mode == "recorded-pinned";
       } else {
         policy.serve = true;
         policy.readable = {library_dir, "/etc/localtime", "/usr/share/zoneinfo",
                            "/usr/lib/x86_64-linux-gnu/gconv"};
-        policy.one_cpu = mode == "served";
       }
       kcache::compiler::SealResult r =
           kcache::compiler::run_sealed(policy, [&] { compile(nvrtc, source, options, &s); });

@@ -3,10 +3,11 @@
 
     served_miss_bench.py SHIM REAL_NVRTC KERNELS_DIR [--n N] [--rounds R] [--cutlass INCLUDE]
                          [--only KERNEL] [--variants nvrtc,served,...] [--parallel P]
+                         [--same-ptx]
 
 One process per variant and round, each compiling N sources through NVRTC's C
-API (every source made new by a numbered comment, so each drop-in compile is a
-miss: the scanner, the key, the sealed NVRTC in a compile process with every
+API (every source made new by a device variable of its own, so each compile is
+a new kernel, with new PTX, and each drop-in compile is a miss: the scanner, the key, the sealed NVRTC in a compile process with every
 file it opens served from a snapshot, the store, an empty store each):
   nvrtc      the REAL_NVRTC alone
   served     the drop-in SHIM (libnvrtc.so.13 of nvrtc_shim/), program NAME.cu
@@ -16,9 +17,10 @@ file it opens served from a snapshot, the store, an empty store each):
              compiled under another name at once (the name check, issue 26)
 The variants take turns, ROUNDS times per kernel, so all see the same machine.
 With --parallel P each round runs P processes of every variant at the same
-time instead (P x variants processes at once): a shared host's speed drifts by
-more than the differences measured, and variants running side by side see the
-same drift.
+time instead (P x variants processes at once), in lockstep: all start their
+Nth compile together, and the next only when all have finished it. A shared
+host's speed drifts by more than the differences measured; variants running
+side by side, step by step, see the same drift. Ratios are then per step.
 Prints each kernel's p50s and the ratios to NVRTC alone. The first compile of
 each process (NVRTC's start, the drop-in's compile process start) is left out.
 
@@ -38,7 +40,15 @@ lib = ctypes.CDLL(sys.argv[1])
 spec = json.loads(sys.argv[2])
 times = []
 for i in range(spec["n"] + 1):
-    src = (spec["source"] + "\n// %d %s\n" % (i, spec["tag"])).encode()
+    if spec["lockstep"] and not sys.stdin.readline():  # the go for this step
+        break
+    # A new kernel each time: new PTX (a device variable of its own), so NVRTC
+    # alone cannot take its PTX's machine code from the driver's JIT cache
+    # (~/.nv/ComputeCache: NVRTC starts the driver where there is one), which
+    # the sealed NVRTC is not given. --same-ptx: a numbered comment only.
+    unique = "".join(c if c.isalnum() else "_" for c in spec["tag"]) + "_%d" % i
+    new = "// %s\n" if spec["same_ptx"] else "__device__ int kcache_bench_miss_%s;\n"
+    src = (spec["source"] + "\n" + new % unique).encode()
     prog = ctypes.c_void_p()
     lib.nvrtcCreateProgram(ctypes.byref(prog), src, spec["name"].encode(), 0, None, None)
     opts = (ctypes.c_char_p * len(spec["options"]))(*[o.encode() for o in spec["options"]])
@@ -47,6 +57,8 @@ for i in range(spec["n"] + 1):
     size = ctypes.c_size_t()
     lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
     times.append((time.perf_counter() - start) * 1000)
+    if spec["lockstep"]:
+        print(times[-1], flush=True)
     if result != 0:
         n = ctypes.c_size_t()
         lib.nvrtcGetProgramLogSize(prog, ctypes.byref(n))
@@ -54,7 +66,7 @@ for i in range(spec["n"] + 1):
         lib.nvrtcGetProgramLog(prog, log)
         sys.exit("compile failed: %d\n%s" % (result, log.value.decode()))
     lib.nvrtcDestroyProgram(ctypes.byref(prog))
-print(json.dumps(times[1:]))
+print(json.dumps(times[1:]), flush=True)
 """
 
 
@@ -83,6 +95,7 @@ def main():
     if "--variants" in sys.argv:  # e.g. --variants nvrtc,served (nvrtc first)
         keep = sys.argv[sys.argv.index("--variants") + 1].split(",")
         variants = [v for v in variants if v[0] in keep]
+    same_ptx = "--same-ptx" in sys.argv
     parallel = int(sys.argv[sys.argv.index("--parallel") + 1]) if "--parallel" in sys.argv else 0
     rows = []
     for name, file, options in kernels:
@@ -91,14 +104,20 @@ def main():
         got = {tag: [] for tag, _, _, _ in variants}
         per_round = {tag: [] for tag, _, _, _ in variants}  # p50 of each round
         def start(tag, lib, program, extra, label):
-            spec = {"n": n, "source": source, "tag": label,
+            spec = {"n": n, "source": source, "tag": label, "same_ptx": same_ptx,
+                    "lockstep": bool(parallel),
                     "name": program.replace("NAME", name), "options": ["-arch=sm_90"] + options}
             env = dict(os.environ, KCACHE_DIR=tempfile.mkdtemp(), KCACHE_REMOTE="off", **extra)
             return subprocess.Popen([sys.executable, "-c", CHILD, lib, json.dumps(spec)], env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
 
         def finish(tag, child):
-            out, err = child.communicate()
+            if child.stdin:  # lockstep: a child still waiting for a step ends
+                child.stdin.close()
+            out, err = child.stdout.read(), child.stderr.read()  # through what readline() buffered
+            child.wait()
+            out = out.strip().splitlines()[-1] if out.strip() else ""
             if child.returncode != 0:
                 sys.exit("%s %s failed:\n%s" % (tag, name, err))
             # A drop-in that cannot cache (no kcache binary beside it, an
@@ -109,14 +128,27 @@ def main():
             return json.loads(out)
 
         for r in range(rounds):
-            if parallel:  # P of each variant at once
+            if parallel:  # P of each variant at once, in lockstep
                 children = [(v[0], start(*v, "%s %d %d" % (v[0], r, p)))
                             for p in range(parallel) for v in variants]
-                done = [(tag, finish(tag, child)) for tag, child in children]
-                for tag, _, _, _ in variants:
-                    times = [t for got_tag, ts in done if got_tag == tag for t in ts]
-                    got[tag] += times
-                    per_round[tag].append(statistics.median(times))
+                # Every process starts its compile of a step at once and the
+                # step ends when all have finished: each step's compiles see
+                # the same host, whichever variant is slower.
+                for step in range(n + 1):
+                    for _, child in children:
+                        child.stdin.write("go\n")
+                        child.stdin.flush()
+                    took = [(tag, child.stdout.readline()) for tag, child in children]
+                    if any(not t for _, t in took):
+                        break  # a child failed: finish() says why
+                    if step == 0:
+                        continue  # NVRTC's start, the compile process's start
+                    for tag, _, _, _ in variants:
+                        times = [float(t) for got_tag, t in took if got_tag == tag]
+                        got[tag] += times
+                        per_round[tag].append(statistics.median(times))
+                for tag, child in children:
+                    finish(tag, child)
                 continue
             for tag, lib, program, extra in variants:  # the variants take turns
                 times = finish(tag, start(tag, lib, program, extra, "%s %d" % (tag, r)))
@@ -134,7 +166,7 @@ def main():
         # differences measured: each round's ratio to that round's NVRTC.
         for tag, _, _, _ in variants[1:]:
             ratios = sorted(a / b for a, b in zip(per_round[tag], per_round["nvrtc"]))
-            print("  %-10s /nvrtc per round: median %.3f, range %.3f-%.3f" %
+            print("  %-10s /nvrtc per round (step): median %.3f, range %.3f-%.3f" %
                   (tag, statistics.median(ratios), ratios[0], ratios[-1]))
 
 

@@ -55,15 +55,17 @@ run() {
   # than what is measured: everything below runs side by side, so each
   # comparison sees the same drift.
   local parallel=${SEAL_COST_PARALLEL:-4}
-  echo "== served_miss_bench, $parallel processes of each variant at once, $rounds rounds"
-  LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64" python3 served_miss_bench.py \
-    "$here/libnvrtc.so.13" "$nvrtc" kernels --n 1 --rounds "$rounds" --cutlass "$here/include" \
-    --variants nvrtc,served,unsealed --parallel "$parallel"
+  if [ -z "${SEAL_COST_NO_MISS:-}" ]; then  # SEAL_COST_NO_MISS=1: only the modes below
+    echo "== served_miss_bench, $parallel processes of each variant at once, $rounds rounds"
+    LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64" python3 served_miss_bench.py \
+      "$here/libnvrtc.so.13" "$nvrtc" kernels --n 1 --rounds "$rounds" --cutlass "$here/include" \
+      --variants nvrtc,served,unsealed --parallel "$parallel"
+  fi
   # seal_compile_bench: $parallel processes at once, each taking every mode in
   # turn (each starting at another mode), per-thread CPU time per mode.
-  local modes=${SEAL_COST_MODES:-thread,notify-sync,notify-landlock,workdir-deleted,recorded,recorded-pinned,served}
+  local modes=${SEAL_COST_MODES:-thread,notify-sync,notify-landlock,notify-all,arena,recorded,served}
   local kernel opts i order
-  for kernel in cute cub; do
+  for kernel in ${SEAL_COST_KERNELS:-cute cub}; do  # SEAL_COST_KERNELS=cute: only the CuTe GEMM
     if [ $kernel = cute ]; then opts=$cute; src=kernels/cutlass/cute_gemm.cu; else opts=$cub; src=kernels/cub_block.cu; fi
     echo "== seal_compile_bench, $kernel, ${SEAL_COST_BENCH_PARALLEL:-$parallel} processes at once"
     for ((i = 0; i < ${SEAL_COST_BENCH_PARALLEL:-$parallel}; i++)); do
@@ -73,7 +75,7 @@ run() {
     done
     wait
     [ "${SEAL_COST_BENCH_PARALLEL:-$parallel}" = 1 ] && cat bench.0.txt
-    cat bench.*.txt | awk '$1 ~ /^[a-z-]+$/ && NF == 13 && $2 ~ /^[0-9]+$/ {print}' | sort | awk '
+    cat bench.*.txt | awk '$1 ~ /^[a-z0-9-]+$/ && NF == 13 && $2 ~ /^[0-9]+$/ {print}' | sort | awk '
       {n[$1]++; wall[$1]=wall[$1] " " $2; user[$1]=user[$1] " " $4}
       END {for (m in n) print m, "wall p50s:" wall[m], " user p50s:" user[m]}'
     rm -f bench.*.txt
