@@ -8,7 +8,7 @@
 //   recorded       the recording seal (Landlock lets NVRTC read everything;
 //                  every path call goes to the supervisor, which continues it)
 //   served         the serving seal as the drop-in runs it (every open outside
-//                  NVRTC's own folder served from a snapshot)
+//                  NVRTC's own folder served from a snapshot), on one CPU
 //   trap           no seal, but every path call traps (SECCOMP_RET_TRAP) to a
 //                  SIGSYS handler on the compiling thread, which makes the call
 //                  itself from one allowed instruction: a path call's cost
@@ -505,14 +505,15 @@ int main(int argc, char** argv) {
         policy.serve = true;
         policy.readable = {library_dir, "/etc/localtime", "/usr/share/zoneinfo",
                            "/usr/lib/x86_64-linux-gnu/gconv"};
+        policy.one_cpu = true;  // as the drop-in's compile
       }
       kcache::compiler::SealResult r =
           kcache::compiler::run_sealed(policy, [&] { compile(nvrtc, source, options, &s); });
       if (!r.sealed) std::fprintf(stderr, "%s: not sealed: %s\n", mode.c_str(), r.why.c_str());
       if (!r.refused.empty()) std::fprintf(stderr, "%s: refused %s\n", mode.c_str(), r.refused.c_str());
       if (serial <= static_cast<int>(modes.size()) + 1) {
-        std::fprintf(stderr, "%s: %zu path calls named, %zu files served\n", mode.c_str(),
-                     r.probes.size(), r.served.size());
+        std::fprintf(stderr, "%s: %zu path calls named, %zu files served, %d CPU moves\n",
+                     mode.c_str(), r.probes.size(), r.served.size(), r.cpu_moves);
       }
     }
     s.wall_ms =

@@ -79,6 +79,7 @@ int main(int argc, char** argv) {
         bytes = read_all(files);
       } else {
         SealPolicy policy;
+        policy.one_cpu = true;  // as NVRTC runs
         if (std::string(mode) == "recorded") {
           policy.readable = {folder};
         } else {

@@ -110,6 +110,9 @@ SealPolicy nvrtc_policy(const std::string& library, const NvrtcInput& input) {
   if (slash != std::string::npos) p.readable.push_back(library.substr(0, slash));
   for (const char* system : kNvrtcSystemFiles) p.readable.push_back(system);
   p.writable = input.writable_dirs;
+  p.one_cpu = std::none_of(input.options.begin(), input.options.end(), [](const std::string& o) {
+    return o.find("split-compile") != std::string::npos;
+  });
   return p;
 }
 

@@ -9,6 +9,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -24,6 +25,7 @@
 #include <climits>
 #include <condition_variable>
 #include <cstring>
+#include <ctime>
 #include <exception>
 #include <mutex>
 #include <string_view>
@@ -428,6 +430,155 @@ LoaderCode find_loader_code() {
   return code;
 }
 
+// SealPolicy::one_cpu, on the supervisor's side: it and the sealed thread
+// share one CPU, and where the sealed thread waits for that CPU (another
+// thread pinned there too) both move to the allowed CPU idlest since the
+// last look. Follows the supervisor's invariant: its buffers are made by the
+// constructor, and it calls the kernel directly.
+class CpuKeeper {
+ public:
+  // `cpu`: the one both start on (-1: none kept); `allowed`: the CPUs the
+  // sealed thread could use before it was pinned.
+  CpuKeeper(int cpu, const cpu_set_t& allowed) : cpu_(cpu), allowed_(allowed) {
+    if (cpu_ < 0) return;
+    stat_.resize(size_t{1} << 18);
+    idle_.assign(CPU_SETSIZE, 0);
+    total_.assign(CPU_SETSIZE, 0);
+  }
+
+  // On the supervisor's thread, before its first answer.
+  void enter() const {
+    if (cpu_ >= 0) pin(0, cpu_);
+  }
+
+  // At a path call of thread `tid` (stopped until it is answered): every
+  // kJudgeEveryNs, whether the pair ran less than 3/4 of that time. (Alone
+  // on its CPU a compiling pair runs all the time, one thread or the other;
+  // the sealed thread's run-queue wait alone says little: the scheduler
+  // favours a thread that sleeps at every path call.)
+  void judge(long tid) {
+    if (cpu_ < 0) return;
+    const uint64_t now = monotonic_ns();
+    if (now - judged_ns_ < kJudgeEveryNs) return;
+    const uint64_t ran = run_ns(tid) + run_ns(0);
+    const int idlest = idlest_cpu();
+    const bool crowded = judged_ns_ != 0 && 4 * (ran - ran_ns_) < 3 * (now - judged_ns_);
+    judged_ns_ = now;
+    ran_ns_ = ran;
+    if (!crowded || idlest < 0 || idlest == cpu_) return;
+    cpu_ = idlest;
+    moves_++;
+    pin(0, cpu_);  // this thread first: the answer wakes the sealed thread on this CPU
+    pin(tid, cpu_);
+  }
+
+  int moves() const { return moves_; }
+
+ private:
+  static constexpr uint64_t kJudgeEveryNs = 50'000'000;
+
+  static void pin(long tid, int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    raw_syscall(SYS_sched_setaffinity, tid, sizeof set, reinterpret_cast<long>(&set));
+  }
+
+  static uint64_t monotonic_ns() {
+    timespec t{};
+    raw_syscall(SYS_clock_gettime, CLOCK_MONOTONIC, reinterpret_cast<long>(&t));
+    return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
+  }
+
+  // Reads `path` into buf (at most cap - 1 bytes, NUL-terminated); its length.
+  static size_t read_text(const char* path, char* buf, size_t cap) {
+    long fd = raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(path), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    size_t len = 0;
+    for (long n; len + 1 < cap && (n = raw_syscall(SYS_read, fd, reinterpret_cast<long>(buf + len),
+                                                   static_cast<long>(cap - 1 - len))) != 0;) {
+      if (n == -EINTR) continue;
+      if (n < 0) break;
+      len += static_cast<size_t>(n);
+    }
+    raw_syscall(SYS_close, fd);
+    buf[len] = '\0';
+    return len;
+  }
+
+  // The decimal number at *at (skipping blanks), moving past it.
+  static uint64_t number(const char*& at) {
+    while (*at == ' ') ++at;
+    uint64_t v = 0;
+    for (; *at >= '0' && *at <= '9'; ++at) v = v * 10 + static_cast<uint64_t>(*at - '0');
+    return v;
+  }
+
+  // Nanoseconds thread `tid` (0: the calling one) has run
+  // (/proc/self/task/TID/schedstat: "run_ns wait_ns slices").
+  static uint64_t run_ns(long tid) {
+    char path[64] = "/proc/thread-self/schedstat";
+    if (tid != 0) {
+      std::memcpy(path, "/proc/self/task/", sizeof "/proc/self/task/");
+      char digits[24];
+      int n = 0;
+      for (uint64_t v = static_cast<uint64_t>(tid); n == 0 || v; v /= 10) {
+        digits[n++] = static_cast<char>('0' + v % 10);
+      }
+      size_t at = std::strlen(path);
+      while (n) path[at++] = digits[--n];
+      std::memcpy(path + at, "/schedstat", sizeof "/schedstat");
+    }
+    char text[128];
+    if (read_text(path, text, sizeof text) == 0) return 0;
+    const char* p = text;
+    return number(p);
+  }
+
+  // The allowed CPU idlest since the last call, by /proc/stat's
+  //   cpuN user nice system idle iowait irq softirq steal ...
+  // lines; -1 where none was idle half that time (or at the first call).
+  int idlest_cpu() {
+    if (read_text("/proc/stat", stat_.data(), stat_.size()) == 0) return -1;
+    int best = -1;
+    uint64_t best_idle = 0, best_total = 1;
+    for (const char* line = stat_.data(); *line;) {
+      const char* end = std::strchr(line, '\n');
+      if (std::strncmp(line, "cpu", 3) == 0 && line[3] >= '0' && line[3] <= '9') {
+        const char* p = line + 3;
+        const uint64_t cpu = number(p);
+        uint64_t field[8] = {};
+        for (uint64_t& f : field) f = number(p);
+        const uint64_t idle = field[3] + field[4];
+        uint64_t total = 0;
+        for (uint64_t f : field) total += f;
+        if (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &allowed_)) {
+          const uint64_t d_idle = idle - idle_[cpu], d_total = total - total_[cpu];
+          // idle/total above best_idle/best_total, and at least half.
+          if (total_[cpu] != 0 && d_total > 0 && 2 * d_idle >= d_total &&
+              d_idle * best_total > best_idle * d_total) {
+            best = static_cast<int>(cpu);
+            best_idle = d_idle;
+            best_total = d_total;
+          }
+          idle_[cpu] = idle;
+          total_[cpu] = total;
+        }
+      }
+      if (!end) break;
+      line = end + 1;
+    }
+    return best;
+  }
+
+  int cpu_;
+  cpu_set_t allowed_;
+  uint64_t judged_ns_ = 0, ran_ns_ = 0;
+  int moves_ = 0;
+  std::vector<char> stat_;
+  std::vector<uint64_t> idle_, total_;  // per CPU, at the last look
+};
+
 // The sealed thread's call after `fn` (run_sealed): an openat of this
 // descriptor, naming the run's Goodbye, which the filter sends to the
 // supervisor like every path call; the supervisor answers it EBADF. Until
@@ -449,9 +600,9 @@ class Supervisor {
   // `policy` and `cwd_fd` (the sealed thread's working directory, open) only
   // matter when serving (SealPolicy::serve).
   Supervisor(int listener, const Goodbye& goodbye, RecordArena* arena, const SealPolicy& policy,
-             int cwd_fd, const std::string& cwd, const LoaderCode& loader)
+             int cwd_fd, const std::string& cwd, const LoaderCode& loader, CpuKeeper* keeper)
       : listener_(listener), goodbye_(goodbye), arena_(arena), policy_(policy), cwd_fd_(cwd_fd),
-        cwd_(cwd), loader_(loader) {
+        cwd_(cwd), loader_(loader), keeper_(keeper) {
     seccomp_notif_sizes sizes{};
     if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) == 0) {
       req_.resize(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)));
@@ -472,6 +623,7 @@ class Supervisor {
   // No allocation from here on (the invariant).
   void run() {
     if (req_.empty()) return;
+    keeper_->enter();
     auto* req = reinterpret_cast<seccomp_notif*>(req_.data());
     auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_.data());
     bool said_goodbye = false;
@@ -493,6 +645,7 @@ class Supervisor {
       if (r == -EINTR || r == -ENOENT) continue;  // ENOENT: the caller was killed meanwhile
       if (r != 0) return;
       const bool goodbye = !said_goodbye && is_goodbye(req->data);
+      if (!said_goodbye && !goodbye) keeper_->judge(static_cast<long>(req->pid));
       // Serving, the loader's calls are its own: neither recorded nor
       // served (Landlock judges them).
       const bool loader = !goodbye && policy_.serve && from_loader(req->data.instruction_pointer);
@@ -758,6 +911,7 @@ class Supervisor {
   int cwd_fd_;
   const std::string& cwd_;
   LoaderCode loader_;
+  CpuKeeper* keeper_;
   long pid_ = 0;
   std::vector<char> req_, resp_, path_, base_, absolute_, copy_;  // sized before run()
   Hasher128 hasher_;  // its state allocated before run()
@@ -804,6 +958,14 @@ void served_of(const RecordArena& arena, SealResult* out) {
                              snap.mtime_ns, snap.ctime_ns});
     }
   });
+}
+
+// Keeps the calling thread on `cpu`.
+bool run_on_cpu(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return ::sched_setaffinity(0, sizeof set, &set) == 0;
 }
 
 // Gives the calling thread a working directory of its own, the innermost of
@@ -987,13 +1149,19 @@ struct SealedStart {
   int listener = -2;        // -2: not yet; -1: failed (`why`)
   bool supervised = false;  // the supervisor runs: `fn` may start
   std::string why;
+  int cpu = -1;             // policy.one_cpu: the CPU the thread and its supervisor share
+  cpu_set_t allowed{};      // the CPUs it could use before
   std::string cwd, root;    // its working folder (and the deleted chain's root)
 
-  // On the thread to seal: its folder, Landlock domain and filter;
+  // On the thread to seal: its CPU, folder, Landlock domain and filter;
   // then waits until the supervisor runs (from here on every path call of
   // this thread waits for it).
   void seal_this_thread(const SealPolicy& policy, const WorkingFolder& folder) {
     std::string failed;
+    if (policy.one_cpu && ::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+      cpu = ::sched_getcpu();
+      if (cpu >= 0 && !run_on_cpu(cpu)) cpu = -1;
+    }
     cwd = folder.enter(&root);
     if (cwd.empty()) failed = "unshare(CLONE_FS) refused: the compile could read the working folder";
     if (failed.empty()) failed = restrict_with_landlock(policy);
@@ -1064,8 +1232,9 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   const int fd = start.wait_for_listener();
   SealResult out;
   if (fd >= 0) {
+    CpuKeeper keeper(start.cpu, start.allowed);
     Supervisor supervisor(fd, goodbye, &arena, policy, folder.served_fd.get(), folder.served_name,
-                          loader);
+                          loader, &keeper);
     std::thread watch([&] { supervisor.run(); });
     start.let_it_run();
     sealed.join();
@@ -1076,6 +1245,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
                 std::to_string(RecordArena::kBytes >> 20) + " MiB of names)";
     } else {
       out.probes = probes_of(arena, start.cwd, start.root);
+      out.cpu_moves = keeper.moves();
       served_of(arena, &out);
       out.sealed = true;
     }

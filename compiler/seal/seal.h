@@ -56,6 +56,17 @@ struct SealPolicy {
   bool serve = false;
   std::string working_dir;
   uint64_t max_file_bytes = uint64_t{64} << 20;
+  // The sealed thread and its supervisor share one CPU, the one the sealed
+  // thread starts on: each path call is then a switch between two threads
+  // of one CPU, where across CPUs each would wake an idle one, which on a
+  // virtual machine (every cloud CI runner) costs tens of microseconds,
+  // twice per call (a drop-in miss of cuda_fp16 on a 2-vCPU VM: 1.03x NVRTC
+  // alone pinned, 1.17x not). When the pair waits for that CPU (another
+  // compile pinned there too, issue 27: two at twice NVRTC's time), the
+  // supervisor moves both to the CPU idlest since it last looked.
+  // Off for a compile that runs on several threads itself (NVRTC's
+  // -split-compile).
+  bool one_cpu = false;
 };
 
 // Files a compile process opens by itself while NVRTC compiles (glibc's
@@ -91,6 +102,8 @@ struct SealResult {
   // first path refused, with why ("a FIFO"), or empty.
   std::vector<ServedFile> served;
   std::string refused;
+  // SealPolicy::one_cpu: how often the pair moved off a CPU it waited for.
+  int cpu_moves = 0;
 };
 
 // The folder an absolute source name is handed under (nvrtc.h): it exists
