@@ -9,6 +9,8 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sched.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
@@ -438,8 +441,8 @@ LoaderCode find_loader_code() {
 class CpuKeeper {
  public:
   // `cpu`: the one both start on (-1: none kept); `allowed`: the CPUs the
-  // sealed thread could use before it was pinned.
-  CpuKeeper(int cpu, const cpu_set_t& allowed) : cpu_(cpu), allowed_(allowed) {
+  // sealed thread (`tid`) could use before it was pinned.
+  CpuKeeper(int cpu, const cpu_set_t& allowed, long tid) : cpu_(cpu), tid_(tid), allowed_(allowed) {
     if (cpu_ < 0) return;
     stat_.resize(size_t{1} << 18);
     idle_.assign(CPU_SETSIZE, 0);
@@ -448,28 +451,44 @@ class CpuKeeper {
 
   // On the supervisor's thread, before its first answer.
   void enter() const {
-    if (cpu_ >= 0) pin(0, cpu_);
+    if (cpu_ >= 0 && !pin(0, cpu_)) {
+      // Left where it is: the pair crosses CPUs, slower, still answered.
+    }
   }
 
-  // At a path call of thread `tid` (stopped until it is answered): every
-  // kJudgeEveryNs, whether the pair ran less than 3/4 of that time. (Alone
-  // on its CPU a compiling pair runs all the time, one thread or the other;
-  // the sealed thread's run-queue wait alone says little: the scheduler
-  // favours a thread that sleeps at every path call.)
-  void judge(long tid) {
-    if (cpu_ < 0) return;
+  // At a path call of thread `caller` (stopped until it is answered): every
+  // kJudgeEveryNs of the sealed thread's calls, whether the pair ran less
+  // than 3/4 of that time. (Alone on its CPU a compiling pair runs all the
+  // time, one thread or the other; the sealed thread's run-queue wait alone
+  // says little: the scheduler favours a thread that sleeps at every path
+  // call.) Crowded twice running, both move to the CPU idlest between the
+  // two looks (/proc/stat is read only then).
+  void judge(long caller) {
+    if (cpu_ < 0 || caller != tid_) return;
     const uint64_t now = monotonic_ns();
     if (now - judged_ns_ < kJudgeEveryNs) return;
-    const uint64_t ran = run_ns(tid) + run_ns(0);
-    const int idlest = idlest_cpu();
-    const bool crowded = judged_ns_ != 0 && 4 * (ran - ran_ns_) < 3 * (now - judged_ns_);
+    const uint64_t ran = run_ns(tid_) + run_ns(0);
+    const bool crowded = judged_ns_ != 0 && ran >= ran_ns_ && 4 * (ran - ran_ns_) < 3 * (now - judged_ns_);
     judged_ns_ = now;
     ran_ns_ = ran;
-    if (!crowded || idlest < 0 || idlest == cpu_) return;
+    if (!crowded) {
+      sampled_ = false;
+      return;
+    }
+    const int idlest = idlest_cpu();  // since the last look: used only if that was crowded too
+    if (!sampled_) {
+      sampled_ = true;
+      return;
+    }
+    if (idlest < 0 || idlest == cpu_) return;
+    // This thread first: the answer wakes the sealed thread on this CPU.
+    if (!pin(0, idlest)) return;
+    if (!pin(tid_, idlest)) {
+      pin(0, cpu_);  // the sealed thread stays: so does this one
+      return;
+    }
     cpu_ = idlest;
     moves_++;
-    pin(0, cpu_);  // this thread first: the answer wakes the sealed thread on this CPU
-    pin(tid, cpu_);
   }
 
   int moves() const { return moves_; }
@@ -477,11 +496,11 @@ class CpuKeeper {
  private:
   static constexpr uint64_t kJudgeEveryNs = 50'000'000;
 
-  static void pin(long tid, int cpu) {
+  static bool pin(long tid, int cpu) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
-    raw_syscall(SYS_sched_setaffinity, tid, sizeof set, reinterpret_cast<long>(&set));
+    return raw_syscall(SYS_sched_setaffinity, tid, sizeof set, reinterpret_cast<long>(&set)) == 0;
   }
 
   static uint64_t monotonic_ns() {
@@ -519,13 +538,14 @@ class CpuKeeper {
   static uint64_t run_ns(long tid) {
     char path[64] = "/proc/thread-self/schedstat";
     if (tid != 0) {
-      std::memcpy(path, "/proc/self/task/", sizeof "/proc/self/task/");
+      constexpr char kTask[] = "/proc/self/task/";
+      std::memcpy(path, kTask, sizeof kTask);
       char digits[24];
       int n = 0;
       for (uint64_t v = static_cast<uint64_t>(tid); n == 0 || v; v /= 10) {
         digits[n++] = static_cast<char>('0' + v % 10);
       }
-      size_t at = std::strlen(path);
+      size_t at = sizeof kTask - 1;
       while (n) path[at++] = digits[--n];
       std::memcpy(path + at, "/schedstat", sizeof "/schedstat");
     }
@@ -539,12 +559,15 @@ class CpuKeeper {
   //   cpuN user nice system idle iowait irq softirq steal ...
   // lines; -1 where none was idle half that time (or at the first call).
   int idlest_cpu() {
-    if (read_text("/proc/stat", stat_.data(), stat_.size()) == 0) return -1;
+    const size_t len = read_text("/proc/stat", stat_.data(), stat_.size());
+    if (len == 0) return -1;
     int best = -1;
     uint64_t best_idle = 0, best_total = 1;
-    for (const char* line = stat_.data(); *line;) {
-      const char* end = std::strchr(line, '\n');
-      if (std::strncmp(line, "cpu", 3) == 0 && line[3] >= '0' && line[3] <= '9') {
+    const char* const stop = stat_.data() + len;
+    for (const char* line = stat_.data(); line < stop;) {
+      const char* end = static_cast<const char*>(std::memchr(line, '\n', static_cast<size_t>(stop - line)));
+      if (stop - line > 3 && line[0] == 'c' && line[1] == 'p' && line[2] == 'u' && line[3] >= '0' &&
+          line[3] <= '9') {
         const char* p = line + 3;
         const uint64_t cpu = number(p);
         uint64_t field[8] = {};
@@ -553,9 +576,11 @@ class CpuKeeper {
         uint64_t total = 0;
         for (uint64_t f : field) total += f;
         if (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &allowed_)) {
+          // (iowait may go back: such a CPU is skipped this time.)
+          const bool forward = idle >= idle_[cpu] && total >= total_[cpu];
           const uint64_t d_idle = idle - idle_[cpu], d_total = total - total_[cpu];
           // idle/total above best_idle/best_total, and at least half.
-          if (total_[cpu] != 0 && d_total > 0 && 2 * d_idle >= d_total &&
+          if (forward && total_[cpu] != 0 && d_total > 0 && d_idle <= d_total && 2 * d_idle >= d_total &&
               d_idle * best_total > best_idle * d_total) {
             best = static_cast<int>(cpu);
             best_idle = d_idle;
@@ -572,8 +597,10 @@ class CpuKeeper {
   }
 
   int cpu_;
+  long tid_;
   cpu_set_t allowed_;
   uint64_t judged_ns_ = 0, ran_ns_ = 0;
+  bool sampled_ = false;  // the last look was crowded too: /proc/stat read then
   int moves_ = 0;
   std::vector<char> stat_;
   std::vector<uint64_t> idle_, total_;  // per CPU, at the last look
@@ -600,9 +627,10 @@ class Supervisor {
   // `policy` and `cwd_fd` (the sealed thread's working directory, open) only
   // matter when serving (SealPolicy::serve).
   Supervisor(int listener, const Goodbye& goodbye, RecordArena* arena, const SealPolicy& policy,
-             int cwd_fd, const std::string& cwd, const LoaderCode& loader, CpuKeeper* keeper)
+             int cwd_fd, const std::string& cwd, const LoaderCode& loader, CpuKeeper* keeper,
+             const std::atomic<bool>* joined)
       : listener_(listener), goodbye_(goodbye), arena_(arena), policy_(policy), cwd_fd_(cwd_fd),
-        cwd_(cwd), loader_(loader), keeper_(keeper) {
+        cwd_(cwd), loader_(loader), keeper_(keeper), joined_(joined) {
     seccomp_notif_sizes sizes{};
     if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) == 0) {
       req_.resize(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)));
@@ -627,24 +655,42 @@ class Supervisor {
     auto* req = reinterpret_cast<seccomp_notif*>(req_.data());
     auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_.data());
     bool said_goodbye = false;
+    int idle_after_join = 0;  // 100 ms polls with nothing to answer, the sealed thread joined
     for (;;) {
       // After the goodbye the thread still ends (glibc's thread exit may
       // trim a heap, which opens a file): answer until the filter goes away
-      // with it (POLLHUP), which only poll() sees.
+      // with it (POLLHUP), which only poll() sees. A thread or process `fn`
+      // started that lives on keeps the filter: after kStragglerPolls with
+      // nothing to answer, the seal gives up on it (SealResult: not sealed).
       if (said_goodbye) {
         pollfd p{listener_, POLLIN, 0};
-        long r = raw_syscall(SYS_poll, reinterpret_cast<long>(&p), 1, -1);
+        long r = raw_syscall(SYS_poll, reinterpret_cast<long>(&p), 1, 100);
         if (r == -EINTR) continue;
-        if (r < 0 || !(p.revents & POLLIN)) return;
+        if (r < 0 || (r > 0 && !(p.revents & POLLIN))) return;
+        if (r == 0) {
+          if (joined_->load() && ++idle_after_join >= kStragglerPolls) {
+            outlived_ = true;
+            return;
+          }
+          continue;
+        }
       }
       std::memset(req_.data(), 0, req_.size());
       // Until the goodbye, blocks here: the kernel hands the CPU straight
       // over (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP).
       long r = raw_syscall(SYS_ioctl, listener_, static_cast<long>(SECCOMP_IOCTL_NOTIF_RECV),
                            reinterpret_cast<long>(req));
-      if (r == -EINTR || r == -ENOENT) continue;  // ENOENT: the caller was killed meanwhile
+      if (r == -EINTR || r == -ENOENT) {
+        // ENOENT: the caller was killed meanwhile, or (Linux 6.11+) no
+        // thread uses the filter any more: then it has hung up.
+        pollfd p{listener_, POLLIN, 0};
+        if (raw_syscall(SYS_poll, reinterpret_cast<long>(&p), 1, 0) > 0 && !(p.revents & POLLIN)) return;
+        continue;
+      }
       if (r != 0) return;
-      const bool goodbye = !said_goodbye && is_goodbye(req->data);
+      // (A goodbye made again after its answer, a signal racing it, is
+      // answered again and never recorded.)
+      const bool goodbye = is_goodbye(req->data);
       if (!said_goodbye && !goodbye) keeper_->judge(static_cast<long>(req->pid));
       // Serving, the loader's calls are its own: neither recorded nor
       // served (Landlock judges them).
@@ -667,7 +713,11 @@ class Supervisor {
     }
   }
 
+  // Whether it gave up on a thread or process `fn` started, still alive.
+  bool outlived() const { return outlived_; }
+
  private:
+  static constexpr int kStragglerPolls = 10;  // a second
   static constexpr long kContinue = 1;  // let the call run (Landlock judges it)
   static constexpr long kAnswered = 2;  // the call has its result (ADDFD_FLAG_SEND)
 
@@ -912,6 +962,8 @@ class Supervisor {
   const std::string& cwd_;
   LoaderCode loader_;
   CpuKeeper* keeper_;
+  const std::atomic<bool>* joined_;  // run_sealed joined the sealed thread
+  bool outlived_ = false;
   long pid_ = 0;
   std::vector<char> req_, resp_, path_, base_, absolute_, copy_;  // sized before run()
   Hasher128 hasher_;  // its state allocated before run()
@@ -958,6 +1010,13 @@ void served_of(const RecordArena& arena, SealResult* out) {
                              snap.mtime_ns, snap.ctime_ns});
     }
   });
+}
+
+// Blocks every signal the calling thread may block (glibc keeps its own).
+void block_signals() {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);
 }
 
 // Keeps the calling thread on `cpu`.
@@ -1151,6 +1210,7 @@ struct SealedStart {
   std::string why;
   int cpu = -1;             // policy.one_cpu: the CPU the thread and its supervisor share
   cpu_set_t allowed{};      // the CPUs it could use before
+  long tid = 0;             // the sealed thread's
   std::string cwd, root;    // its working folder (and the deleted chain's root)
 
   // On the thread to seal: its CPU, folder, Landlock domain and filter;
@@ -1158,6 +1218,7 @@ struct SealedStart {
   // this thread waits for it).
   void seal_this_thread(const SealPolicy& policy, const WorkingFolder& folder) {
     std::string failed;
+    tid = raw_syscall(SYS_gettid);
     if (policy.one_cpu && ::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
       cpu = ::sched_getcpu();
       if (cpu >= 0 && !run_on_cpu(cpu)) cpu = -1;
@@ -1214,13 +1275,20 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   SealedStart start;
   std::exception_ptr error;
   std::thread sealed([&] {
+    // No signal of the program's on this thread: none interrupts a call of
+    // `fn` (a stopped path call is interruptible, the call itself is not)
+    // or its goodbye.
+    block_signals();
     start.seal_this_thread(policy, folder);
     // Sealed, the thread's last call is its goodbye (the supervisor then
-    // ends), whichever way it leaves `fn`.
+    // waits for the filter to go), whichever way it leaves `fn`.
     struct SayGoodbye {
       const Goodbye* to;
       ~SayGoodbye() {
-        if (to) raw_syscall(SYS_openat, kGoodbyeFd, reinterpret_cast<long>(to->token), O_RDONLY);
+        if (!to) return;
+        while (raw_syscall(SYS_openat, kGoodbyeFd, reinterpret_cast<long>(to->token), O_RDONLY) ==
+               -EINTR) {
+        }
       }
     } say{start.listener >= 0 ? &goodbye : nullptr};
     try {
@@ -1232,15 +1300,23 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   const int fd = start.wait_for_listener();
   SealResult out;
   if (fd >= 0) {
-    CpuKeeper keeper(start.cpu, start.allowed);
+    CpuKeeper keeper(start.cpu, start.allowed, start.tid);
+    std::atomic<bool> joined{false};
     Supervisor supervisor(fd, goodbye, &arena, policy, folder.served_fd.get(), folder.served_name,
-                          loader, &keeper);
-    std::thread watch([&] { supervisor.run(); });
+                          loader, &keeper, &joined);
+    std::thread watch([&] {
+      block_signals();  // no program's handler runs here while a sealed thread is stopped
+      supervisor.run();
+    });
     start.let_it_run();
     sealed.join();
+    joined = true;
     watch.join();
     ::close(fd);
-    if (arena.overflowed()) {
+    if (supervisor.outlived()) {
+      out.why = "a thread or process the sealed code started outlived it (what it names next "
+                "goes unrecorded)";
+    } else if (arena.overflowed()) {
       out.why = "NVRTC named more paths than the seal records (" +
                 std::to_string(RecordArena::kBytes >> 20) + " MiB of names)";
     } else {

@@ -2,7 +2,10 @@
 // and a record of every path it asked the kernel about.
 //
 // Contract. run_sealed(policy, fn) runs `fn` on a new thread and returns when
-// it has returned. While `fn` runs that thread (and any thread it creates):
+// it has returned and every thread or process it started has ended (one
+// still alive a second after `fn` returned is given up on: the result says
+// not sealed). That thread blocks the program's signals. While `fn` runs that
+// thread (and any thread it creates):
 //  - has a working directory of its own (unshare(CLONE_FS)): the innermost of
 //    a chain of kSealDepth folders made for it and deleted again, so a
 //    relative name resolves to nothing and `..` climbs through deleted folders;

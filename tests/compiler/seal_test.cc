@@ -3,7 +3,9 @@
 #include "compiler/seal/seal.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -16,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <cerrno>
 #include <string>
@@ -224,9 +227,8 @@ TEST_F(SealTest, ExceptionsReachTheCaller) {
   EXPECT_THROW(run_sealed({}, [] { throw std::runtime_error("x"); }), std::runtime_error);
 }
 
-// The sealed thread is not pinned: two compiles pinned to the CPU each
-// started on could share one CPU for their whole length while others idle
-// (a lent host: pairs of sealed CuTe compiles at twice NVRTC's time).
+// Without SealPolicy::one_cpu the sealed thread is not pinned
+// (seal_cpu_test has one_cpu).
 TEST_F(SealTest, TheSealedThreadMayRunOnEveryCpuItsCallerMay) {
   cpu_set_t caller, sealed;
   ASSERT_EQ(::sched_getaffinity(0, sizeof caller, &caller), 0);
@@ -252,6 +254,37 @@ TEST_F(SealTest, AThreadThatOutlivesTheSealedCodeIsAnsweredUntilItEnds) {
   ASSERT_TRUE(r.sealed) << r.why;
   EXPECT_EQ(opened.load(), 1);
   EXPECT_TRUE(contains(r.probes, dir_ / "toolkit/t.h"));
+}
+
+// One that lives on is given up on after a second: run_sealed returns, and
+// says the record may miss what it names later.
+TEST_F(SealTest, AThreadThatLivesOnIsGivenUpOnAndTheResultIsNotSealed) {
+  auto stay = std::make_shared<std::atomic<bool>>(true);
+  const auto start = std::chrono::steady_clock::now();
+  SealResult r = run_sealed({{dir_ / "toolkit"}, {}}, [stay] {
+    std::thread([stay] {
+      while (*stay) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }).detach();
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  *stay = false;
+  EXPECT_FALSE(r.sealed);
+  EXPECT_NE(r.why.find("outlived"), std::string::npos) << r.why;
+  EXPECT_LT(seconds, 10.0);
+}
+
+// The program's signals go to its other threads: a path call stopped at
+// the supervisor is interruptible where the call itself is not, and a
+// handler without SA_RESTART would hand NVRTC an EINTR it never meets.
+TEST_F(SealTest, TheSealedThreadBlocksTheProgramsSignals) {
+  sigset_t blocked;
+  sigemptyset(&blocked);
+  SealResult r = run_sealed({}, [&] { pthread_sigmask(SIG_BLOCK, nullptr, &blocked); });
+  ASSERT_TRUE(r.sealed) << r.why;
+  for (int signal : {SIGINT, SIGTERM, SIGALRM, SIGCHLD, SIGUSR1, SIGPROF}) {
+    EXPECT_TRUE(sigismember(&blocked, signal)) << signal;
+  }
 }
 
 // What a container runtime's seccomp policy does to a syscall it does not
