@@ -5,6 +5,7 @@
 #   tools/gpu_seal_cost.sh build [DEST]   on the build machine: the bench, the
 #                                         drop-in, the kernels, CUTLASS's headers
 #   DEST/gpu_seal_cost.sh run [ROUNDS]    on the GPU machine (~5 minutes at 4)
+#   DEST/gpu_seal_cost.sh final           the issue's bar and the drop-in suite
 #
 # With the session's device tool:
 #   tools/gpu_seal_cost.sh build /work/main/.gpu-carry-seal
@@ -83,8 +84,38 @@ run() {
   echo "date: $(date -u +%FT%TZ)"
 }
 
+# The issue's bar in one call (~5 minutes): the drop-in's miss against NVRTC
+# alone (lockstep, a new kernel each compile), 8 seal_compile_bench processes
+# at once (CPU moves under load), then tools/gpu_drop_in.sh's suite.
+final() {
+  local here nvrtc cute i
+  here=$(cd "$(dirname "$0")" && pwd)
+  cd "$here" || exit 1
+  [ -d include ] || tar xzf cutlass.tgz || exit 1
+  nvrtc=/usr/local/cuda/lib64/libnvrtc.so.13
+  echo "date: $(date -u +%FT%TZ), $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
+  echo "== served_miss_bench --n 3 --rounds 3 --parallel 4 (lockstep), new PTX"
+  LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64" python3 served_miss_bench.py "$here/libnvrtc.so.13" "$nvrtc" \
+    kernels --n 3 --rounds 3 --cutlass "$here/include" --variants nvrtc,served,unsealed --parallel 4 2>&1 | tail -22
+  echo "== seal_compile_bench, CuTe, 8 processes at once, thread and served; $(date -u +%FT%TZ)"
+  cute="-arch=sm_90 --std=c++17 -default-device -I$here/include -I/usr/local/cuda/include -I/usr/local/cuda/include/cccl"
+  for i in 0 1 2 3 4 5 6 7; do
+    # shellcheck disable=SC2086
+    SEAL_BENCH_MODES=$([ $((i % 2)) = 0 ] && echo thread,served || echo served,thread) \
+      ./seal_compile_bench $nvrtc kernels/cutlass/cute_gemm.cu 2 $cute >"b.$i.txt" 2>"e.$i.txt" &
+  done
+  wait
+  grep -h "^thread \|^served " b.*.txt | sort | awk '{w[$1]=w[$1] " " $2} END {for (m in w) print m, "p50s:" w[m]}'
+  grep -h "CPU moves" e.*.txt | sort | uniq -c
+  rm -f b.*.txt e.*.txt
+  echo "== gpu_drop_in.sh run; $(date -u +%FT%TZ)"
+  bash gpu_drop_in.sh run 2>&1 | grep -E "PASS|FAIL|passed" | tail -30
+  echo "date: $(date -u +%FT%TZ)"
+}
+
 case "${1:-}" in
   build) shift; build "$@" ;;
   run) shift; run "$@" ;;
-  *) echo "usage: $0 build [DEST] | run [ROUNDS]"; exit 2 ;;
+  final) shift; final "$@" ;;
+  *) echo "usage: $0 build [DEST] | run [ROUNDS] | final"; exit 2 ;;
 esac
