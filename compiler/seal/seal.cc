@@ -31,6 +31,7 @@
 #include <ctime>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string_view>
 #include <thread>
 #include <unordered_set>
@@ -631,11 +632,13 @@ class Supervisor {
              const std::atomic<bool>* joined)
       : listener_(listener), goodbye_(goodbye), arena_(arena), policy_(policy), cwd_fd_(cwd_fd),
         cwd_(cwd), loader_(loader), keeper_(keeper), joined_(joined) {
+    // The kernel's sizes where it says them (a newer kernel's may be
+    // larger), else these headers': never none, or the sealed thread's
+    // first path call would wait for good.
     seccomp_notif_sizes sizes{};
-    if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) == 0) {
-      req_.resize(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)));
-      resp_.resize(std::max<size_t>(sizes.seccomp_notif_resp, sizeof(seccomp_notif_resp)));
-    }
+    if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) != 0) sizes = {};
+    req_.resize(std::max<size_t>(sizes.seccomp_notif, sizeof(seccomp_notif)));
+    resp_.resize(std::max<size_t>(sizes.seccomp_notif_resp, sizeof(seccomp_notif_resp)));
     path_.resize(kMaxPath + 1);
     base_.resize(kMaxPath + 1);
     absolute_.resize(2 * kMaxPath + 2);
@@ -650,7 +653,6 @@ class Supervisor {
 
   // No allocation from here on (the invariant).
   void run() {
-    if (req_.empty()) return;
     keeper_->enter();
     auto* req = reinterpret_cast<seccomp_notif*>(req_.data());
     auto* resp = reinterpret_cast<seccomp_notif_resp*>(resp_.data());
@@ -1207,6 +1209,7 @@ struct SealedStart {
   std::condition_variable changed;
   int listener = -2;        // -2: not yet; -1: failed (`why`)
   bool supervised = false;  // the supervisor runs: `fn` may start
+  bool abandoned = false;   // no supervisor could be started: skip `fn`
   std::string why;
   int cpu = -1;             // policy.one_cpu: the CPU the thread and its supervisor share
   cpu_set_t allowed{};      // the CPUs it could use before
@@ -1216,7 +1219,8 @@ struct SealedStart {
   // On the thread to seal: its CPU, folder, Landlock domain and filter;
   // then waits until the supervisor runs (from here on every path call of
   // this thread waits for it).
-  void seal_this_thread(const SealPolicy& policy, const WorkingFolder& folder) {
+  // Returns false where the seal was abandoned (`fn` must not run).
+  bool seal_this_thread(const SealPolicy& policy, const WorkingFolder& folder) {
     std::string failed;
     tid = raw_syscall(SYS_gettid);
     if (policy.one_cpu && ::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
@@ -1232,7 +1236,8 @@ struct SealedStart {
     listener = fd;
     why = failed;
     changed.notify_all();
-    if (fd >= 0) changed.wait(lock, [&] { return supervised; });
+    if (fd >= 0) changed.wait(lock, [&] { return supervised || abandoned; });
+    return !abandoned;
   }
 
   // On the supervising thread: the listener, once the sealed thread has one.
@@ -1246,6 +1251,14 @@ struct SealedStart {
     {
       std::lock_guard<std::mutex> lock(m);
       supervised = true;
+    }
+    changed.notify_all();
+  }
+
+  void abandon() {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      abandoned = true;
     }
     changed.notify_all();
   }
@@ -1279,7 +1292,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
     // `fn` (a stopped path call is interruptible, the call itself is not)
     // or its goodbye.
     block_signals();
-    start.seal_this_thread(policy, folder);
+    if (!start.seal_this_thread(policy, folder)) return;
     // Sealed, the thread's last call is its goodbye (the supervisor then
     // waits for the filter to go), whichever way it leaves `fn`.
     struct SayGoodbye {
@@ -1300,20 +1313,30 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   const int fd = start.wait_for_listener();
   SealResult out;
   if (fd >= 0) {
-    CpuKeeper keeper(start.cpu, start.allowed, start.tid);
+    std::optional<CpuKeeper> keeper;
+    std::optional<Supervisor> supervisor;
     std::atomic<bool> joined{false};
-    Supervisor supervisor(fd, goodbye, &arena, policy, folder.served_fd.get(), folder.served_name,
-                          loader, &keeper, &joined);
-    std::thread watch([&] {
-      block_signals();  // no program's handler runs here while a sealed thread is stopped
-      supervisor.run();
-    });
+    std::thread watch;
+    try {  // (the sealed thread waits, in no path call, holding nothing)
+      keeper.emplace(start.cpu, start.allowed, start.tid);
+      supervisor.emplace(fd, goodbye, &arena, policy, folder.served_fd.get(), folder.served_name,
+                         loader, &*keeper, &joined);
+      watch = std::thread([&] {
+        block_signals();  // no program's handler runs here while a sealed thread is stopped
+        supervisor->run();
+      });
+    } catch (...) {
+      ::close(fd);  // its path calls now fail at once (ENOSYS): it skips `fn` and ends
+      start.abandon();
+      sealed.join();
+      throw;
+    }
     start.let_it_run();
     sealed.join();
     joined = true;
     watch.join();
     ::close(fd);
-    if (supervisor.outlived()) {
+    if (supervisor->outlived()) {
       out.why = "a thread or process the sealed code started outlived it (what it names next "
                 "goes unrecorded)";
     } else if (arena.overflowed()) {
@@ -1321,7 +1344,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
                 std::to_string(RecordArena::kBytes >> 20) + " MiB of names)";
     } else {
       out.probes = probes_of(arena, start.cwd, start.root);
-      out.cpu_moves = keeper.moves();
+      out.cpu_moves = keeper->moves();
       served_of(arena, &out);
       out.sealed = true;
     }
