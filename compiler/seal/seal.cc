@@ -452,9 +452,7 @@ class CpuKeeper {
 
   // On the supervisor's thread, before its first answer.
   void enter() const {
-    if (cpu_ >= 0 && !pin(0, cpu_)) {
-      // Left where it is: the pair crosses CPUs, slower, still answered.
-    }
+    if (cpu_ >= 0) pin(0, cpu_);  // refused: the pair crosses CPUs, slower, still answered
   }
 
   // At a path call of thread `caller` (stopped until it is answered): every
@@ -469,7 +467,8 @@ class CpuKeeper {
     const uint64_t now = monotonic_ns();
     if (now - judged_ns_ < kJudgeEveryNs) return;
     const uint64_t ran = run_ns(tid_) + run_ns(0);
-    const bool crowded = judged_ns_ != 0 && ran >= ran_ns_ && 4 * (ran - ran_ns_) < 3 * (now - judged_ns_);
+    const bool crowded =
+        judged_ns_ != 0 && ran >= ran_ns_ && 4 * (ran - ran_ns_) < 3 * (now - judged_ns_);
     judged_ns_ = now;
     ran_ns_ = ran;
     if (!crowded) {
@@ -566,7 +565,8 @@ class CpuKeeper {
     uint64_t best_idle = 0, best_total = 1;
     const char* const stop = stat_.data() + len;
     for (const char* line = stat_.data(); line < stop;) {
-      const char* end = static_cast<const char*>(std::memchr(line, '\n', static_cast<size_t>(stop - line)));
+      const char* end =
+          static_cast<const char*>(std::memchr(line, '\n', static_cast<size_t>(stop - line)));
       if (stop - line > 3 && line[0] == 'c' && line[1] == 'p' && line[2] == 'u' && line[3] >= '0' &&
           line[3] <= '9') {
         const char* p = line + 3;
@@ -581,8 +581,8 @@ class CpuKeeper {
           const bool forward = idle >= idle_[cpu] && total >= total_[cpu];
           const uint64_t d_idle = idle - idle_[cpu], d_total = total - total_[cpu];
           // idle/total above best_idle/best_total, and at least half.
-          if (forward && total_[cpu] != 0 && d_total > 0 && d_idle <= d_total && 2 * d_idle >= d_total &&
-              d_idle * best_total > best_idle * d_total) {
+          if (forward && total_[cpu] != 0 && d_total > 0 && d_idle <= d_total &&
+              2 * d_idle >= d_total && d_idle * best_total > best_idle * d_total) {
             best = static_cast<int>(cpu);
             best_idle = d_idle;
             best_total = d_total;
@@ -686,7 +686,8 @@ class Supervisor {
         // ENOENT: the caller was killed meanwhile, or (Linux 6.11+) no
         // thread uses the filter any more: then it has hung up.
         pollfd p{listener_, POLLIN, 0};
-        if (raw_syscall(SYS_poll, reinterpret_cast<long>(&p), 1, 0) > 0 && !(p.revents & POLLIN)) return;
+        if (raw_syscall(SYS_poll, reinterpret_cast<long>(&p), 1, 0) > 0 && !(p.revents & POLLIN))
+          return;
         continue;
       }
       if (r != 0) return;
@@ -1228,7 +1229,8 @@ struct SealedStart {
       if (cpu >= 0 && !run_on_cpu(cpu)) cpu = -1;
     }
     cwd = folder.enter(&root);
-    if (cwd.empty()) failed = "unshare(CLONE_FS) refused: the compile could read the working folder";
+    if (cwd.empty())
+      failed = "unshare(CLONE_FS) refused: the compile could read the working folder";
     if (failed.empty()) failed = restrict_with_landlock(policy);
     int fd = -1;
     if (failed.empty()) fd = install_supervision(&failed);

@@ -55,7 +55,9 @@ std::map<int, std::pair<uint64_t, uint64_t>> cpu_ticks() {
   std::map<int, std::pair<uint64_t, uint64_t>> out;
   std::ifstream stat("/proc/stat");
   for (std::string line; std::getline(stat, line);) {
-    if (line.rfind("cpu", 0) != 0 || line.size() < 4 || !std::isdigit(static_cast<unsigned char>(line[3]))) continue;
+    if (line.rfind("cpu", 0) != 0 || line.size() < 4 ||
+        !std::isdigit(static_cast<unsigned char>(line[3])))
+      continue;
     std::istringstream fields(line.substr(3));
     int cpu;
     uint64_t f[8] = {};
@@ -110,10 +112,11 @@ TEST_F(SealCpuTest, ThePairMovesOffACpuAnotherThreadHolds) {
     for (const auto& [cpu, ticks] : after) {
       auto was = before.find(cpu);
       if (cpu == first || was == before.end() || !CPU_ISSET(cpu, &allowed_)) continue;
-      const uint64_t idle = ticks.first - was->second.first, total = ticks.second - was->second.second;
+      const uint64_t idle = ticks.first - was->second.first,
+                     total = ticks.second - was->second.second;
       EXPECT_FALSE(total > 0 && 4 * idle >= 3 * total)
-          << "CPU " << cpu << " was idle " << idle << " of " << total << " ticks, and the pair stayed on CPU "
-          << first;
+          << "CPU " << cpu << " was idle " << idle << " of " << total
+          << " ticks, and the pair stayed on CPU " << first;
     }
     if (HasFailure()) return;
   }
