@@ -48,6 +48,21 @@ class RealFileSystemAttack3Test : public testing::ProgramVsNvrtcTest {
     write(deep_.substr(base_.size() + 1) + "/.keep", "");
   }
 
+  // The program compiled twice with working folder `a` as `name_a` (a miss,
+  // then its entry), then with working folder `b` as `name_b`: each time
+  // NVRTC's own answer there (folders and names relative to the test's).
+  void made_in_a_asked_in_b(const std::string& source, const std::vector<std::string>& options,
+                            const std::string& a, const std::string& name_a, const std::string& b,
+                            const std::string& name_b) {
+    {
+      InFolder in(dir_ / a);
+      expect_nvrtcs_answer(source, dir_ / name_a, options);
+      expect_nvrtcs_answer(source, dir_ / name_a, options);
+    }
+    InFolder in(dir_ / b);
+    expect_nvrtcs_answer(source, dir_ / name_b, options);
+  }
+
   std::string base_, deep_;
   size_t n_ = 0;
 };
@@ -124,13 +139,7 @@ TEST_F(RealFileSystemAttack3Test, IncludeDotWithAProgramInTheWorkingFolder) {
   write("b/i.h", "#define VALUE 2\n");
   const std::string source = "#include <i.h>\n" + std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90", "-I."};
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-  }
-  InFolder in(dir_ / "b");
-  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // b's i.h: VALUE 2
+  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");  // b's i.h: VALUE 2
 }
 
 // C4. "-I .." with a program in the working folder, folders at two depths.
@@ -141,13 +150,7 @@ TEST_F(RealFileSystemAttack3Test, IncludeDotDotWithAProgramInTheWorkingFolder) {
   write("x/b/.keep", "");
   const std::string source = "#include <i.h>\n" + std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90", "-I.."};
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-  }
-  InFolder in(dir_ / "x/b");
-  expect_nvrtcs_answer(source, dir_ / "x/b/k.cu", options);  // x/i.h: VALUE 2
+  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "x/b", "x/b/k.cu");  // x/i.h: VALUE 2
 }
 
 // C5. "-I ." where the include is absent in the first folder (found by a
@@ -158,13 +161,7 @@ TEST_F(RealFileSystemAttack3Test, IncludeDotAbsentThenPresentInAnotherFolder) {
   write("b/i.h", "#define VALUE 2\n");
   const std::string source = "#include <i.h>\n" + std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90", "-I.", "-I" + dir_ / "inc"};
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-  }
-  InFolder in(dir_ / "b");
-  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // b's i.h: VALUE 2
+  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");  // b's i.h: VALUE 2
 }
 
 // C6. __has_include of a name beside a program in the working folder, absent
@@ -176,13 +173,7 @@ TEST_F(RealFileSystemAttack3Test, HasIncludeBesideAProgramInTheWorkingFolder) {
       "#if __has_include(\"flag.h\")\n#define VALUE 2\n#else\n#define VALUE 1\n#endif\n" +
       std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90"};
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-  }
-  InFolder in(dir_ / "b");
-  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);
+  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");
 }
 
 // C7. A relative program name through a linked folder, including "../y.h":
@@ -213,13 +204,7 @@ TEST_F(RealFileSystemAttack3Test, ProgramInTheWorkingFolderClimbsOut) {
   const std::string source = "#include \"../y.h\"\n" + std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc/q"};
   write("inc/q/.keep", "");
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-  }
-  InFolder in(dir_ / "x/b");
-  expect_nvrtcs_answer(source, dir_ / "x/b/k.cu", options);  // x/y.h: VALUE 2
+  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "x/b", "x/b/k.cu");  // x/y.h: VALUE 2
 }
 
 // C9. The program in the working folder, but named relatively with "./":
@@ -324,13 +309,7 @@ TEST_F(RealFileSystemAttack3Test, NvrtcsOwnNamesInAnotherWorkingFolder) {
   write("b/__nv_name_map", "#define VALUE 8\n");
   const std::string source = "#ifndef VALUE\n#define VALUE 1\n#endif\n" + std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90"};
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-  }
-  InFolder in(dir_ / "b");
-  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);
+  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");
 }
 
 // C11. The same for a program outside the working folder (the working
@@ -341,13 +320,7 @@ TEST_F(RealFileSystemAttack3Test, NvrtcsOwnNamesWithAProgramElsewhere) {
   write("b/__nv_name_map", "#define VALUE 8\n");
   const std::string source = "#ifndef VALUE\n#define VALUE 1\n#endif\n" + std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90"};
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "src/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "src/k.cu", options);
-  }
-  InFolder in(dir_ / "b");
-  expect_nvrtcs_answer(source, dir_ / "src/k.cu", options);
+  made_in_a_asked_in_b(source, options, "a", "src/k.cu", "b", "src/k.cu");
 }
 
 // C12. A quoted include beside a program in the working folder where a's copy
@@ -359,13 +332,7 @@ TEST_F(RealFileSystemAttack3Test, BesideIsALinkToAnIncludeFolderFile) {
   ASSERT_EQ(::symlink((dir_ / "inc/h.h").c_str(), (dir_ / "a/h.h").c_str()), 0);
   const std::string source = "#include \"h.h\"\n" + std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-  }
-  InFolder in(dir_ / "b");
-  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // b/h.h: VALUE 2
+  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");  // b/h.h: VALUE 2
 }
 
 // C13. -I of the working folder's parent plus a quoted include spelled with
@@ -395,13 +362,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedBesideAbsentThenPresent) {
   const std::string source = std::string(kComputed) +
                              "#define H(n) STR(n.h)\n#include H(h)\n" + std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-  }
-  InFolder in(dir_ / "b");
-  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // VALUE 2
+  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");  // VALUE 2
 }
 
 // (--pre-include=pre.h and -include pre.h were tried too: program_options
