@@ -8,7 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -63,6 +65,22 @@ class RealFileSystemAttack3Test : public testing::ProgramVsNvrtcTest {
     expect_nvrtcs_answer(source, dir_ / name_b, options);
   }
 
+  // The program base/src/k.cu compiled twice while the link base/L/s leads
+  // to base/L/t, then once more after it was moved to deep_ (from where the
+  // same '..' climb to base_): whether that third compile was a hit. NVRTC's
+  // own answer each time.
+  bool made_then_link_moved_deep(const std::string& source,
+                                 const std::vector<std::string>& options) {
+    const std::string name = base_ + "/src/k.cu", link = base_ + "/L/s";
+    expect_nvrtcs_answer(source, name, options);
+    expect_nvrtcs_answer(source, name, options);
+    if (::unlink(link.c_str()) != 0 || ::symlink(deep_.c_str(), link.c_str()) != 0) {
+      ADD_FAILURE() << "cannot move the link " << link << ": " << std::strerror(errno);
+      return true;
+    }
+    return expect_nvrtcs_answer(source, name, options);
+  }
+
   std::string base_, deep_;
   size_t n_ = 0;
 };
@@ -92,7 +110,6 @@ TEST_F(RealFileSystemAttack3Test, DotDotFoldsIntoTheToolkitThenTheLinkMoves) {
   const std::string toolkit = real_name("/usr/local/cuda/include");  // e.g. /usr/local/cuda-13.0/include
   make_climbing_folders();
   const std::string& base = base_;
-  const std::string& deep = deep_;
   const size_t n = n_;
   write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
@@ -101,11 +118,7 @@ TEST_F(RealFileSystemAttack3Test, DotDotFoldsIntoTheToolkitThenTheLinkMoves) {
   const std::string source = "#include \"" + name +
                              "\"\n#ifndef VALUE\n#define VALUE 1\n#endif\n" + std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90"};
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
-  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
-  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+  EXPECT_FALSE(made_then_link_moved_deep(source, options))
       << "NVRTC now reads the user's mirror (VALUE 9)";
 }
 
@@ -114,7 +127,6 @@ TEST_F(RealFileSystemAttack3Test, DotDotIncludeRootFoldsIntoTheToolkitThenTheLin
   const std::string toolkit = real_name("/usr/local/cuda/include");
   make_climbing_folders();
   const std::string& base = base_;
-  const std::string& deep = deep_;
   const size_t n = n_;
   write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
@@ -122,11 +134,7 @@ TEST_F(RealFileSystemAttack3Test, DotDotIncludeRootFoldsIntoTheToolkitThenTheLin
   const std::string source = "#include <fatbinary_section.h>\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
                              std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90", "-I" + inc};
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
-  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
-  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+  EXPECT_FALSE(made_then_link_moved_deep(source, options))
       << "NVRTC now reads the user's mirror (VALUE 9)";
 }
 
@@ -231,7 +239,6 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitThenTheLinkMo
   const std::string toolkit = real_name("/usr/local/cuda/include");
   make_climbing_folders();
   const std::string& base = base_;
-  const std::string& deep = deep_;
   const size_t n = n_;
   write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
@@ -241,11 +248,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitThenTheLinkMo
                              name + ")\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
                              std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90"};
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
-  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
-  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+  EXPECT_FALSE(made_then_link_moved_deep(source, options))
       << "NVRTC now reads the user's mirror (VALUE 9)";
 }
 
@@ -258,7 +261,6 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoNvrtcsLibraryFolderThen
   const std::string lib = std::string(real).substr(0, std::string(real).rfind('/'));
   make_climbing_folders();
   const std::string& base = base_;
-  const std::string& deep = deep_;
   const size_t n = n_;
   write(lib.substr(1) + "/kcache_own_probe.h", "#define VALUE 9\n");  // the user's mirror
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
@@ -268,11 +270,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoNvrtcsLibraryFolderThen
                              ")\n#endif\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
                              std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90"};
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);  // nothing there: VALUE 1
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
-  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
-  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+  EXPECT_FALSE(made_then_link_moved_deep(source, options))  // nothing there: VALUE 1
       << "NVRTC now reads the user's mirror (VALUE 9)";
   expect_nvrtcs_answer(source, base + "/src/k.cu", options);
 }
@@ -282,7 +280,6 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotIncludeRootFoldsIntoTheToolkitTh
   const std::string toolkit = real_name("/usr/local/cuda/include");
   make_climbing_folders();
   const std::string& base = base_;
-  const std::string& deep = deep_;
   const size_t n = n_;
   write(toolkit.substr(1) + "/fatbinary_section.h", "#define VALUE 9\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
@@ -292,11 +289,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotIncludeRootFoldsIntoTheToolkitTh
                              "#ifndef VALUE\n#define VALUE 1\n#endif\n" +
                              std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90", "-I" + inc};
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
-  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
-  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+  EXPECT_FALSE(made_then_link_moved_deep(source, options))
       << "NVRTC now reads the user's mirror (VALUE 9)";
 }
 
@@ -413,7 +406,6 @@ TEST_F(RealFileSystemAttack3Test, ComputedHasIncludeDotDotFoldsIntoTheToolkitThe
   const std::string toolkit = real_name("/usr/local/cuda/include");
   make_climbing_folders();
   const std::string& base = base_;
-  const std::string& deep = deep_;
   const size_t n = n_;
   write(toolkit.substr(1) + "/kcache_attack_nothere.h", "\n");
   ASSERT_EQ(::symlink((base + "/L/t").c_str(), (base + "/L/s").c_str()), 0);
@@ -423,11 +415,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedHasIncludeDotDotFoldsIntoTheToolkitThe
                              name + "))\n#define VALUE 2\n#else\n#define VALUE 1\n#endif\n" +
                              std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90"};
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  expect_nvrtcs_answer(source, base + "/src/k.cu", options);
-  ASSERT_EQ(::unlink((base + "/L/s").c_str()), 0);
-  ASSERT_EQ(::symlink(deep.c_str(), (base + "/L/s").c_str()), 0);
-  EXPECT_FALSE(expect_nvrtcs_answer(source, base + "/src/k.cu", options))
+  EXPECT_FALSE(made_then_link_moved_deep(source, options))
       << "NVRTC now finds the user's file (VALUE 2)";
 }
 
