@@ -270,7 +270,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoNvrtcsLibraryFolderThen
                              ")\n#endif\n#ifndef VALUE\n#define VALUE 1\n#endif\n" +
                              std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90"};
-  EXPECT_FALSE(made_then_link_moved_deep(source, options))  // nothing there: VALUE 1
+  EXPECT_FALSE(made_then_link_moved_deep(source, options))  // first: nothing there, VALUE 1
       << "NVRTC now reads the user's mirror (VALUE 9)";
   expect_nvrtcs_answer(source, base + "/src/k.cu", options);
 }
