@@ -35,31 +35,52 @@ bool under(const std::string& path, const std::string& dir) {
          (path[dir.size()] == '/' || dir.back() == '/');
 }
 
-// Real names already found, while one classification runs (CanonicalScope):
-// its probes share their folders, and realpath() reads every component's
-// link again for each (~10 system calls a name).
-thread_local std::unordered_map<std::string, std::string>* canonical_memo = nullptr;
-
-class CanonicalScope {
- public:
-  CanonicalScope() : outer_(canonical_memo) {
-    if (!outer_) canonical_memo = &memo_;
+// A folder's identity and last change: a name added to, removed from or
+// renamed in it changes its mtime and ctime.
+struct FolderState {
+  uint64_t dev = 0, ino = 0, mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const FolderState& o) const {
+    return dev == o.dev && ino == o.ino && mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
   }
-  ~CanonicalScope() {
-    if (!outer_) canonical_memo = nullptr;
+};
+
+// What one classification (ClassifyScope) already asked the disk: its probes
+// share their folders. realpath() reads every component's link again for
+// each (~10 system calls a name), and an absent name's folder walk
+// (record_folder) stats every folder above it: a CUB compile's ~1,000 absent
+// names made ~13,000 stats of /usr, /usr/local, ... before.
+struct ClassifyMemo {
+  std::unordered_map<std::string, std::string> canonical;
+  // record_folder's walk: a name with no entry (true), or its stat as a
+  // folder (false, with `folder` empty when it is no folder).
+  struct Walked {
+    bool absent = false;
+    std::optional<FolderState> folder;
+  };
+  std::unordered_map<std::string, Walked> walked;
+};
+thread_local ClassifyMemo* classify_memo = nullptr;
+
+class ClassifyScope {
+ public:
+  ClassifyScope() : outer_(classify_memo) {
+    if (!outer_) classify_memo = &memo_;
+  }
+  ~ClassifyScope() {
+    if (!outer_) classify_memo = nullptr;
   }
 
  private:
-  std::unordered_map<std::string, std::string>* outer_;
-  std::unordered_map<std::string, std::string> memo_;
+  ClassifyMemo* outer_;
+  ClassifyMemo memo_;
 };
 
 std::string canonical_uncached(const std::string& path);
 
 std::string canonical(const std::string& path) {
-  if (!canonical_memo) return canonical_uncached(path);
-  auto it = canonical_memo->find(path);
-  if (it != canonical_memo->end()) return it->second;
+  if (!classify_memo) return canonical_uncached(path);
+  auto it = classify_memo->canonical.find(path);
+  if (it != classify_memo->canonical.end()) return it->second;
   std::string real;
   size_t slash = path.rfind('/');
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -72,7 +93,7 @@ std::string canonical(const std::string& path) {
     // Not a link (or absent): its folder's real name and its own.
     real = canonical(path.substr(0, slash)) + "/" + base;
   }
-  canonical_memo->emplace(path, real);
+  classify_memo->canonical.emplace(path, real);
   return real;
 }
 
@@ -297,15 +318,6 @@ std::optional<DiskPath> disk_path(const std::string& recorded, const ProbeContex
   return out;
 }
 
-// A folder's identity and last change: a name added to, removed from or
-// renamed in it changes its mtime and ctime.
-struct FolderState {
-  uint64_t dev = 0, ino = 0, mtime_ns = 0, ctime_ns = 0;
-  bool operator==(const FolderState& o) const {
-    return dev == o.dev && ino == o.ino && mtime_ns == o.mtime_ns && ctime_ns == o.ctime_ns;
-  }
-};
-
 uint64_t ns_of(const struct timespec& t) {
   return static_cast<uint64_t>(t.tv_sec) * 1000000000 + static_cast<uint64_t>(t.tv_nsec);
 }
@@ -327,18 +339,35 @@ bool no_entry(const std::string& path) {
 // changed since the compile started. While that folder keeps its state, the
 // path stays absent, so a lookup checks it with one stat shared by every
 // absent name below that folder.
+ClassifyMemo::Walked walk_step(const std::string& path) {
+  auto look = [&] {
+    ClassifyMemo::Walked w;
+    w.absent = no_entry(path);
+    if (!w.absent) w.folder = folder_state(path);
+    return w;
+  };
+  if (!classify_memo) return look();
+  auto it = classify_memo->walked.find(path);
+  if (it == classify_memo->walked.end()) it = classify_memo->walked.emplace(path, look()).first;
+  return it->second;
+}
+
 void record_folder(const DiskPath& path, int64_t started_ns, cache::ManifestProbe* p) {
+  // The walk down to the first name with no entry may use what this
+  // classification saw before (ClassifyScope): it only finds the depth.
   size_t depth = 0;
+  std::optional<FolderState> state = walk_step(path.folder(0)).folder;
   for (; depth < path.components.size(); ++depth) {
-    std::string next = path.folder(depth + 1);
-    if (no_entry(next)) break;
-    if (depth + 1 == path.components.size() || !folder_state(next)) return;
+    ClassifyMemo::Walked next = walk_step(path.folder(depth + 1));
+    if (next.absent) break;
+    if (depth + 1 == path.components.size() || !next.folder) return;
+    state = next.folder;
   }
   if (depth == path.components.size()) return;
-  std::string folder = path.folder(depth);
-  std::optional<FolderState> state = folder_state(folder);
   if (!state || static_cast<int64_t>(state->ctime_ns) >= started_ns) return;
-  // Looked at after the folder's stat: the name was absent in that state.
+  // Looked at now, after the folder's stat: the name was absent in that
+  // state (a name added since changed the folder's stamp, which the lookup
+  // then finds changed).
   if (!no_entry(path.folder(depth + 1))) return;
   p->has_folder = true;
   p->folder_depth = static_cast<uint32_t>(depth);
@@ -390,7 +419,7 @@ std::string without_dot_parts(const std::string& path) {
 }
 
 std::vector<std::string> without_nvrtc_own(std::vector<std::string> paths, const ProbeContext& c) {
-  CanonicalScope memo;
+  ClassifyScope memo;
   std::vector<std::string> toolkit_reals;
   for (const std::string& d : c.toolkit_dirs) toolkit_reals.push_back(canonical(d));
   paths.erase(std::remove_if(paths.begin(), paths.end(),
@@ -405,7 +434,7 @@ std::vector<std::string> without_nvrtc_own(std::vector<std::string> paths, const
 
 ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
                                  int64_t started_ns) {
-  CanonicalScope memo;
+  ClassifyScope memo;
   ClassifiedProbes out;
   std::map<std::string, cache::ManifestProbe> keyed;
   std::vector<std::string> toolkit_reals;
@@ -558,6 +587,9 @@ void add_served(const std::vector<ServedFile>& served, const ProbeContext& c, in
   auto by_path = [](const cache::ManifestProbe& a, const cache::ManifestProbe& b) {
     return a.path < b.path;
   };
+  // Merged into `into->keyed` (sorted by path) at the end: inserted one by
+  // one, ~500 served files moved ~1,000 probes each.
+  std::map<std::string, cache::ManifestProbe> added;
   for (const ServedFile& f : served) {
     cache::ManifestProbe p;
     p.path = toolkit_name(f.path, c).value_or(f.path);
@@ -573,8 +605,12 @@ void add_served(const std::vector<ServedFile>& served, const ProbeContext& c, in
       continue;
     }
     auto it = std::lower_bound(into->keyed.begin(), into->keyed.end(), p, by_path);
-    if (it != into->keyed.end() && it->path == p.path) {
-      if (!it->present || it->content != p.content) {
+    const cache::ManifestProbe* before =
+        it != into->keyed.end() && it->path == p.path ? &*it : nullptr;
+    auto again = added.find(p.path);
+    if (again != added.end()) before = &again->second;
+    if (before) {
+      if (!before->present || before->content != p.content) {
         into->unkeyable = f.path + " changed while NVRTC compiled (read twice, or absent first)";
       }
       continue;
@@ -597,8 +633,18 @@ void add_served(const std::vector<ServedFile>& served, const ProbeContext& c, in
         continue;
       }
     }
-    into->keyed.insert(it, std::move(p));
+    std::string path = p.path;
+    added.emplace(std::move(path), std::move(p));
   }
+  std::vector<cache::ManifestProbe> merged;
+  merged.reserve(into->keyed.size() + added.size());
+  auto next = added.begin();
+  for (cache::ManifestProbe& p : into->keyed) {
+    for (; next != added.end() && next->first < p.path; ++next) merged.push_back(std::move(next->second));
+    merged.push_back(std::move(p));
+  }
+  for (; next != added.end(); ++next) merged.push_back(std::move(next->second));
+  into->keyed = std::move(merged);
 }
 
 void merge_earlier_round(const ClassifiedProbes& earlier, ClassifiedProbes* into) {
