@@ -318,6 +318,138 @@ struct Snapshot {
   uint64_t dev, ino, size, mtime_ns, ctime_ns;
 };
 
+// Records of files served from the file itself (SnapshotCache): the same
+// layout as kServedRecord, checked again after the sealed thread ended.
+constexpr int32_t kServedKnownRecord = -3;
+
+std::atomic<int64_t> settle_margin_ns{int64_t{2} * 1000000000};
+
+// Snapshots this process has taken before (serving). A file whose stat
+// (device, inode, size, mtime, ctime) is as it was when its snapshot was
+// hashed, and whose ctime was already older than the settle margin then,
+// still has those bytes: no write leaves all five unchanged, and a write
+// within the file system's timestamp granularity of the stat cannot go
+// unseen once that much time has passed (ccache's "too new", as lookup
+// records). So the supervisor installs such a file itself, not a copy:
+// the ~500 toolkit headers a CUB compile reads again at every compile cost
+// no memfd, copy or hash. A write while NVRTC reads it is found after the
+// compile (check_known_files: its stat changed), and the result is not
+// sealed. Filled and read by one supervisor at a time (acquire); another
+// goes without. Follows the supervisor's invariant: reserved before use,
+// no allocation inside.
+class SnapshotCache {
+ public:
+  static SnapshotCache* acquire() {
+    static SnapshotCache* cache = [] {
+      const char* off = ::getenv("KCACHE_SNAPSHOT_REUSE");
+      if (off && std::strcmp(off, "off") == 0) return static_cast<SnapshotCache*>(nullptr);
+      auto* made = new SnapshotCache;  // lives as long as the process
+      if (!made->ok()) return static_cast<SnapshotCache*>(nullptr);
+      return made;
+    }();
+    if (!cache || cache->busy_.exchange(true, std::memory_order_acquire)) return nullptr;
+    return cache;
+  }
+  void release() { busy_.store(false, std::memory_order_release); }
+
+  // The snapshot of `path` taken when the file had the stat `st`, if any.
+  const Snapshot* find(const char* path, size_t len, const struct stat& st) const {
+    const Entry* e = slot(path, len);
+    if (!e || !e->used) return nullptr;
+    const Snapshot& s = e->snap;
+    return s.dev == static_cast<uint64_t>(st.st_dev) && s.ino == static_cast<uint64_t>(st.st_ino) &&
+                   s.size == static_cast<uint64_t>(st.st_size) && s.mtime_ns == ns(st.st_mtim) &&
+                   s.ctime_ns == ns(st.st_ctim)
+               ? &s
+               : nullptr;
+  }
+
+  // Keeps `snap`, taken of `path` at `now_ns`, if the file had settled.
+  void remember(const char* path, size_t len, const Snapshot& snap, int64_t now_ns) {
+    const int64_t margin = settle_margin_ns.load(std::memory_order_relaxed);
+    if (snap.ctime_ns > static_cast<uint64_t>(INT64_MAX) ||
+        static_cast<int64_t>(snap.ctime_ns) + margin >= now_ns) {
+      return;
+    }
+    Entry* e = slot(path, len);
+    if (!e) return;
+    if (!e->used) {
+      if (used_slots_ >= kSlots / 4 * 3 || kPathBytes - path_used_ < len) return;  // full
+      std::memcpy(paths_ + path_used_, path, len);
+      e->hash = hash_of(path, len);
+      e->offset = static_cast<uint32_t>(path_used_);
+      e->length = static_cast<uint32_t>(len);
+      path_used_ += len;
+      ++used_slots_;
+      e->used = true;
+    }
+    e->snap = snap;
+  }
+
+ private:
+  static constexpr size_t kSlots = 16384;  // a power of two; CuTe reads ~700 files
+  static constexpr size_t kPathBytes = size_t{4} << 20;
+  struct Entry {
+    uint64_t hash;
+    uint32_t offset, length;
+    bool used;
+    Snapshot snap;
+  };
+
+  SnapshotCache() {
+    // Reserved, not used: pages appear as entries do.
+    void* p = ::mmap(nullptr, kSlots * sizeof(Entry) + kPathBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return;
+    entries_ = static_cast<Entry*>(p);
+    paths_ = static_cast<char*>(p) + kSlots * sizeof(Entry);
+  }
+  bool ok() const { return entries_ != nullptr; }
+
+  static uint64_t ns(const struct timespec& t) {
+    return static_cast<uint64_t>(t.tv_sec) * 1000000000 + static_cast<uint64_t>(t.tv_nsec);
+  }
+  static uint64_t hash_of(const char* path, size_t len) {  // FNV-1a
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < len; ++i) h = (h ^ static_cast<unsigned char>(path[i])) * 1099511628211ull;
+    return h;
+  }
+  // The entry for `path`, or the free one it would take; null if neither
+  // (the table is never more than 3/4 full, so a probe ends).
+  Entry* slot(const char* path, size_t len) const {
+    const uint64_t h = hash_of(path, len);
+    for (size_t i = 0, at = h & (kSlots - 1); i < kSlots; ++i, at = (at + 1) & (kSlots - 1)) {
+      Entry& e = entries_[at];
+      if (!e.used) return &e;
+      if (e.hash == h && e.length == len && std::memcmp(paths_ + e.offset, path, len) == 0) return &e;
+    }
+    return nullptr;
+  }
+
+  Entry* entries_ = nullptr;
+  char* paths_ = nullptr;
+  size_t used_slots_ = 0, path_used_ = 0;
+  std::atomic<bool> busy_{false};
+};
+
+// Files served from the file itself must still have the stat their bytes
+// were known by, or what NVRTC read may not be those bytes: a changed one's
+// ctime is given as UINT64_MAX (changed while read, as a copy that grew).
+void check_known_files(SealResult* out) {
+  auto ns = [](const struct timespec& t) {
+    return static_cast<uint64_t>(t.tv_sec) * 1000000000 + static_cast<uint64_t>(t.tv_nsec);
+  };
+  for (ServedFile& f : out->served) {
+    struct stat st;
+    if (f.known && (::stat(f.path.c_str(), &st) != 0 || f.dev != static_cast<uint64_t>(st.st_dev) ||
+                    f.ino != static_cast<uint64_t>(st.st_ino) ||
+                    f.size != static_cast<uint64_t>(st.st_size) || f.mtime_ns != ns(st.st_mtim) ||
+                    f.ctime_ns != ns(st.st_ctim))) {
+      f.ctime_ns = UINT64_MAX;
+    }
+  }
+}
+
 // `path` (absolute, or relative to the absolute `base`) with "." parts and
 // repeated slashes dropped and ".." folded lexically (kept, `keep_parents`),
 // into `out` (at most `cap` bytes); its length, 0 if it does not fit.
@@ -629,9 +761,9 @@ class Supervisor {
   // matter when serving (SealPolicy::serve).
   Supervisor(int listener, const Goodbye& goodbye, RecordArena* arena, const SealPolicy& policy,
              int cwd_fd, const std::string& cwd, const LoaderCode& loader, CpuKeeper* keeper,
-             const std::atomic<bool>* joined)
+             const std::atomic<bool>* joined, SnapshotCache* known)
       : listener_(listener), goodbye_(goodbye), arena_(arena), policy_(policy), cwd_fd_(cwd_fd),
-        cwd_(cwd), loader_(loader), keeper_(keeper), joined_(joined) {
+        cwd_(cwd), loader_(loader), keeper_(keeper), joined_(joined), known_(known) {
     // The kernel's sizes where it says them (a newer kernel's may be
     // larger), else these headers': never none, or the sealed thread's
     // first path call would wait for good.
@@ -803,6 +935,9 @@ class Supervisor {
   }
 
   long snapshot(const seccomp_notif& req, int src, uint64_t flags, size_t abs_len) {
+    // Before the stat: a file is kept known only if it had settled by then.
+    timespec now{};
+    if (known_) raw_syscall(SYS_clock_gettime, CLOCK_REALTIME, reinterpret_cast<long>(&now));
     struct stat st;
     if (raw_syscall(SYS_fstat, src, reinterpret_cast<long>(&st)) != 0) return -EACCES;
     const char* refused = nullptr;
@@ -817,16 +952,24 @@ class Supervisor {
                      absolute_.data(), static_cast<uint32_t>(abs_len));
       return -EACCES;
     }
+    if (const Snapshot* known = known_ ? known_->find(absolute_.data(), abs_len, st) : nullptr) {
+      // Its bytes are known (SnapshotCache): the file itself, as NVRTC
+      // alone would open it (no O_NONBLOCK), checked again afterwards.
+      if (raw_syscall(SYS_fcntl, src, F_SETFL, 0) == 0) {
+        return send(req, src, flags, abs_len, *known, kServedKnownRecord);
+      }
+    }
     long mem = raw_syscall(SYS_memfd_create, reinterpret_cast<long>("kcache-snapshot"),
                            MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (mem < 0) return mem;
-    long answer = fill_and_send(req, src, static_cast<int>(mem), st, flags, abs_len);
+    long answer = fill_and_send(req, src, static_cast<int>(mem), st, flags, abs_len,
+                                static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec);
     raw_syscall(SYS_close, mem);
     return answer;
   }
 
   long fill_and_send(const seccomp_notif& req, int src, int mem, const struct stat& st,
-                     uint64_t flags, size_t abs_len) {
+                     uint64_t flags, size_t abs_len, int64_t stat_ns) {
     // Read, hashed and written through one buffer: no mapping to undo (an
     // munmap interrupts every CPU this process's threads ran on).
     uint64_t copied = 0;
@@ -865,10 +1008,18 @@ class Supervisor {
     snap.ctime_ns = static_cast<uint64_t>(st.st_ctim.tv_sec) * 1000000000 +
                     static_cast<uint64_t>(st.st_ctim.tv_nsec);
     if (copied != static_cast<uint64_t>(st.st_size)) snap.ctime_ns = UINT64_MAX;  // grew or shrank
+    long answer = send(req, mem, flags, abs_len, snap, kServedRecord);
+    if (answer == kAnswered && known_) known_->remember(absolute_.data(), abs_len, snap, stat_ns);
+    return answer;
+  }
+
+  // Installs `fd` as the call's result and records it as served with `snap`.
+  long send(const seccomp_notif& req, int fd_to_send, uint64_t flags, size_t abs_len,
+            const Snapshot& snap, int32_t record) {
     seccomp_notif_addfd add{};
     add.id = req.id;
     add.flags = SECCOMP_ADDFD_FLAG_SEND;
-    add.srcfd = static_cast<uint32_t>(mem);
+    add.srcfd = static_cast<uint32_t>(fd_to_send);
     add.newfd_flags = static_cast<uint32_t>(flags & O_CLOEXEC);
     long fd = raw_syscall(SYS_ioctl, listener_, static_cast<long>(SECCOMP_IOCTL_NOTIF_ADDFD),
                           reinterpret_cast<long>(&add));
@@ -879,8 +1030,8 @@ class Supervisor {
       return -EACCES;
     }
     if (fd < 0) return kAnswered;  // the call is gone (interrupted): nothing to answer
-    arena_->append(kServedRecord, reinterpret_cast<const char*>(&snap), sizeof snap,
-                   absolute_.data(), static_cast<uint32_t>(abs_len));
+    arena_->append(record, reinterpret_cast<const char*>(&snap), sizeof snap, absolute_.data(),
+                   static_cast<uint32_t>(abs_len));
     return kAnswered;
   }
 
@@ -966,6 +1117,7 @@ class Supervisor {
   LoaderCode loader_;
   CpuKeeper* keeper_;
   const std::atomic<bool>* joined_;  // run_sealed joined the sealed thread
+  SnapshotCache* known_;  // files whose bytes are known (null: none)
   bool outlived_ = false;
   long pid_ = 0;
   std::vector<char> req_, resp_, path_, base_, absolute_, copy_;  // sized before run()
@@ -1006,11 +1158,12 @@ void served_of(const RecordArena& arena, SealResult* out) {
   arena.for_each([&](int32_t nr, std::string_view base, std::string_view path) {
     if (nr == kRefusedRecord && out->refused.empty()) {
       out->refused = std::string(path) + " is " + std::string(base);
-    } else if (nr == kServedRecord && base.size() == sizeof(Snapshot)) {
+    } else if ((nr == kServedRecord || nr == kServedKnownRecord) &&
+               base.size() == sizeof(Snapshot)) {
       Snapshot snap;
       std::memcpy(&snap, base.data(), sizeof snap);
       out->served.push_back({std::string(path), snap.content, snap.dev, snap.ino, snap.size,
-                             snap.mtime_ns, snap.ctime_ns});
+                             snap.mtime_ns, snap.ctime_ns, nr == kServedKnownRecord});
     }
   });
 }
@@ -1268,6 +1421,8 @@ struct SealedStart {
 
 }  // namespace
 
+void set_snapshot_settle_margin_for_testing(int64_t ns) { settle_margin_ns = ns; }
+
 SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn) {
   // Everything the supervisor will use is made before the sealed thread can
   // run `fn` (the invariant above).
@@ -1287,6 +1442,14 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   if (::getrandom(goodbye.token, sizeof goodbye.token, 0) != sizeof goodbye.token) {
     throw IoError(std::string("cannot make the seal's token (getrandom): ") + std::strerror(errno));
   }
+  // Serving, the files whose bytes this process knows (SnapshotCache).
+  struct Known {
+    SnapshotCache* cache;
+    ~Known() {
+      if (cache) cache->release();
+    }
+    SnapshotCache* get() const { return cache; }
+  } known{policy.serve ? SnapshotCache::acquire() : nullptr};
   SealedStart start;
   std::exception_ptr error;
   std::thread sealed([&] {
@@ -1322,7 +1485,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
     try {  // (the sealed thread waits, in no path call, holding nothing)
       keeper.emplace(start.cpu, start.allowed, start.tid);
       supervisor.emplace(fd, goodbye, &arena, policy, folder.served_fd.get(), folder.served_name,
-                         loader, &*keeper, &joined);
+                         loader, &*keeper, &joined, known.get());
       watch = std::thread([&] {
         block_signals();  // no program's handler runs here while a sealed thread is stopped
         supervisor->run();
@@ -1348,6 +1511,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
       out.probes = probes_of(arena, start.cwd, start.root);
       out.cpu_moves = keeper->moves();
       served_of(arena, &out);
+      check_known_files(&out);
       out.sealed = true;
     }
   } else {

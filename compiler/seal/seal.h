@@ -85,10 +85,20 @@ constexpr const char* kProcessFiles[] = {"/proc/sys/vm/overcommit_memory",
 // A file the supervisor served (SealPolicy::serve): the absolute name `fn`
 // opened it by (lexically resolved), the hash of the snapshot's bytes, and
 // the file's stat when it was opened.
+//
+// `known`: served from the file itself, not a copy. This process took a
+// snapshot of it before, when it already had this stat and had not changed
+// for two seconds; a file with the same stat has the same bytes (no write
+// leaves device, inode, size, mtime and ctime all as they were). Its stat is
+// checked again after `fn` returned. `ctime_ns` UINT64_MAX: the file changed
+// while it was read (a copy that grew or shrank, a known file written to);
+// what `fn` read is then not known. KCACHE_SNAPSHOT_REUSE=off takes a copy
+// every time.
 struct ServedFile {
   std::string path;
   Hash128 content;
   uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
+  bool known = false;
 };
 
 struct SealResult {
@@ -120,6 +130,10 @@ constexpr char kSealedSourceRoot[] = "/kcache-sealed";
 constexpr int kSealDepth = 32;
 
 SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn);
+
+// Tests that edit files faster than two seconds apart: how long a file must
+// have been unchanged before its snapshot is served again from the file.
+void set_snapshot_settle_margin_for_testing(int64_t ns);
 
 // Whether this kernel can seal at all (Landlock and seccomp user
 // notification), and if not, why; checked once per process. KCACHE_SEAL=off

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "common/hash.h"
 #include "tests/compiler/test_files.h"
 
 namespace kcache::compiler {
@@ -65,6 +66,37 @@ TEST_F(ProbesTest, AnAbsentNameInAnUnchangedFolderIsCheckedByTheFolder) {
   EXPECT_TRUE(hold(probes));
   write(toolkit_, "cub/missing.cuh", "// appeared\n");
   EXPECT_FALSE(hold(probes));
+}
+
+// Served files (seal.h) join the classified probes in path order, each
+// once; one read twice with other bytes, or changed while read, is unkeyable.
+TEST_F(ProbesTest, ServedFilesMergeInPathOrderAndAChangedOneIsUnkeyable) {
+  write(dir_, "user/b.h", "b");
+  write(dir_, "user/d.h", "d");
+  context_.served = true;
+  context_.check_time_macros = false;
+  ClassifiedProbes c = classify_probes({dir_ + "/user/a.h", dir_ + "/user/c.h"}, context_, started_);
+  ASSERT_EQ(c.unkeyable, "");
+  auto served = [&](const std::string& name, const std::string& bytes) {
+    ServedFile f;
+    f.path = dir_ + "/user/" + name;
+    f.content = xxh3_128(bytes);
+    f.size = bytes.size();
+    f.ctime_ns = 1;
+    return f;
+  };
+  add_served({served("d.h", "d"), served("b.h", "b"), served("d.h", "d")}, context_, started_, &c);
+  EXPECT_EQ(c.unkeyable, "");
+  std::vector<std::string> order;
+  for (const cache::ManifestProbe& p : c.keyed) order.push_back(p.path.substr(dir_.size()));
+  EXPECT_EQ(order, (std::vector<std::string>{"/user/a.h", "/user/b.h", "/user/c.h", "/user/d.h"}));
+  ClassifiedProbes twice = c;
+  add_served({served("b.h", "B")}, context_, started_, &twice);
+  EXPECT_NE(twice.unkeyable.find("read twice"), std::string::npos) << twice.unkeyable;
+  ServedFile changed = served("e.h", "e");
+  changed.ctime_ns = UINT64_MAX;  // a known file written while read (seal.h)
+  add_served({changed}, context_, started_, &c);
+  EXPECT_EQ(c.unkeyable, dir_ + "/user/e.h changed while NVRTC compiled");
 }
 
 TEST_F(ProbesTest, AMissingFolderChainIsCheckedAtTheDeepestFolderThatExists) {

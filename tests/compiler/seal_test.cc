@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <chrono>
 #include <cerrno>
@@ -221,6 +222,111 @@ TEST_F(SealTest, ServingAnswersAnAbsentNameAsTheDiskDoes) {
   EXPECT_EQ(err, ENOENT);
   EXPECT_TRUE(contains(r.probes, dir_ / "user/none.h"));
   EXPECT_TRUE(r.served.empty());
+}
+
+// Serving a file this process has copied before (SnapshotCache in seal.cc).
+class KnownFilesTest : public SealTest {
+ protected:
+  void SetUp() override {
+    SealTest::SetUp();
+    set_snapshot_settle_margin_for_testing(0);
+  }
+  void TearDown() override { set_snapshot_settle_margin_for_testing(int64_t{2} * 1000000000); }
+
+  // One sealed read of user/u.h: what it read, and how it was served.
+  std::pair<std::string, SealResult> read_once(const std::function<void()>& after_open = {}) {
+    std::string got;
+    SealResult r = run_sealed(serving(dir_.path()), [&] {
+      int fd = ::open((dir_ / "user/u.h").c_str(), O_RDONLY | O_CLOEXEC);
+      if (after_open) after_open();
+      got = fd >= 0 ? read_all(fd) : "open failed";
+      if (fd >= 0) ::close(fd);
+    });
+    return {got, r};
+  }
+  // Past the file system's timestamp granularity: an edit now gets a new stamp.
+  static void tick() { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
+};
+
+TEST_F(KnownFilesTest, AFileCopiedBeforeIsServedFromItselfWithTheSameKey) {
+  tick();
+  auto [first, a] = read_once();
+  auto [second, b] = read_once();
+  ASSERT_TRUE(a.sealed) << a.why;
+  ASSERT_TRUE(b.sealed) << b.why;
+  EXPECT_EQ(first, "user");
+  EXPECT_EQ(second, "user");
+  ASSERT_EQ(a.served.size(), 1u);
+  ASSERT_EQ(b.served.size(), 1u);
+  EXPECT_FALSE(a.served[0].known);
+  EXPECT_TRUE(b.served[0].known);
+  EXPECT_EQ(b.served[0].content, xxh3_128("user"));
+  EXPECT_EQ(b.served[0].ino, a.served[0].ino);
+}
+
+TEST_F(KnownFilesTest, AnEditedOrReplacedFileIsCopiedAgain) {
+  tick();
+  read_once();
+  // In place, same size; then replaced by another file with the same bytes.
+  const std::vector<std::function<void()>> edits = {
+      [&] { testing::write_file(dir_ / "user/u.h", "USER"); },
+      [&] {
+        testing::write_file(dir_ / "user/other.h", "USER");
+        ASSERT_EQ(::rename((dir_ / "user/other.h").c_str(), (dir_ / "user/u.h").c_str()), 0);
+      }};
+  for (const auto& edit : edits) {
+    tick();
+    edit();
+    tick();
+    auto [got, r] = read_once();
+    ASSERT_TRUE(r.sealed) << r.why;
+    EXPECT_EQ(got, "USER");
+    ASSERT_EQ(r.served.size(), 1u);
+    EXPECT_FALSE(r.served[0].known);
+    EXPECT_EQ(r.served[0].content, xxh3_128("USER"));
+  }
+}
+
+TEST_F(KnownFilesTest, AKnownFileWrittenWhileReadIsGivenAsChanged) {
+  tick();
+  read_once();
+  tick();
+  std::mutex m;
+  std::condition_variable cv;
+  bool opened = false, edited = false;
+  // Not sealed: writes in place after the sealed open, before the read.
+  std::thread editor([&] {
+    std::unique_lock<std::mutex> lock(m);
+    cv.wait(lock, [&] { return opened; });
+    testing::write_file(dir_ / "user/u.h", "EDIT");
+    edited = true;
+    cv.notify_all();
+  });
+  auto [got, r] = read_once([&] {
+    std::unique_lock<std::mutex> lock(m);
+    opened = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return edited; });
+  });
+  editor.join();
+  EXPECT_EQ(got, "EDIT");  // the file itself was served
+  ASSERT_TRUE(r.sealed) << r.why;
+  ASSERT_EQ(r.served.size(), 1u);
+  EXPECT_TRUE(r.served[0].known);
+  EXPECT_EQ(r.served[0].ctime_ns, UINT64_MAX);  // changed: probes.h never keys it
+}
+
+TEST_F(SealTest, AFileJustWrittenIsNeverServedFromItself) {
+  // The default margin: written less than two seconds ago, copied each time.
+  for (int i = 0; i < 2; ++i) {
+    SealResult r = run_sealed(serving(dir_.path()), [&] {
+      int fd = ::open((dir_ / "user/u.h").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) ::close(fd);
+    });
+    ASSERT_TRUE(r.sealed) << r.why;
+    ASSERT_EQ(r.served.size(), 1u);
+    EXPECT_FALSE(r.served[0].known);
+  }
 }
 
 TEST_F(SealTest, ExceptionsReachTheCaller) {
