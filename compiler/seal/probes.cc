@@ -582,6 +582,34 @@ void add_asked_absences(const std::string& spelling, const ProbeContext& c, int6
   }
 }
 
+namespace {
+
+struct TimeMacros {
+  bool time = false, date = false;
+};
+
+// Which time macros the bytes NVRTC was served use: read again (the
+// snapshot's bytes, or it changed: nullopt), once per content and thread
+// (no lock: the drop-in's forks take every lock it has). A CUB miss is
+// served ~500 headers, the same ones every time.
+std::optional<TimeMacros> time_macros_of(const ServedFile& f) {
+  thread_local std::map<Hash128, TimeMacros> by_content;
+  auto it = by_content.find(f.content);
+  if (it != by_content.end()) return it->second;
+  std::optional<std::string> content;
+  try {
+    content = read_input_file(f.path);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  if (!content || xxh3_128(*content) != f.content) return std::nullopt;
+  TimeMacros m{uses_time_macros(*content), uses_date_macro(*content)};
+  if (by_content.size() < 100000) by_content.emplace(f.content, m);
+  return m;
+}
+
+}  // namespace
+
 void add_served(const std::vector<ServedFile>& served, const ProbeContext& c, int64_t started_ns,
                 ClassifiedProbes* into) {
   auto by_path = [](const cache::ManifestProbe& a, const cache::ManifestProbe& b) {
@@ -616,19 +644,12 @@ void add_served(const std::vector<ServedFile>& served, const ProbeContext& c, in
       continue;
     }
     if (c.check_time_macros) {
-      // Read again for its time macros: the snapshot's bytes, or it changed.
-      std::optional<std::string> content;
-      try {
-        content = read_input_file(f.path);
-      } catch (const Error& e) {
-        into->unkeyable = e.what();
-        continue;
-      }
-      if (!content || xxh3_128(*content) != f.content) {
+      std::optional<TimeMacros> macros = time_macros_of(f);
+      if (!macros) {
         into->unkeyable = f.path + " changed while NVRTC compiled";
         continue;
       }
-      if (uses_time_macros(*content) || (!c.date_keyed && uses_date_macro(*content))) {
+      if (macros->time || (!c.date_keyed && macros->date)) {
         into->unkeyable = f.path + " uses a time macro";
         continue;
       }
