@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "compiler/nvrtc/stdio_unlocked.h"
 #include "compiler/seal/seal.h"
 
 namespace kcache::compiler {
@@ -333,8 +334,11 @@ NvrtcOutput Nvrtc::compile_here(const NvrtcInput& input) const {
   for (const std::string& o : input.options) options.push_back(o.c_str());
 
   auto start = std::chrono::steady_clock::now();
-  nvrtcResult result =
-      api.nvrtcCompileProgram(prog.get(), static_cast<int>(options.size()), options.data());
+  nvrtcResult result;
+  {
+    NvrtcReadsAlone unlocked;  // its headers' getc without glibc's lock (stdio_unlocked.h)
+    result = api.nvrtcCompileProgram(prog.get(), static_cast<int>(options.size()), options.data());
+  }
   NvrtcOutput out;
   out.ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

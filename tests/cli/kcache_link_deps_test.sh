@@ -13,4 +13,13 @@ if echo "$needed" | grep -Ei 'libcurl|libcrypto|libssl|libnvrtc|libcuda|libgrpc|
   echo "FAIL: kcache links a library it should open with dlopen"
   exit 1
 fi
+# NVRTC's getc binds to kcache's own (compiler/nvrtc/stdio_unlocked.h): the
+# binary exports it, or every compile pays glibc's lock per character again.
+exported=$(readelf --dyn-syms -W "$binary" | awk '$4 == "FUNC" && $7 != "UND" {print $8}')
+for symbol in getc fgetc _IO_getc; do
+  if ! echo "$exported" | grep -qx "$symbol"; then
+    echo "FAIL: $binary does not export $symbol (cli/nvrtc_stdio.lds)"
+    exit 1
+  fi
+done
 echo "PASS"
