@@ -226,7 +226,8 @@ int install_supervision(std::string* why) {
 //  - touches only memory allocated before (RecordArena, mapped with mmap; the
 //    Supervisor object) and its own stack;
 //  - calls the kernel directly (raw_syscall: no libc wrapper, no errno, no
-//    lazy binding) and otherwise only memcpy/memset/memchr, which lock nothing;
+//    lazy binding) and otherwise only memcpy/memset/memchr and the vDSO's
+//    clock_gettime (bound before), which lock nothing;
 //  - never allocates, throws, logs or formats with libc.
 // Everything that allocates (resolving names, removing repeats) runs after
 // the sealed thread has been joined, on the arena's bytes.
@@ -577,6 +578,7 @@ class CpuKeeper {
   // sealed thread (`tid`) could use before it was pinned.
   CpuKeeper(int cpu, const cpu_set_t& allowed, long tid) : cpu_(cpu), tid_(tid), allowed_(allowed) {
     if (cpu_ < 0) return;
+    monotonic_ns();  // bound now: a first call through the PLT would enter the loader
     stat_.resize(size_t{1} << 18);
     idle_.assign(CPU_SETSIZE, 0);
     total_.assign(CPU_SETSIZE, 0);
@@ -635,9 +637,11 @@ class CpuKeeper {
     return raw_syscall(SYS_sched_setaffinity, tid, sizeof set, reinterpret_cast<long>(&set)) == 0;
   }
 
+  // The vDSO's clock (no system call: it runs at every path call), bound by
+  // the constructor's first call.
   static uint64_t monotonic_ns() {
     timespec t{};
-    raw_syscall(SYS_clock_gettime, CLOCK_MONOTONIC, reinterpret_cast<long>(&t));
+    ::clock_gettime(CLOCK_MONOTONIC, &t);
     return static_cast<uint64_t>(t.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(t.tv_nsec);
   }
 
