@@ -3,7 +3,7 @@
 
     served_miss_bench.py SHIM REAL_NVRTC KERNELS_DIR [--n N] [--rounds R] [--cutlass INCLUDE]
                          [--only KERNEL] [--variants nvrtc,served,...] [--parallel P]
-                         [--same-ptx]
+                         [--same-ptx] [--before DIR]
 
 One process per variant and round, each compiling N sources through NVRTC's C
 API (every source made new by a device variable of its own, so each compile is
@@ -15,6 +15,8 @@ file it opens served from a snapshot, the store, an empty store each):
              share of `served` is served - unsealed
   in-folder  the drop-in, program /tmp/bench/NAME.cu as CuPy names them: also
              compiled under another name at once (the name check, issue 26)
+  before     with --before DIR: DIR's libnvrtc.so.13 and kcache (another build,
+             to compare two trees in one run); add it to --variants
 The variants take turns, ROUNDS times per kernel, so all see the same machine.
 With --parallel P each round runs P processes of every variant at the same
 time instead (P x variants processes at once), in lockstep: all start their
@@ -89,6 +91,10 @@ def main():
                 ("served", shim, "NAME.cu", {}),
                 ("unsealed", shim, "NAME.cu", {"KCACHE_SEAL": "off"}),
                 ("in-folder", shim, "/tmp/bench/NAME.cu", {})]
+    if "--before" in sys.argv:  # another build's drop-in and kcache side by side, e.g. the last release
+        before = sys.argv[sys.argv.index("--before") + 1]
+        variants.append(("before", os.path.join(before, "libnvrtc.so.13"), "NAME.cu",
+                         {"KCACHE_EXE": os.path.join(before, "kcache")}))
     rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 2
     if "--only" in sys.argv:  # one kernel, e.g. --only cute_gemm
         kernels = [k for k in kernels if k[0] == sys.argv[sys.argv.index("--only") + 1]]
@@ -97,6 +103,7 @@ def main():
         variants = [v for v in variants if v[0] in keep]
     same_ptx = "--same-ptx" in sys.argv
     parallel = int(sys.argv[sys.argv.index("--parallel") + 1]) if "--parallel" in sys.argv else 0
+    run_id = "%x" % int.from_bytes(os.urandom(4), "little")
     rows = []
     for name, file, options in kernels:
         with open(os.path.join(kdir, file)) as f:
@@ -104,7 +111,9 @@ def main():
         got = {tag: [] for tag, _, _, _ in variants}
         per_round = {tag: [] for tag, _, _, _ in variants}  # p50 of each round
         def start(tag, lib, program, extra, label):
-            spec = {"n": n, "source": source, "tag": label, "same_ptx": same_ptx,
+            # This run's own: a later run on the same host must not find
+            # NVRTC alone's PTX in the driver's JIT cache.
+            spec = {"n": n, "source": source, "tag": "%s %s" % (run_id, label), "same_ptx": same_ptx,
                     "lockstep": bool(parallel),
                     "name": program.replace("NAME", name), "options": ["-arch=sm_90"] + options}
             env = dict(os.environ, KCACHE_DIR=tempfile.mkdtemp(), KCACHE_REMOTE="off", **extra)

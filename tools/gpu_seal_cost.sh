@@ -4,6 +4,8 @@
 #
 #   tools/gpu_seal_cost.sh build [DEST]   on the build machine: the bench, the
 #                                         drop-in, the kernels, CUTLASS's headers
+#                                         (BEFORE_TREE=DIR: also DIR's build, for
+#                                         `final` to compare side by side)
 #   DEST/gpu_seal_cost.sh run [ROUNDS]    on the GPU machine (~5 minutes at 4)
 #   DEST/gpu_seal_cost.sh final           the bar and the drop-in suite
 #
@@ -30,6 +32,11 @@ build() {
   bin=$(bazel info -c opt bazel-bin 2>/dev/null) || exit 1
   cp "$bin/bench/seal_compile_bench" bench/served_miss_bench.py tools/gpu_seal_cost.sh "$dest/" || exit 1
   cp -r tests/compiler/kernels "$dest/kernels" || exit 1
+  if [ -n "${BEFORE_TREE:-}" ]; then  # another checkout (a git worktree) for `final` to run side by side
+    (cd "$BEFORE_TREE" && bazel build -c opt //cli:kcache //nvrtc_shim:libnvrtc.so.13) || exit 1
+    bin=$(cd "$BEFORE_TREE" && bazel info -c opt bazel-bin 2>/dev/null) || exit 1
+    mkdir -p "$dest/before" && cp "$bin/cli/kcache" "$bin/nvrtc_shim/libnvrtc.so.13" "$dest/before/" || exit 1
+  fi
   local cutlass=${CUTLASS_INCLUDE:-/opt/kcache-cutlass/cutlass_library/source/include}
   [ -d "$cutlass/cute" ] || { echo "no CUTLASS headers at $cutlass (set CUTLASS_INCLUDE)"; exit 1; }
   tar czf "$dest/cutlass.tgz" -C "$cutlass/.." include/cute include/cutlass || exit 1
@@ -95,8 +102,21 @@ final() {
   nvrtc=/usr/local/cuda/lib64/libnvrtc.so.13
   echo "date: $(date -u +%FT%TZ), $(nproc) cores, $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
   echo "== served_miss_bench --n 3 --rounds 3 --parallel 4 (lockstep), new PTX"
+  # With before/ (a kcache and drop-in of another tree: build BEFORE_TREE), both side by side.
+  local variants=nvrtc,served,unsealed before=()
+  [ -x before/kcache ] && { variants=nvrtc,served,before,unsealed; before=(--before "$here/before"); }
   LD_LIBRARY_PATH="$here/lib:/usr/local/cuda/lib64" python3 served_miss_bench.py "$here/libnvrtc.so.13" "$nvrtc" \
-    kernels --n 3 --rounds 3 --cutlass "$here/include" --variants nvrtc,served,unsealed --parallel 4 2>&1 | tail -22
+    kernels --n 3 --rounds 3 --cutlass "$here/include" --variants $variants --parallel 4 "${before[@]}" 2>&1 | tail -28
+  [ -n "${FINAL_NO_SEAL_BENCH:-}" ] || final_seal_bench
+  echo "== gpu_drop_in.sh run; $(date -u +%FT%TZ)"
+  bash gpu_drop_in.sh run 2>&1 | grep -E "PASS|FAIL|passed" | tail -30
+  echo "date: $(date -u +%FT%TZ)"
+}
+
+# 8 seal_compile_bench processes at once, CuTe (CPU moves under load).
+final_seal_bench() {
+  local nvrtc=/usr/local/cuda/lib64/libnvrtc.so.13 here cute i
+  here=$(pwd)
   echo "== seal_compile_bench, CuTe, 8 processes at once, thread and served; $(date -u +%FT%TZ)"
   cute="-arch=sm_90 --std=c++17 -default-device -I$here/include -I/usr/local/cuda/include -I/usr/local/cuda/include/cccl"
   for i in 0 1 2 3 4 5 6 7; do
@@ -108,9 +128,6 @@ final() {
   grep -h "^thread \|^served " b.*.txt | sort | awk '{w[$1]=w[$1] " " $2} END {for (m in w) print m, "p50s:" w[m]}'
   grep -h "CPU moves" e.*.txt | sort | uniq -c
   rm -f b.*.txt e.*.txt
-  echo "== gpu_drop_in.sh run; $(date -u +%FT%TZ)"
-  bash gpu_drop_in.sh run 2>&1 | grep -E "PASS|FAIL|passed" | tail -30
-  echo "date: $(date -u +%FT%TZ)"
 }
 
 case "${1:-}" in
