@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "common/error.h"
-#include "compiler/nvrtc/stdio_unlocked.h"
+#include "compiler/nvrtc/reads_alone.h"
 #include "compiler/seal/seal.h"
 
 namespace kcache::compiler {
@@ -336,7 +336,7 @@ NvrtcOutput Nvrtc::compile_here(const NvrtcInput& input) const {
   auto start = std::chrono::steady_clock::now();
   nvrtcResult result;
   {
-    NvrtcReadsAlone unlocked;  // its headers' getc without glibc's lock (stdio_unlocked.h)
+    NvrtcReadsAlone unlocked;  // its headers read without glibc's lock (stdio_unlocked.h)
     result = api.nvrtcCompileProgram(prog.get(), static_cast<int>(options.size()), options.data());
   }
   NvrtcOutput out;

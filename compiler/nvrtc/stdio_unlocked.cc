@@ -1,14 +1,18 @@
 #include "compiler/nvrtc/stdio_unlocked.h"
 
 #include <stdio.h>
+#include <stdio_ext.h>
+#include <sys/single_threaded.h>
 
-namespace kcache::compiler {
+#include "compiler/nvrtc/reads_alone.h"
+
 namespace {
 
-thread_local bool reads_alone = false;
-
 int read_char(FILE* f) {
-  if (reads_alone && f != stdin && f != stdout && f != stderr) return getc_unlocked(f);
+  if ((kcache::compiler::nvrtc_reads_alone() && f != stdin && f != stdout && f != stderr) ||
+      __libc_single_threaded || __fsetlocking(f, FSETLOCKING_QUERY) == FSETLOCKING_BYCALLER) {
+    return getc_unlocked(f);
+  }
   flockfile(f);
   int c = getc_unlocked(f);
   funlockfile(f);
@@ -17,17 +21,10 @@ int read_char(FILE* f) {
 
 }  // namespace
 
-NvrtcReadsAlone::NvrtcReadsAlone() : outer_(reads_alone) { reads_alone = true; }
-NvrtcReadsAlone::~NvrtcReadsAlone() { reads_alone = outer_; }
-
-bool nvrtc_reads_alone() { return reads_alone; }
-
-}  // namespace kcache::compiler
-
 // What NVRTC imports (nm -D libnvrtc.so.13: getc, fgetc, _IO_getc).
 extern "C" {
 int _IO_getc(FILE* f);
-int getc(FILE* f) { return kcache::compiler::read_char(f); }
-int fgetc(FILE* f) { return kcache::compiler::read_char(f); }
-int _IO_getc(FILE* f) { return kcache::compiler::read_char(f); }
+int getc(FILE* f) { return read_char(f); }
+int fgetc(FILE* f) { return read_char(f); }
+int _IO_getc(FILE* f) { return read_char(f); }
 }

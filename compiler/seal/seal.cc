@@ -19,6 +19,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -334,10 +335,12 @@ std::atomic<int64_t> settle_margin_ns{int64_t{2} * 1000000000};
 // records). So the supervisor installs such a file itself, not a copy:
 // the ~500 toolkit headers a CUB compile reads again at every compile cost
 // no memfd, copy or hash. A write while NVRTC reads it is found after the
-// compile (check_known_files: its stat changed), and the result is not
-// sealed. Filled and read by one supervisor at a time (acquire); another
-// goes without. Follows the supervisor's invariant: reserved before use,
-// no allocation inside.
+// compile (check_known_files: its stat or its bytes changed), and the file
+// is given as changed, which is never keyed. Only files on a local file
+// system are kept: a network or FUSE file system may answer stat from a
+// cache of its own, or take ctime from another machine's clock. Filled and
+// read by one supervisor at a time (acquire); another goes without. Follows
+// the supervisor's invariant: reserved before use, no allocation inside.
 class SnapshotCache {
  public:
   static SnapshotCache* acquire() {
@@ -352,6 +355,24 @@ class SnapshotCache {
     return cache;
   }
   void release() { busy_.store(false, std::memory_order_release); }
+
+  // Whether a file system (statfs's f_type) answers stat from the inode
+  // itself, with ctime from this machine's clock at every change.
+  static bool stat_is_fresh_on(uint64_t type) {
+    switch (type) {
+      case 0xEF53:      // ext2, ext3, ext4
+      case 0x58465342:  // xfs
+      case 0x9123683E:  // btrfs
+      case 0x01021994:  // tmpfs
+      case 0x794C7630:  // overlayfs (containers)
+      case 0xF2F52010:  // f2fs
+      case 0x2FC12FC1:  // zfs
+      case 0x73717368:  // squashfs (read-only)
+        return true;
+      default:
+        return false;
+    }
+  }
 
   // The snapshot of `path` taken when the file had the stat `st`, if any.
   const Snapshot* find(const char* path, size_t len, const struct stat& st) const {
@@ -433,21 +454,45 @@ class SnapshotCache {
   std::atomic<bool> busy_{false};
 };
 
-// Files served from the file itself must still have the stat their bytes
-// were known by, or what NVRTC read may not be those bytes: a changed one's
+// Files served from the file itself must still have the stat and the bytes
+// they were known by, or what NVRTC read may not be those bytes: a write
+// through a shared mapping changes no stamp. (Only a change made and undone
+// while NVRTC read, both through a mapping, goes unseen.) A changed one's
 // ctime is given as UINT64_MAX (changed while read, as a copy that grew).
-void check_known_files(SealResult* out) {
+// Reading them again costs a CUB compile ~1 ms; copying them cost ~30.
+bool known_bytes_unchanged(const ServedFile& f) {
   auto ns = [](const struct timespec& t) {
     return static_cast<uint64_t>(t.tv_sec) * 1000000000 + static_cast<uint64_t>(t.tv_nsec);
   };
-  for (ServedFile& f : out->served) {
-    struct stat st;
-    if (f.known && (::stat(f.path.c_str(), &st) != 0 || f.dev != static_cast<uint64_t>(st.st_dev) ||
-                    f.ino != static_cast<uint64_t>(st.st_ino) ||
-                    f.size != static_cast<uint64_t>(st.st_size) || f.mtime_ns != ns(st.st_mtim) ||
-                    f.ctime_ns != ns(st.st_ctim))) {
-      f.ctime_ns = UINT64_MAX;
+  int fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return false;
+  struct stat st;
+  bool same = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+              f.dev == static_cast<uint64_t>(st.st_dev) &&
+              f.ino == static_cast<uint64_t>(st.st_ino) &&
+              f.size == static_cast<uint64_t>(st.st_size) && f.mtime_ns == ns(st.st_mtim) &&
+              f.ctime_ns == ns(st.st_ctim);
+  if (same) {
+    Hasher128 hasher;
+    char buf[1 << 16];
+    uint64_t read_bytes = 0;
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 || (read_bytes += static_cast<uint64_t>(n)) > f.size) {
+        same = false;
+        break;
+      }
+      hasher.update(std::string_view(buf, static_cast<size_t>(n)));
     }
+    same = same && read_bytes == f.size && hasher.digest() == f.content;
+  }
+  ::close(fd);
+  return same;
+}
+
+void check_known_files(SealResult* out) {
+  for (ServedFile& f : out->served) {
+    if (f.known && !known_bytes_unchanged(f)) f.ctime_ns = UINT64_MAX;
   }
 }
 
@@ -966,14 +1011,19 @@ class Supervisor {
     long mem = raw_syscall(SYS_memfd_create, reinterpret_cast<long>("kcache-snapshot"),
                            MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (mem < 0) return mem;
+    // Kept known only on a local file system (SnapshotCache says why).
+    struct statfs fs;
+    const bool keep = known_ && raw_syscall(SYS_fstatfs, src, reinterpret_cast<long>(&fs)) == 0 &&
+                      SnapshotCache::stat_is_fresh_on(static_cast<uint64_t>(fs.f_type));
     long answer = fill_and_send(req, src, static_cast<int>(mem), st, flags, abs_len,
-                                static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec);
+                                keep ? static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec
+                                     : -1);
     raw_syscall(SYS_close, mem);
     return answer;
   }
 
   long fill_and_send(const seccomp_notif& req, int src, int mem, const struct stat& st,
-                     uint64_t flags, size_t abs_len, int64_t stat_ns) {
+                     uint64_t flags, size_t abs_len, int64_t stat_ns /* -1: not kept */) {
     // Read, hashed and written through one buffer: no mapping to undo (an
     // munmap interrupts every CPU this process's threads ran on).
     uint64_t copied = 0;
@@ -1013,7 +1063,9 @@ class Supervisor {
                     static_cast<uint64_t>(st.st_ctim.tv_nsec);
     if (copied != static_cast<uint64_t>(st.st_size)) snap.ctime_ns = UINT64_MAX;  // grew or shrank
     long answer = send(req, mem, flags, abs_len, snap, kServedRecord);
-    if (answer == kAnswered && known_) known_->remember(absolute_.data(), abs_len, snap, stat_ns);
+    if (answer == kAnswered && known_ && stat_ns >= 0) {
+      known_->remember(absolute_.data(), abs_len, snap, stat_ns);
+    }
     return answer;
   }
 

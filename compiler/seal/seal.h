@@ -89,8 +89,10 @@ constexpr const char* kProcessFiles[] = {"/proc/sys/vm/overcommit_memory",
 // `known`: served from the file itself, not a copy. This process took a
 // snapshot of it before, when it already had this stat and had not changed
 // for two seconds; a file with the same stat has the same bytes (no write
-// leaves device, inode, size, mtime and ctime all as they were). Its stat is
-// checked again after `fn` returned. `ctime_ns` UINT64_MAX: the file changed
+// leaves device, inode, size, mtime and ctime all as they were, on the local
+// file systems this is done for). Its stat and its bytes are checked again
+// after `fn` returned (a write through a shared mapping changes no stamp).
+// `ctime_ns` UINT64_MAX: the file changed
 // while it was read (a copy that grew or shrank, a known file written to);
 // what `fn` read is then not known. KCACHE_SNAPSHOT_REUSE=off takes a copy
 // every time.

@@ -15,12 +15,14 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cache/storage.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/program.h"
+#include "compiler/seal/seal.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/program_vs_nvrtc.h"
 #include "tests/testing/temp_dir.h"
@@ -227,6 +229,27 @@ TEST_F(RealFileSystemTest, AProgramsInMemoryHeaderComesBeforeTheDisk) {
 // Only regular files are served: a FIFO or a device reached by a computed
 // include is an error naming it (the drop-in then leaves the program to the
 // real NVRTC), never a hang or an endless read.
+// A file served a second time in one process is served from itself, not a
+// copy (seal.cc, SnapshotCache): NVRTC then sees the file's own inode where
+// it saw a new memfd before. Its answers stay NVRTC's either way, here for
+// #pragma once reached by two spellings of one header and for a guarded one.
+TEST_F(RealFileSystemTest, PragmaOnceByTwoSpellingsAsNvrtcWhetherCopiedOrServedFromTheFile) {
+  write("inc/once.h", "#pragma once\n__device__ int once_defined = 1;\n");
+  write("inc/guarded.h", "#ifndef GUARDED\n#define GUARDED\n__device__ int guarded = 2;\n#endif\n");
+  write("src/readme", "");  // the program's folder ("../inc" is taken from it)
+  ASSERT_EQ(::symlink((dir_ / "inc").c_str(), (dir_ / "alias").c_str()), 0);
+  set_snapshot_settle_margin_for_testing(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // past the stamps' granularity
+  for (int value = 1; value <= 3; ++value) {  // copied, then served from the files
+    const std::string source = "#include \"" + dir_ / "inc/once.h" + "\"\n#include \"" +
+                               dir_ / "alias/once.h" + "\"\n#include \"../inc/guarded.h\"\n" +
+                               "#include \"" + dir_ / "alias/guarded.h" + "\"\n#define VALUE " +
+                               std::to_string(value) + "\n" + std::string(kKernel);
+    EXPECT_FALSE(expect_nvrtcs_answer(source, dir_ / "src/k.cu", {"-arch=sm_90"}));
+  }
+  set_snapshot_settle_margin_for_testing(int64_t{2} * 1000000000);
+}
+
 TEST_F(RealFileSystemTest, AFifoOrADeviceIsAnErrorNotAHang) {
   const std::string fifo = dir_ / "pipe.h";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);

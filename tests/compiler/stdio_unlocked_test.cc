@@ -4,12 +4,14 @@
 #include "compiler/nvrtc/stdio_unlocked.h"
 
 #include <stdio.h>
+#include <stdio_ext.h>
 
 #include <string>
 #include <thread>
 
 #include <gtest/gtest.h>
 
+#include "compiler/nvrtc/reads_alone.h"
 #include "tests/testing/temp_dir.h"
 
 extern "C" int _IO_getc(FILE* f);
@@ -31,10 +33,20 @@ TEST(StdioUnlockedTest, EveryEntryReadsTheSameBytesWithAndWithoutTheLock) {
   std::string bytes = "#include <x.h>\n";
   for (int i = 0; i < 256; ++i) bytes += static_cast<char>(i);  // EOF's value, 0xff, too
   testing::write_file(dir / "h.cuh", bytes);
+  std::thread second([] {});  // glibc locks from now on
+  second.join();
   for (int (*get)(FILE*) : {&::getc, &::fgetc, &::_IO_getc}) {
     EXPECT_EQ(read_with(get, dir / "h.cuh"), bytes);
-    NvrtcReadsAlone alone;
-    EXPECT_EQ(read_with(get, dir / "h.cuh"), bytes);
+    {
+      NvrtcReadsAlone alone;
+      EXPECT_EQ(read_with(get, dir / "h.cuh"), bytes);
+    }
+    // A FILE its caller locks itself is read without the lock, as glibc does.
+    FILE* f = ::fopen((dir / "h.cuh").c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    __fsetlocking(f, FSETLOCKING_BYCALLER);
+    EXPECT_EQ(get(f), '#');
+    ::fclose(f);
   }
 }
 
