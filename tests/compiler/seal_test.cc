@@ -155,38 +155,53 @@ TEST_F(SealTest, ServingReadsEveryFileFromASnapshotAndHashesIt) {
   EXPECT_TRUE(contains(r.probes, dir_ / "toolkit/t.h"));  // read by itself, a probe
 }
 
+// An edit made by a thread that is not sealed, as an editor saving over the
+// file would, after the sealed code opened it and before it reads on: the
+// sealed code calls opened() and waits there for the edit.
+class EditAfterOpen {
+ public:
+  explicit EditAfterOpen(std::function<void()> edit)
+      : editor_([this, edit] {
+          std::unique_lock<std::mutex> lock(m_);
+          cv_.wait(lock, [&] { return opened_; });
+          edit();
+          edited_ = true;
+          cv_.notify_all();
+        }) {}
+  ~EditAfterOpen() { editor_.join(); }
+  void opened() {
+    std::unique_lock<std::mutex> lock(m_);
+    opened_ = true;
+    cv_.notify_all();
+    cv_.wait(lock, [&] { return edited_; });
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool opened_ = false, edited_ = false;
+  std::thread editor_;  // last: it starts once the members it uses are made
+};
+
 TEST_F(SealTest, ServedBytesAreASnapshotAnEditCannotReach) {
   std::string first, second;
-  std::mutex m;
-  std::condition_variable cv;
-  bool opened = false, edited = false;
-  // Not sealed: writes in place after the sealed open, as an editor saving
-  // over the file would.
-  std::thread editor([&] {
-    std::unique_lock<std::mutex> lock(m);
-    cv.wait(lock, [&] { return opened; });
+  EditAfterOpen edit([&] {
     int w = ::open((dir_ / "user/u.h").c_str(), O_WRONLY | O_CLOEXEC);
     if (w >= 0) {
       EXPECT_EQ(::pwrite(w, "EDIT", 4, 0), 4);
       ::close(w);
     }
-    edited = true;
-    cv.notify_all();
   });
   SealResult r = run_sealed(serving(dir_.path()), [&] {
     int fd = ::open((dir_ / "user/u.h").c_str(), O_RDONLY | O_CLOEXEC);
     char one = 0;
     if (fd >= 0 && ::read(fd, &one, 1) == 1) first = std::string(1, one);
-    std::unique_lock<std::mutex> lock(m);
-    opened = true;
-    cv.notify_all();
-    cv.wait(lock, [&] { return edited; });
+    edit.opened();
     if (fd >= 0) {
       second = read_all(fd);
       ::close(fd);
     }
   });
-  editor.join();
   ASSERT_TRUE(r.sealed) << r.why;
   EXPECT_EQ(testing::read_file_or_die(dir_ / "user/u.h"), "EDIT");  // the disk changed
   EXPECT_EQ(first + second, "user");                          // the read did not
@@ -292,24 +307,8 @@ TEST_F(KnownFilesTest, AKnownFileWrittenWhileReadIsGivenAsChanged) {
   tick();
   read_once();
   tick();
-  std::mutex m;
-  std::condition_variable cv;
-  bool opened = false, edited = false;
-  // Not sealed: writes in place after the sealed open, before the read.
-  std::thread editor([&] {
-    std::unique_lock<std::mutex> lock(m);
-    cv.wait(lock, [&] { return opened; });
-    testing::write_file(dir_ / "user/u.h", "EDIT");
-    edited = true;
-    cv.notify_all();
-  });
-  auto [got, r] = read_once([&] {
-    std::unique_lock<std::mutex> lock(m);
-    opened = true;
-    cv.notify_all();
-    cv.wait(lock, [&] { return edited; });
-  });
-  editor.join();
+  EditAfterOpen edit([&] { testing::write_file(dir_ / "user/u.h", "EDIT"); });
+  auto [got, r] = read_once([&] { edit.opened(); });
   EXPECT_EQ(got, "EDIT");  // the file itself was served
   ASSERT_TRUE(r.sealed) << r.why;
   ASSERT_EQ(r.served.size(), 1u);
