@@ -12,6 +12,8 @@
 // valid arch is also safe as a file name part and in a log line.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <optional>
 #include <string_view>
 

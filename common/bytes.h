@@ -4,6 +4,8 @@
 // past its end.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cstdint>
 #include <string>
 #include <string_view>

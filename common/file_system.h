@@ -6,6 +6,8 @@
 // error (strerror), except where a "missing" result is documented as a value.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <sys/types.h>
 
 #include <cstdint>

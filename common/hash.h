@@ -2,6 +2,8 @@
 // 64-bit checksum that guards stored bytes.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cstdint>
 #include <optional>
 #include <string>

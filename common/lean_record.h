@@ -28,6 +28,8 @@
 // remotes and archives, whose checksums prove no author.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <cstdint>
 #include <string>
 

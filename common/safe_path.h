@@ -7,6 +7,8 @@
 // not "." or "..", without "/", NUL or any control character.
 #pragma once
 
+#include "common/cxx17.h"  // first: says so in one line below C++17
+
 #include <string>
 #include <string_view>
 
