@@ -2,21 +2,32 @@
 
 #include <stdio.h>
 #include <stdio_ext.h>
+#if __has_include(<sys/single_threaded.h>)  // glibc 2.32+
 #include <sys/single_threaded.h>
+#define KCACHE_ONE_THREAD() (__libc_single_threaded != 0)
+#else
+#define KCACHE_ONE_THREAD() false  // older glibc: the lock, as before 2.32's fast path
+#endif
 
 #include "compiler/nvrtc/reads_alone.h"
 
 namespace {
 
+// Unlocked again however the read ends (a thread cancelled inside getc, as
+// glibc's own getc does).
+struct FileLock {
+  explicit FileLock(FILE* f) : file(f) { flockfile(file); }
+  ~FileLock() { funlockfile(file); }
+  FILE* file;
+};
+
 int read_char(FILE* f) {
   if ((kcache::compiler::nvrtc_reads_alone() && f != stdin && f != stdout && f != stderr) ||
-      __libc_single_threaded || __fsetlocking(f, FSETLOCKING_QUERY) == FSETLOCKING_BYCALLER) {
+      KCACHE_ONE_THREAD() || __fsetlocking(f, FSETLOCKING_QUERY) == FSETLOCKING_BYCALLER) {
     return getc_unlocked(f);
   }
-  flockfile(f);
-  int c = getc_unlocked(f);
-  funlockfile(f);
-  return c;
+  FileLock lock(f);
+  return getc_unlocked(f);
 }
 
 }  // namespace

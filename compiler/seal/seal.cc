@@ -474,15 +474,15 @@ bool known_bytes_unchanged(const ServedFile& f) {
               f.ctime_ns == ns(st.st_ctim);
   if (same) {
     Hasher128 hasher;
-    char buf[1 << 16];
+    std::vector<char> buf(size_t{1} << 16);  // not on the stack: the caller may be a small thread's
     uint64_t read_bytes = 0;
-    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    for (ssize_t n; (n = ::read(fd, buf.data(), buf.size())) != 0;) {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 || (read_bytes += static_cast<uint64_t>(n)) > f.size) {
         same = false;
         break;
       }
-      hasher.update(std::string_view(buf, static_cast<size_t>(n)));
+      hasher.update(std::string_view(buf.data(), static_cast<size_t>(n)));
     }
     same = same && read_bytes == f.size && hasher.digest() == f.content;
   }
