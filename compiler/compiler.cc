@@ -136,22 +136,31 @@ ScanOptions scan_options(const CompileOptions& options) {
 // still searches the real file's folder). Several files in one folder are
 // fine, only the folder matters; files in different folders are an error
 // (InvalidArgument): the complaint does not say which one asked.
+// `disk_name`: NVRTC's name for the includer found (includes.h, disk_name_next_to).
 std::optional<std::string> find_includer(const AskContext& c, const std::string& includer,
-                                         const std::vector<ResolvedHeader>& have) {
+                                         const std::vector<ResolvedHeader>& have,
+                                         std::string* disk_name) {
   std::vector<std::string> exact, by_line;
-  auto consider = [&](const std::string& name, const std::vector<std::string>& line_names,
-                      const std::string& path) {
-    if (name == includer) {
+  std::vector<std::string> exact_names, by_line_names;
+  auto consider = [&](const std::string& name, const std::string& nvrtc_name,
+                      const std::vector<std::string>& line_names, const std::string& path) {
+    if (name == includer || nvrtc_name == includer) {
       exact.push_back(path);
+      exact_names.push_back(nvrtc_name);
     } else if (std::find(line_names.begin(), line_names.end(), includer) != line_names.end()) {
       by_line.push_back(path);
+      by_line_names.push_back(nvrtc_name);
     }
   };
-  consider(c.options.logical_name(), c.includes.root_line_names, c.options.source_path);
+  const std::string& root = c.options.logical_name();
+  consider(root, root, c.includes.root_line_names, c.options.source_path);
   for (const std::vector<ResolvedHeader>* list : {&c.includes.headers, &have}) {
-    for (const ResolvedHeader& h : *list) consider(h.name, h.line_names, h.path);
+    for (const ResolvedHeader& h : *list) {
+      consider(h.name, h.disk_name.empty() ? h.name : h.disk_name, h.line_names, h.path);
+    }
   }
   exact.insert(exact.end(), by_line.begin(), by_line.end());
+  exact_names.insert(exact_names.end(), by_line_names.begin(), by_line_names.end());
   for (const std::string& path : exact) {
     if (folder_of(path) != folder_of(exact.front())) {
       throw InvalidArgument(
@@ -162,6 +171,7 @@ std::optional<std::string> find_includer(const AskContext& c, const std::string&
     }
   }
   if (exact.empty()) return std::nullopt;
+  *disk_name = exact_names.front();
   return exact.front();
 }
 
@@ -178,7 +188,8 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
                                                        std::optional<std::string>* includer_path,
                                                        std::string* refused) {
   const CompileOptions& options = c.options;
-  *includer_path = find_includer(c, a.includer, have);
+  std::string includer_name;
+  *includer_path = find_includer(c, a.includer, have, &includer_name);
   std::vector<std::string> dirs;
   if (!a.angled && *includer_path) dirs.push_back(folder_of(**includer_path));
   const size_t first_dash_i = dirs.size();
@@ -206,11 +217,15 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
     int next_from = a.name.front() == '/' ? -1
                     : k < first_dash_i    ? 0
                                           : static_cast<int>(k - first_dash_i) + 1;
-    IncludeGraph more = resolve_includes(
-        path, *content,
-        {options.include_dirs, c.toolkit_dirs, options.may_read, next_from, scan_options(options)});
-    std::vector<ResolvedHeader> out{
-        {a.name, path, more.root_content ? *more.root_content : *content, more.root_line_names}};
+    std::string disk_name = a.name.front() == '/' ? a.name
+                            : k < first_dash_i    ? disk_name_next_to(includer_name, a.name)
+                                                  : disk_name_in(d, a.name);
+    IncludeGraph more = resolve_includes(path, *content,
+                                         {options.include_dirs, c.toolkit_dirs, options.may_read,
+                                          next_from, scan_options(options), {}, disk_name});
+    std::vector<ResolvedHeader> out{{a.name, path,
+                                     more.root_content ? *more.root_content : *content,
+                                     more.root_line_names, disk_name}};
     for (ResolvedHeader& h : more.headers) {
       if (handed.insert(h.name).second) out.push_back(std::move(h));
     }
@@ -229,7 +244,7 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const AskContext& c, cons
 Hash128 full_key(cache::CompileRequest request, const std::vector<ResolvedHeader>& asked,
                  const cache::ManifestSet& asks, const std::string& today) {
   request.probes = probe_key_lines(asks.probes);
-  for (const ResolvedHeader& h : asked) request.headers.push_back({h.name, h.content});
+  for (const ResolvedHeader& h : asked) request.headers.push_back({h.name, handed_text(h)});
   if (!today.empty() && request.date.empty() && any_uses_date_macro(asked)) request.date = today;
   for (const cache::ManifestAsk& a : asks) {
     request.asked_includes.push_back(a.spelling + "\n" + a.includer + "\n" +
@@ -539,7 +554,7 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   for (const cache::Header& h : options.memory_headers) in_memory.insert(h.include_name);
   p.includes = resolve_includes(options.source_path, p.source,
                                 {options.include_dirs, toolkit_.include_dirs, options.may_read, -1,
-                                 scan_options(options), in_memory});
+                                 scan_options(options), in_memory, options.logical_name()});
   if (options.program) {
     // NVRTC's own "cannot open source file" must reach the program's log.
     for (MissingInclude& m : p.includes.missing) m.stub.clear();
@@ -557,8 +572,10 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   p.request.options = p.key_options;
   p.request.source_name = options.logical_name();
   p.request.source = p.source;
-  for (const ResolvedHeader& h : p.includes.headers)
-    p.request.headers.push_back({h.name, h.content});
+  // Keyed as handed: a header's text and the name NVRTC gives it (handed_text).
+  for (const ResolvedHeader& h : p.includes.headers) {
+    p.request.headers.push_back({h.name, options.program ? h.content : handed_text(h)});
+  }
   p.request.name_expressions = options.name_expressions;
   std::vector<std::string> option_texts = p.key_options;
   option_texts.insert(option_texts.end(), options.name_expressions.begin(),
@@ -1241,7 +1258,9 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
   NvrtcInput input;
   input.source_name = options.logical_name();
   input.source = p.source;
-  for (const ResolvedHeader& h : p.includes.headers) input.headers.push_back({h.name, h.content});
+  for (const ResolvedHeader& h : p.includes.headers) {
+    input.headers.push_back({h.name, handed_text(h)});
+  }
   for (const MissingInclude& m : p.includes.missing) {
     if (!m.stub.empty()) input.headers.push_back({m.name, m.stub});
   }
@@ -1325,7 +1344,7 @@ void Compiler::run_rounds(const CompileOptions& options, const AskResolver& reso
     rounds.asked_names.push_back(a.name);
     cache::ManifestAsk recorded{a.name, a.includer, a.angled, {}};
     for (ResolvedHeader& h : resolve(a, m->asked, e)) {
-      m->input.headers.push_back({h.name, h.content});
+      m->input.headers.push_back({h.name, handed_text(h)});
       recorded.headers.push_back({h.name, xxh3_64(h.content)});
       m->asked.push_back(std::move(h));
     }

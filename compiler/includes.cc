@@ -361,6 +361,37 @@ std::string join(const std::string& dir, const std::string& name) {
   return dir.back() == '/' ? dir + name : dir + "/" + name;
 }
 
+}  // namespace
+
+std::string disk_name_next_to(const std::string& includer_name, const std::string& spelling) {
+  if (!spelling.empty() && spelling.front() == '/') return spelling;
+  size_t slash = includer_name.rfind('/');
+  return slash == std::string::npos ? spelling : includer_name.substr(0, slash + 1) + spelling;
+}
+
+std::string disk_name_in(const std::string& folder, const std::string& spelling) {
+  return join(folder, spelling);  // NVRTC's rule and kcache's path are one here
+}
+
+std::string handed_text(const ResolvedHeader& h) {
+  const std::string& name = h.disk_name;
+  // An absolute name (an absolute -I folder or source path) keeps the
+  // spelling: it would put the checkout's folder into the output and the key
+  // (docs/KEYS.md, "Residual limits"). So does a name a #line string cannot
+  // hold as it is (a quote, a backslash, which NVRTC reads as an escape, a
+  // control character).
+  bool plain = !name.empty() && name != h.name && name.front() != '/' &&
+               std::none_of(name.begin(), name.end(), [](char c) {
+                 return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+               });
+  if (!plain) return h.content;
+  // Before everything, a byte order mark too: NVRTC 13 takes none in a header
+  // (its complaint then names the file and line as it does on disk).
+  return "#line 1 \"" + name + "\"\n" + h.content;
+}
+
+namespace {
+
 struct FileId {
   dev_t dev;
   ino_t ino;
@@ -518,7 +549,8 @@ class Resolver {
   IncludeGraph run(const std::string& source_path) {
     // The source is never stat-ed: its text is given (a program's name may
     // name no file), and a header that is the same file is a header like any other.
-    queue_.push_back({source_path, kMainSource, search_.root_next_from});
+    queue_.push_back({source_path, kMainSource, search_.root_next_from,
+                      search_.root_name.empty() ? source_path : search_.root_name});
     while (!queue_.empty()) {
       Pending file = queue_.front();
       queue_.pop_front();
@@ -537,6 +569,7 @@ class Resolver {
     std::string path;
     size_t header_index;  // whose content to scan, or kMainSource
     int next_from;        // where its #include_next continues (IncludeSearch::root_next_from)
+    std::string disk_name;  // NVRTC's name for it (disk_name_next_to, disk_name_in)
   };
   using Rewrites = std::vector<std::pair<const IncludeDirective*, std::string>>;
 
@@ -595,7 +628,7 @@ class Resolver {
   // spelling) and queued for scanning (once per file). False where the name
   // already names another header: the toolkit's, or other bytes.
   bool add_user(const std::string& name, const std::string& user_path, const FileId& id,
-                const std::string& from, int next_from) {
+                const std::string& from, int next_from, const std::string& disk_name) {
     size_t index;
     auto it = found_.find(name);
     if (it != found_.end()) {
@@ -615,9 +648,11 @@ class Resolver {
       if (!content) throw IoError("cannot read " + user_path + ": it vanished while compiling");
       index = graph_.headers.size();
       found_[name] = Found{id, user_path, from, index};
-      graph_.headers.push_back({name, user_path, std::move(*content), {}});
+      graph_.headers.push_back({name, user_path, std::move(*content), {}, disk_name});
     }
-    if (scanned_.insert({id, index}).second) queue_.push_back({user_path, index, next_from});
+    if (scanned_.insert({id, index}).second) {
+      queue_.push_back({user_path, index, next_from, graph_.headers[index].disk_name});
+    }
     return true;
   }
   // The name a user header is handed under where its spelling already names
@@ -648,10 +683,10 @@ class Resolver {
     return alias;
   }
   std::string hand_user(const std::string& name, const std::string& user_path, const FileId& id,
-                        const std::string& from, int next_from) {
-    if (add_user(name, user_path, id, from, next_from)) return name;
+                        const std::string& from, int next_from, const std::string& disk_name) {
+    if (add_user(name, user_path, id, from, next_from, disk_name)) return name;
     std::string alias = alias_for(name, user_path, id);
-    if (!add_user(alias, user_path, id, from, next_from)) {
+    if (!add_user(alias, user_path, id, from, next_from, disk_name)) {
       auto it = found_.find(name);
       throw conflict(name,
                      it != found_.end() ? it->second.path + " (included from " +
@@ -685,7 +720,7 @@ class Resolver {
       std::optional<std::string> rewritten =
           d.next && file.next_from >= 0 && d.name.front() != '/'
               ? std::optional<std::string>(include_next(d, file, from))
-              : include(d, dir_of(file.path), from);
+              : include(d, dir_of(file.path), from, file.disk_name);
       if (rewritten) rewrites.push_back({&d, *rewritten});
     }
     if (!rewrites.empty()) rewrite(file, std::string(text_of()), rewrites);
@@ -704,7 +739,8 @@ class Resolver {
       std::string path = join(user_dirs_[k], d.name);
       if (std::optional<FileId> id = user_file(path)) {
         handed = include_next_name(user_index_[k], d.name);
-        if (!add_user(handed, path, *id, from, static_cast<int>(user_index_[k]) + 1)) {
+        if (!add_user(handed, path, *id, from, static_cast<int>(user_index_[k]) + 1,
+                      disk_name_in(user_dirs_[k], d.name))) {
           throw conflict(handed, found_[handed].path, path + " (included from " + from + ")");
         }
       }
@@ -733,14 +769,16 @@ class Resolver {
   // An #include (or __has_include) of a file in `dir`: a user header, the
   // toolkit's, or missing. Returns the directive's new spelling where it
   // must be rewritten.
+  // `includer_name`: NVRTC's name for the includer (Pending::disk_name).
   std::optional<std::string> include(const IncludeDirective& d, const std::string& dir,
-                                     const std::string& from) {
+                                     const std::string& from, const std::string& includer_name) {
     if (search_.in_memory.count(d.name)) return std::nullopt;  // NVRTC is handed it by name
     if (d.probe) probed_.insert(d.name);
     std::vector<std::string> searched;
     std::optional<std::string> user_path;
     std::optional<FileId> id;
     int next_from = -1;  // absolute: #include_next searches from the start
+    std::string disk_name = d.name;
     if (d.name.front() == '/') {
       if ((id = user_file(d.name))) user_path = d.name;
     } else {
@@ -754,12 +792,14 @@ class Resolver {
           // Next to its includer: #include_next goes on with the first -I.
           size_t in_user = k - (d.angled ? 0 : 1);
           next_from = d.angled || k > 0 ? static_cast<int>(user_index_[in_user]) + 1 : 0;
+          disk_name = d.angled || k > 0 ? disk_name_in(user_dirs_[in_user], d.name)
+                                        : disk_name_next_to(includer_name, d.name);
           break;
         }
       }
     }
     if (user_path) {
-      std::string handed = hand_user(d.name, *user_path, *id, from, next_from);
+      std::string handed = hand_user(d.name, *user_path, *id, from, next_from, disk_name);
       if (handed != d.name) return "\"" + handed + "\"";
       return std::nullopt;
     }

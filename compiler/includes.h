@@ -68,6 +68,9 @@ struct IncludeSearch {
   // Spellings the caller hands NVRTC in memory itself (an NVRTC program's
   // headers): never looked for on disk, never stubbed.
   std::set<std::string> in_memory = {};
+  // NVRTC's name for the file resolved from (the program name it is given);
+  // empty: its path. Where NVRTC names the headers it finds (disk_name).
+  std::string root_name = {};
 };
 
 // #include_next: a header found by one is handed to NVRTC under this prefix,
@@ -86,9 +89,29 @@ constexpr const char kAliasPrefix[] = "kcache-alias/";
 struct ResolvedHeader {
   std::string name;     // the spelling, e.g. "util/math.cuh": what NVRTC matches
   std::string path;     // where it was read, e.g. "kernels/util/math.cuh"
-  std::string content;  // exactly what NVRTC is handed (#include_next rewritten)
+  std::string content;  // its text (#include_next rewritten); NVRTC gets handed_text()
   std::vector<std::string> line_names = {};  // its #line file names (ScannedFile)
+  // The name NVRTC gives it on disk (disk_name_next_to, disk_name_in) where it
+  // was first found; empty: its spelling.
+  std::string disk_name = {};
 };
+
+// The name NVRTC gives a header it reads from disk (its __FILE__ and the name
+// in its diagnostics), measured with NVRTC 13.0: found next to its includer,
+// the includer's name up to its last '/' then the spelling ("inc/sub/w.h"
+// including "../up.h": "inc/sub/../up.h"); found in -I folder D, D then the
+// spelling, with a '/' between unless D ends with one ("-I./inc": "./inc/x.h",
+// "-Iinc//": "inc//x.h"); an absolute spelling as it is.
+std::string disk_name_next_to(const std::string& includer_name, const std::string& spelling);
+std::string disk_name_in(const std::string& folder, const std::string& spelling);
+
+// The text NVRTC is handed for `h`: its content, named by a `#line 1` with the
+// name NVRTC would give the file on disk (ResolvedHeader::disk_name) where that
+// is not its spelling, so __FILE__, __LINE__ and NVRTC's diagnostics are what
+// NVRTC reading the file itself gives (issue 27). A `#line` names the file
+// only; the folder of a quoted include stays the spelling's (measured). An
+// absolute name keeps the spelling: keys stay free of the checkout's folder.
+std::string handed_text(const ResolvedHeader& h);
 
 struct MissingInclude {
   std::string name;                   // the spelling
