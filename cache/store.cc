@@ -67,6 +67,8 @@ constexpr int kCompatibleVersion = 1;
 constexpr const char* kIndexName = "index.sqlite";
 constexpr const char* kBlobDirName = "blobs";
 constexpr const char* kIndexLockName = "index.lock";
+// Set in a new index until it has been filled from the blob files (adopt_blobs).
+constexpr const char* kFillingMeta = "filling";
 // Bazel runs many actions at once against one store; writes are short.
 constexpr int kBusyTimeoutMs = 30000;
 // A file with no row younger than this may be a put still in progress.
@@ -201,6 +203,14 @@ std::optional<Hash128> key_of_blob_name(const std::string& name) {
   return Hash128::from_hex(std::string_view(name).substr(0, 32));
 }
 
+// Whether `file` is a blob name of key `hex`: a row naming another key's
+// blob (a damaged or crafted index) must never make us read it as ours or
+// delete it (that entry is intact).
+bool blob_of_key(const std::string& file, const std::string& hex) {
+  std::optional<Hash128> key = key_of_blob_name(file);
+  return key && key->hex() == hex;
+}
+
 class SqliteStore : public Store {
   struct Row {
     std::string key;
@@ -248,10 +258,10 @@ class SqliteStore : public Store {
     for (int attempt = 0; attempt < 2; ++attempt) {
       Row row;
       if (!find_row(hex, &row)) break;
-      if (!key_of_blob_name(row.file)) {
+      if (!blob_of_key(row.file, hex)) {
         drop_bad_entry(hex, row.file,
                        "the index names \"" + escape_for_message(row.file) +
-                           "\" as its blob file, which is not a blob name");
+                           "\" as its blob file, which is not a blob name of this key");
         break;
       }
       std::optional<std::string> bytes = fs_.read_file(blob_path(row.file));
@@ -306,7 +316,7 @@ class SqliteStore : public Store {
       if (!old) old = again;
     }
     // Not when a rebuild adopted this very file meanwhile.
-    if (old && old->file != file) remove_blob_quietly(old->file);
+    if (old && old->file != file) remove_blob_quietly(hex, old->file);
     with_index([&] { evict_to(max_size(), kEvictTargetFraction); });
   }
 
@@ -342,7 +352,7 @@ class SqliteStore : public Store {
       txn.commit();
       return true;
     });
-    if (found) remove_blob_quietly(row.file);
+    if (found) remove_blob_quietly(hex, row.file);
     return found;
   }
 
@@ -469,7 +479,7 @@ class SqliteStore : public Store {
     }
     CleanupResult result;
     const int64_t cutoff_ns = (clock_() - kStrayGraceSeconds) * 1000000000;
-    for (const std::string& shard : fs_.list_directory(blob_dir_)) {
+    for (const std::string& shard : shard_names()) {
       const std::string shard_dir = blob_dir_ + "/" + shard;
       for (const std::string& name : fs_.list_directory(shard_dir)) {
         auto row = named.find(name);
@@ -566,8 +576,11 @@ class SqliteStore : public Store {
       result.entries_checked += 1;
       std::string problem;
       try {
-        std::optional<std::string> bytes = fs_.read_file(blob_path(row.file));
-        if (!bytes) {
+        std::optional<std::string> bytes;
+        if (!blob_of_key(row.file, row.key)) {
+          problem = "the index names \"" + escape_for_message(row.file) +
+                    "\" as its blob file, which is not a blob name of this key";
+        } else if (!(bytes = fs_.read_file(blob_path(row.file)))) {
           problem = "blob file " + blob_path(row.file) + " is missing";
         } else if (static_cast<int64_t>(bytes->size()) != row.size) {
           problem = "blob file has " + std::to_string(bytes->size()) + " bytes, the index says " +
@@ -583,7 +596,7 @@ class SqliteStore : public Store {
       }
       if (problem.empty()) continue;
       result.problems.push_back(row.key + ": " + problem + " (removed)");
-      drop_bad_entry(row.key, row.file, problem, /*warn=*/false);
+      with_index([&] { drop_bad_entry(row.key, row.file, problem, /*warn=*/false); });
     }
     // The running totals must equal what the rows say.
     with_index([&] {
@@ -637,6 +650,7 @@ class SqliteStore : public Store {
     }
     try {
       connect();
+      finish_filling();
     } catch (const sqlite::IndexCorruptError& e) {
       rebuild_index(e.what(), id);
     }
@@ -651,6 +665,7 @@ class SqliteStore : public Store {
     if (id.exists && id.size > 0) {
       try {
         connect();
+        if (get_meta(kFillingMeta)) adopt_blobs();  // we hold the lock
       } catch (const sqlite::IndexCorruptError& e) {
         rebuild_index(e.what(), id, /*say=*/true, /*locked=*/true);
       }
@@ -836,6 +851,10 @@ class SqliteStore : public Store {
       set_meta("version", std::to_string(kSchemaVersion));
       set_meta("compatible_version", std::to_string(kCompatibleVersion));
       set_meta("max_size", std::to_string(kDefaultMaxSize));
+      // A new index is filled from the blobs next (adopt_blobs), which clears
+      // this: one found set was made by a process killed while filling it,
+      // and is finished before it is trusted (open_index).
+      set_meta(kFillingMeta, "1");
     }
     check_schema_version();
     txn.commit();
@@ -939,7 +958,7 @@ class SqliteStore : public Store {
     const int64_t cutoff_ns = (clock_() - min_age_s) * 1000000000;
     StrayFiles result;
     std::vector<std::pair<std::string, std::string>> batch;  // shard/name
-    for (const std::string& shard : fs_.list_directory(blob_dir_)) {
+    for (const std::string& shard : shard_names()) {
       const std::string shard_dir = blob_dir_ + "/" + shard;
       for (const std::string& name : fs_.list_directory(shard_dir)) {
         if (named_files.count(name)) continue;
@@ -982,9 +1001,40 @@ class SqliteStore : public Store {
     return result;
   }
 
+  // The shard folders of blobs/: a file or anything else there (a stray
+  // README) is no shard, and must not stop a rebuild or a cleanup.
+  std::vector<std::string> shard_names() {
+    std::vector<std::string> out;
+    for (const std::string& name : fs_.list_directory(blob_dir_)) {
+      std::optional<FileInfo> info = fs_.stat(blob_dir_ + "/" + name);
+      if (info && info->is_directory) out.push_back(name);
+    }
+    return out;
+  }
+
   // A new or rebuilt index: every blob that checks out. Corrupt ones are
   // removed; duplicates and temp files are left to cleanup's grace period.
-  uint64_t adopt_blobs() { return adopt_strays(/*min_age_s=*/0, /*remove_rest=*/false).adopted; }
+  uint64_t adopt_blobs() {
+    uint64_t adopted = adopt_strays(/*min_age_s=*/0, /*remove_rest=*/false).adopted;
+    sqlite::Transaction txn(*db_);
+    sqlite::Statement(*db_, "DELETE FROM meta WHERE name = ?").bind(1, kFillingMeta).run();
+    txn.commit();
+    return adopted;
+  }
+
+  // An index whose filling from the blobs was cut short (kFillingMeta): filled
+  // now, under the lock, before any lookup trusts it (a partial index would
+  // lose every entry it lacks). Another process may be filling it: then it is
+  // done once we hold the lock.
+  void finish_filling() {
+    if (read_only_ || !get_meta(kFillingMeta)) return;
+    IndexLock lock(dir_ + "/" + kIndexLockName);
+    if (!get_meta(kFillingMeta)) return;
+    uint64_t adopted = adopt_blobs();
+    notice("index-rebuilt", "the store index " + index_path_ +
+                                " was left half made by a process that was stopped; rebuilt it "
+                                "from the blob files (" + std::to_string(adopted) + " adopted)");
+  }
 
   StrayFiles adopt_or_remove_strays(int64_t grace_seconds) {
     return adopt_strays(grace_seconds, /*remove_rest=*/true);
@@ -1033,12 +1083,14 @@ class SqliteStore : public Store {
                            "blob file name");
   }
 
-  // Deletes the blob a row named, unless the name is no blob name (then only
-  // the row goes, and the name is reported).
-  void remove_blob_quietly(const std::string& file) {
-    if (!key_of_blob_name(file)) {
+  // Deletes the blob the row of `hex` named, unless the name is no blob name
+  // of that key (then only the row goes, and the name is reported): a row
+  // naming another key's blob must not delete that intact entry.
+  void remove_blob_quietly(const std::string& hex, const std::string& file) {
+    if (!blob_of_key(file, hex)) {
       notice("not-a-blob-name", "not removing \"" + escape_for_message(file) +
-                                    "\", named as a blob file by the index, which is not a blob name");
+                                    "\", named as a blob file by the index, which is not a blob "
+                                    "name of its key");
       return;
     }
     remove_quietly(blob_path(file));
@@ -1097,7 +1149,9 @@ class SqliteStore : public Store {
       Row row;
       if (find_row(hex, &row) && row.file == file) delete_row(hex, row.size);
       txn.commit();
-      remove_blob_quietly(file);
+      remove_blob_quietly(hex, file);
+    } catch (const sqlite::IndexCorruptError&) {
+      throw;  // the index itself is damaged: with_index rebuilds it
     } catch (const Error& e) {
       notice("corrupt-entry-remove", std::string("could not remove the corrupt entry: ") + e.what());
     }
@@ -1223,7 +1277,7 @@ class SqliteStore : public Store {
     }
     CleanupResult result;
     for (const Row& row : victims) {
-      remove_blob_quietly(row.file);
+      remove_blob_quietly(row.key, row.file);
       result.entries_removed += 1;
       result.bytes_removed += static_cast<uint64_t>(row.size);
     }

@@ -55,7 +55,9 @@ std::string temp_name_for(const std::string& path) {
 class RealFileSystem : public FileSystem {
  public:
   std::optional<std::string> read_file(const std::string& path) override {
-    FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    // O_NONBLOCK: opening a FIFO (planted in a store, say) must not wait for
+    // a writer that never comes; reads block again below, as for any file.
+    FdGuard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (fd.get() < 0) {
       if (errno == ENOENT) return std::nullopt;
       throw IoError(errno_message("cannot open", path, errno));
@@ -63,6 +65,10 @@ class RealFileSystem : public FileSystem {
     struct stat st;
     if (::fstat(fd.get(), &st) != 0) throw IoError(errno_message("cannot stat", path, errno));
     if (S_ISDIR(st.st_mode)) throw IoError("cannot read " + path + ": it is a directory");
+    if (!S_ISREG(st.st_mode)) {
+      // A FIFO with no writer reads as empty; one with a writer as it writes.
+      ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+    }
     // Size from fstat, then read until EOF: the file may still grow or shrink.
     // A small probe detects growth, so the common case never reallocates.
     std::string out(static_cast<size_t>(st.st_size), '\0');

@@ -20,6 +20,8 @@
 #include <random>
 #include <set>
 
+#include <sqlite3.h>
+
 #include "cache/storage.h"
 #include "cache/store.h"
 #include "common/error.h"
@@ -117,6 +119,80 @@ class StoreRecoveryTest : public ::testing::Test {
   TempDir dir_;
   std::vector<std::string> warnings_;
 };
+
+// Runs `sql` on the store's index, as a damaged or crafted index would hold it.
+void run_sql(const std::string& index, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(index.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+std::string blob_file_of(const std::string& store_dir, const Hash128& key) {
+  std::string shard = store_dir + "/blobs/" + key.hex().substr(0, 2);
+  for (const std::string& name : FileSystem::real().list_directory(shard)) {
+    if (name.compare(0, 32, key.hex()) == 0) return name;
+  }
+  return "";
+}
+
+// A review (session 8): the row of one key naming another key's blob made a
+// lookup, and verify, delete that other, intact entry.
+TEST_F(StoreRecoveryTest, ARowNamingAnotherKeysBlobNeverDeletesThatEntry) {
+  populate(0, 2);
+  const std::string other = blob_file_of(store_dir(), key_of(1));
+  ASSERT_FALSE(other.empty());
+  run_sql(index(), "UPDATE entries SET file = '" + other + "' WHERE key = '" + key_of(0).hex() + "'");
+  {
+    auto store = open_store();
+    EXPECT_FALSE(store->get(key_of(0)));  // its row is bad: a miss
+    std::optional<Entry> e = store->get(key_of(1));
+    ASSERT_TRUE(e) << "the intact entry was deleted";
+    EXPECT_EQ(e->payload(), payload_of(1));
+  }
+  populate(0, 2);
+  run_sql(index(), "UPDATE entries SET file = '" + other + "' WHERE key = '" + key_of(0).hex() + "'");
+  auto store = open_store();
+  EXPECT_EQ(store->verify().problems.size(), 1u);
+  std::optional<Entry> e = store->get(key_of(1));
+  ASSERT_TRUE(e) << "verify deleted the intact entry";
+  EXPECT_EQ(e->payload(), payload_of(1));
+}
+
+// A process killed while it filled a new index from the blobs left a valid
+// index holding some of them, which every later process trusted.
+TEST_F(StoreRecoveryTest, AnIndexLeftHalfFilledIsFinishedBeforeItIsTrusted) {
+  populate();
+  run_sql(index(), "DELETE FROM entries WHERE key > '8'; "
+                   "UPDATE totals SET total_size = 0, entries = 0; "
+                   "INSERT OR REPLACE INTO meta VALUES ('filling', '1');");
+  expect_everything_recovered();
+}
+
+// A stray file in blobs/ stopped a rebuild half-way and failed every cleanup
+// and clear; a FIFO named as a blob hung them.
+TEST_F(StoreRecoveryTest, AStrayFileAndAFifoInTheBlobFolderStopNothing) {
+  populate();
+  { std::ofstream(store_dir() + "/blobs/README") << "not a shard\n"; }
+  const std::string fifo_name = key_of(kEntries + 1).hex() + ".0123456789abcdef";
+  const std::string fifo_shard = store_dir() + "/blobs/" + fifo_name.substr(0, 2);
+  FileSystem::real().create_directories(fifo_shard, 0700);
+  ASSERT_EQ(::mkfifo((fifo_shard + "/" + fifo_name).c_str(), 0600), 0);
+  ASSERT_EQ(::unlink(index().c_str()), 0);
+  auto store = open_store();
+  for (int k = 0; k < kEntries; ++k) {
+    std::optional<Entry> e = store->get(key_of(k));
+    ASSERT_TRUE(e) << "entry " << k << " was lost";
+    ASSERT_EQ(e->payload(), payload_of(k));
+  }
+  EXPECT_FALSE(store->get(key_of(kEntries + 1)));
+  EXPECT_NO_THROW(store->cleanup());
+  CleanupResult cleared;
+  ASSERT_NO_THROW(cleared = store->clear());
+  EXPECT_EQ(cleared.entries_removed, static_cast<uint64_t>(kEntries));
+}
 
 TEST_F(StoreRecoveryTest, DeletedIndexIsRebuiltFromTheBlobs) {
   populate();
