@@ -48,6 +48,16 @@ void Storage::open_local() {
 
 Storage::~Storage() = default;
 
+void Storage::flush() {
+  std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || !local_) return;
+  try {
+    local_->flush();
+  } catch (const std::exception&) {
+    // counters are best effort; the store says nothing at a host's exit
+  }
+}
+
 // What the remote answers for one object, under the contract in storage.h:
 // a rejected object is a miss (and the remote stays in use), one written by a
 // newer kcache is a miss, a failure stops asking the remote.

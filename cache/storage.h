@@ -103,6 +103,11 @@ class Storage {
   // the child, which reopens the store itself (cache/store.cc).
   void lock_for_fork() { mutex_.lock(); }
   void unlock_after_fork() { mutex_.unlock(); }
+  // Writes the local store's buffered counters and use times now (best
+  // effort, never throws): for a Storage that is never destroyed (the
+  // drop-in's, at the host's exit). Skipped if another thread holds the
+  // store right now: a host's exit must not wait on it.
+  void flush();
   // The remote tier, or nullptr if none is configured or it could not be
   // opened (a credential file missing, ...).
   Remote* remote();

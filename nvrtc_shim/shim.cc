@@ -263,15 +263,18 @@ compiler::Compiler* make_cache_compiler() {
       if (real_path_of(r.path) != real_path_of(toolkit.nvrtc.path)) {
         toolkit.nvrtc = compiler::fingerprint_library(r.path);
       }
-      // Destroyed at exit (it writes the hits' counters then). Its guard is
-      // held only under compiler_mutex, which a fork waits for.
-      static cache::Storage storage(cache::storage_options_or_local_only(
+      // Never destroyed: a host's exit() runs static destructors while its
+      // other threads may still look entries up in the same SQLite
+      // connection (a hang or a crash, found by a review). Its counters are
+      // written at exit instead, under its lock (Storage::flush).
+      auto* storage = new cache::Storage(cache::storage_options_or_local_only(
           [](const std::string& w) { say("cache settings: " + w); }));
-      cache_storage = &storage;
+      cache_storage = storage;
+      ::atexit([] { cache_storage->flush(); });
       // Never freed: a program's exit must not wait for its compile
       // processes, which end when their input closes with this process.
       auto* pool = new compiler::NvrtcPool({exe, "__nvrtc-worker"}, "");
-      auto* out = new compiler::Compiler(std::move(toolkit), &storage);
+      auto* out = new compiler::Compiler(std::move(toolkit), storage);
       out->use_pool(pool);
       compile_pool = pool;
       compile_exe = exe;
@@ -536,7 +539,7 @@ void lock_for_fork() {
 void unlock_after_fork(bool child) {
   said_mutex.unlock();
   compiler::local_time_mutex().unlock();
-  if (compile_pool) compile_pool->unlock_after_fork();
+  if (compile_pool) compile_pool->unlock_after_fork(child);
   if (cache_storage) cache_storage->unlock_after_fork();
   if (made_compiler) made_compiler->unlock_after_fork(child);
   ClosedStdioKept::unlock_after_fork();

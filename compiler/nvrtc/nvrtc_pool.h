@@ -17,6 +17,8 @@
 // verb).
 #pragma once
 
+#include <unistd.h>
+
 #include <sys/types.h>
 
 #include <atomic>
@@ -62,8 +64,14 @@ class NvrtcPool {
   // A host's fork() (pthread_atfork, nvrtc_shim/shim.cc): held across it so
   // the child never inherits the pool mid-change under a lock no thread of
   // its own will release.
+  // In the child, the parent's idle children are forgotten and their ends
+  // closed at once: a child that lives on (a daemon) must not keep them open,
+  // or the parent's compile processes would never see their input end.
   void lock_for_fork() { mutex_.lock(); }
-  void unlock_after_fork() { mutex_.unlock(); }
+  void unlock_after_fork(bool child = false) {
+    if (child && ::getpid() != owner_) forget_the_parents_children();
+    mutex_.unlock();
+  }
 
  private:
   struct Child;
