@@ -420,6 +420,9 @@ struct Compiler::Prepared {
   std::vector<Target> targets;
   std::vector<std::string> key_options;
   std::string source;
+  // What NVRTC is handed as the source (and the key hashes): `source` with
+  // the scanner's rewrites (an alias, an #include_next; includes.h) applied.
+  std::string handed_source;
   IncludeGraph includes;
   cache::CompileRequest request;  // target and arch left to fill
   // Time macros (time_macros.h), unless sloppy: `today` is __DATE__'s value
@@ -571,7 +574,11 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   p.request.compiler_identity = keyed_identity_;
   p.request.options = p.key_options;
   p.request.source_name = options.logical_name();
-  p.request.source = p.source;
+  // A rewritten directive of the source itself (a spelling two files share,
+  // found by a review: `"b.h"` and `<b.h>` got one file) is what NVRTC
+  // compiles; a program's NVRTC reads its own source as given.
+  p.handed_source = !options.program && p.includes.root_content ? *p.includes.root_content : p.source;
+  p.request.source = p.handed_source;
   // Keyed as handed: a header's text and the name NVRTC gives it (handed_text).
   for (const ResolvedHeader& h : p.includes.headers) {
     p.request.headers.push_back({h.name, options.program ? h.content : handed_text(h)});
@@ -1257,7 +1264,7 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
                                 const Target& t) const {
   NvrtcInput input;
   input.source_name = options.logical_name();
-  input.source = p.source;
+  input.source = p.handed_source;
   for (const ResolvedHeader& h : p.includes.headers) {
     input.headers.push_back({h.name, handed_text(h)});
   }

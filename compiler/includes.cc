@@ -648,6 +648,7 @@ class Resolver {
       if (!content) throw IoError("cannot read " + user_path + ": it vanished while compiling");
       index = graph_.headers.size();
       found_[name] = Found{id, user_path, from, index};
+      handed_by_file_.emplace(id, name);
       graph_.headers.push_back({name, user_path, std::move(*content), {}, disk_name});
     }
     if (scanned_.insert({id, index}).second) {
@@ -684,6 +685,17 @@ class Resolver {
   }
   std::string hand_user(const std::string& name, const std::string& user_path, const FileId& id,
                         const std::string& from, int next_from, const std::string& disk_name) {
+    // A file handed already under another spelling ("lib/b.h" and "b.h" from
+    // lib/a.h) is included by that name: handed twice, NVRTC would compile it
+    // twice, where its #pragma once (by file, as NVRTC on disk) keeps it once
+    // (found by a review). Not one that uses #include_next, whose next header
+    // depends on the route (one handed text per name).
+    auto same_file = handed_by_file_.find(id);
+    if (!found_.count(name) && same_file != handed_by_file_.end() &&
+        graph_.headers[found_[same_file->second].header_index].content.find("include_next") ==
+            std::string::npos) {
+      return same_file->second;
+    }
     if (add_user(name, user_path, id, from, next_from, disk_name)) return name;
     std::string alias = alias_for(name, user_path, id);
     if (!add_user(alias, user_path, id, from, next_from, disk_name)) {
@@ -885,6 +897,7 @@ class Resolver {
   std::unordered_map<std::string, bool> is_folder_;  // path -> a folder there
   IncludeGraph graph_;
   std::map<std::string, Found> found_;             // spelling -> user header
+  std::map<FileId, std::string> handed_by_file_;   // file -> the first name it is handed under
   std::map<std::string, std::string> toolkit_;     // spelling -> where first included
   std::map<std::string, MissingInclude> missing_;  // spelling -> first place
   std::map<size_t, std::string> original_;         // header index -> its text before a rewrite

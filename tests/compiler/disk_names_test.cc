@@ -184,6 +184,27 @@ TEST_F(DiskNamesTest, ComputedIncludesNextToTheirIncluderAndThroughAFolder) {
   expect_nvrtcs_ptx("k.cu", {"./inc", "inc2"});
 }
 
+// Two cases a review found (s8-attack-compile.md), now NVRTC's answers.
+TEST_F(DiskNamesTest, AQuotedAndAnAngledSpellingOfTwoFilesInTheSource) {
+  write("b.h", "#define A 1\n");
+  write("inc/b.h", "#define B 20\n");
+  write("k.cu", "#include \"b.h\"\n#include <b.h>\n"
+                "extern \"C\" __global__ void k(int* o) { *o = A + B; }\n");
+  expect_nvrtcs_ptx("k.cu", {"inc"});
+  write("k2.cu", "#include <b.h>\n#include \"b.h\"\n"
+                 "extern \"C\" __global__ void k(int* o) { *o = A + B; }\n");
+  expect_nvrtcs_ptx("k2.cu", {"inc"});
+}
+
+TEST_F(DiskNamesTest, APragmaOnceHeaderReachedByTwoSpellingsIsCompiledOnce) {
+  write("lib/b.h", "#pragma once\nstruct S { int v; };\n" + here("b"));
+  write("lib/a.h", "#include \"b.h\"\n");
+  write("k.cu", kernel("#include \"lib/b.h\"\n#include \"lib/a.h\"", {"b"}));
+  expect_nvrtcs_ptx("k.cu", {});
+  write("k3.cu", kernel("#include <b.h>\n#include \"lib/b.h\"", {"b"}));
+  expect_nvrtcs_ptx("k3.cu", {"lib"});
+}
+
 TEST_F(DiskNamesTest, ADiagnosticInAHeaderNamesItAsNvrtcDoes) {
   write("inc/sub/bad.h", "#pragma once\n__device__ int bad() { return undefined_thing; }\n");
   write("k.cu", "#include \"sub/bad.h\"\nextern \"C\" __global__ void k(int* o) { *o = bad(); }\n");
