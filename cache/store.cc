@@ -288,7 +288,59 @@ class SqliteStore : public Store {
         break;
       }
     }
+    if (std::optional<Entry> entry = take_back_blob(key)) {
+      if (access == Access::lookup) {
+        pending_counters_["hits"] += 1;
+        pending_counters_["compile_ms_saved"] += entry->compile_ms();
+      }
+      return entry;
+    }
     if (access == Access::lookup) pending_counters_["misses"] += 1;
+    return std::nullopt;
+  }
+
+  // Before a miss: a blob file of `key` that no row names (an index replaced
+  // by an older copy of itself, or cut short, found by a review; a put
+  // whose row is not in yet) is the entry, taken back into the index. The
+  // blob files are the truth; a miss costs a compile, and this one listing
+  // of the key's shard folder. Nothing is removed here.
+  std::optional<Entry> take_back_blob(const Hash128& key) {
+    const std::string hex = key.hex();
+    const std::string shard_dir = blob_dir_ + "/" + hex.substr(0, 2);
+    std::vector<std::string> names;
+    try {
+      names = fs_.list_directory(shard_dir);
+    } catch (const Error&) {
+      return std::nullopt;  // no such shard (yet)
+    }
+    for (const std::string& name : names) {
+      if (!blob_of_key(name, hex)) continue;
+      try {
+        std::optional<std::string> bytes = fs_.read_file(shard_dir + "/" + name);
+        if (!bytes) continue;
+        Entry entry = Entry::decode(std::move(*bytes), shard_dir + "/" + name);
+        if (entry.key() != key) continue;
+        if (!read_only_) {
+          sqlite::Transaction txn(*db_);
+          changed_index_ = true;
+          insert_if_absent(entry, name, clock_());
+          if (db_->changes() > 0) add_totals(static_cast<int64_t>(entry.encoded().size()), 1);
+          txn.commit();
+          // A put in flight (its row not in yet) is no news.
+          std::optional<FileInfo> info = fs_.stat(shard_dir + "/" + name);
+          bool in_flight = info && info->mtime_ns > (clock_() - 10) * 1000000000;
+          if (!in_flight) notice("blob-taken-back", "the store index " + index_path_ +
+                                        " had no row for blob files it holds (an older copy of "
+                                        "the index, or one cut short); took them back as they "
+                                        "were looked up (`kcache -c` takes back the rest)");
+        }
+        return entry;
+      } catch (const sqlite::IndexCorruptError&) {
+        throw;
+      } catch (const Error&) {
+        continue;  // damaged, a newer kcache's, unreadable: cleanup's to judge
+      }
+    }
     return std::nullopt;
   }
 
@@ -689,6 +741,13 @@ class SqliteStore : public Store {
                  (fs_.stat(index_path_) && ::access(index_path_.c_str(), W_OK) != 0);
     if (read_only_) {
       if (!fs_.stat(index_path_)) {
+        std::optional<FileInfo> blobs = fs_.stat(blob_dir_);
+        if (blobs && blobs->is_directory) {  // a store whose index was lost (a review's F7)
+          throw IoError("cannot use the store in " + dir_ +
+                        ": its index is missing and the folder is not writable, so the index "
+                        "cannot be rebuilt from its blob files; make the folder writable (the "
+                        "next use rebuilds it) or choose another with --dir or $KCACHE_DIR");
+        }
         throw IoError("cannot create a store in " + dir_ +
                       ": the folder is not writable; choose another with --dir or $KCACHE_DIR");
       }

@@ -274,6 +274,40 @@ TEST(StoreReliabilityTest, ReadOnlyFolderServesHitsAndRefusesWritesWithOneWarnin
   EXPECT_EQ(Store::open(store_dir)->stats().entries, 3u);
 }
 
+// A review (session 8, F7): a read-only store whose index was lost said
+// "cannot create a store", though its blobs were all there.
+TEST(StoreReliabilityTest, AReadOnlyStoreWithoutItsIndexSaysSoAndHowToRebuildIt) {
+  TempDir dir(TempDir::Where::world_traversable_tmp);
+  const std::string store_dir = dir / "store";
+  {
+    auto store = Store::open(store_dir);
+    for (int k = 0; k < 3; ++k) store->put(entry_of(k));
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    ::unlink((store_dir + "/index.sqlite" + suffix).c_str());
+  }
+  ASSERT_EQ(
+      std::system(("chmod 0755 " + dir.path() + " && chmod -R a+rX,a-w " + store_dir).c_str()), 0);
+  int code = in_child([&] {
+    if (!become_unprivileged()) return 20;
+    try {
+      Store::open(store_dir);
+      return 21;
+    } catch (const IoError& e) {
+      std::string m = e.what();
+      if (m.find("index is missing") == std::string::npos || m.find("writable") == std::string::npos) {
+        std::fprintf(stderr, "message: %s\n", m.c_str());
+        return 22;
+      }
+    }
+    return 0;
+  });
+  if (code == 20) GTEST_SKIP() << "cannot drop root privileges here to make a folder read-only";
+  EXPECT_EQ(code, 0);
+  ASSERT_EQ(std::system(("chmod -R u+w " + store_dir).c_str()), 0);
+  EXPECT_EQ(Store::open(store_dir)->stats().entries, 3u) << "rebuilt once writable";
+}
+
 TEST(StoreReliabilityTest, UnusableFolderDisablesCachingWithOneWarning) {
   TempDir dir;
   kcache::testing::write_file(dir / "file", "a file where the store folder should be");
