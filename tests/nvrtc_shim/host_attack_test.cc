@@ -179,7 +179,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, HostAttackTest,
                                            "relative_store_chdir", "symlinked_store",
                                            "big_host_threads", "sigchld_blocked_no_pending",
                                            "kcache_exe_exits", "kcache_exe_not_executable",
-                                           "kcache_exe_sleeps", "leak_300"),
+                                           "kcache_exe_sleeps", "leak_300",
+                                           // session 8's review
+                                           "daemon_after_miss"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });
