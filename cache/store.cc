@@ -69,6 +69,8 @@ constexpr const char* kBlobDirName = "blobs";
 constexpr const char* kIndexLockName = "index.lock";
 // Set in a new index until it has been filled from the blob files (adopt_blobs).
 constexpr const char* kFillingMeta = "filling";
+// When the store was last cleared (unix seconds): older blobs are not taken back.
+constexpr const char* kClearedAtMeta = "cleared_at";
 // Bazel runs many actions at once against one store; writes are short.
 constexpr int kBusyTimeoutMs = 30000;
 // A file with no row younger than this may be a put still in progress.
@@ -313,8 +315,11 @@ class SqliteStore : public Store {
     } catch (const Error&) {
       return std::nullopt;  // no such shard (yet)
     }
+    const int64_t cleared_ns = cleared_at_ns();
     for (const std::string& name : names) {
       if (!blob_of_key(name, hex)) continue;
+      std::optional<FileInfo> written = fs_.stat(shard_dir + "/" + name);
+      if (!written || written->mtime_ns <= cleared_ns) continue;  // left by a clear
       try {
         std::optional<std::string> bytes = fs_.read_file(shard_dir + "/" + name);
         if (!bytes) continue;
@@ -327,8 +332,7 @@ class SqliteStore : public Store {
           if (db_->changes() > 0) add_totals(static_cast<int64_t>(entry.encoded().size()), 1);
           txn.commit();
           // A put in flight (its row not in yet) is no news.
-          std::optional<FileInfo> info = fs_.stat(shard_dir + "/" + name);
-          bool in_flight = info && info->mtime_ns > (clock_() - 10) * 1000000000;
+          bool in_flight = written->mtime_ns > (clock_() - 10) * 1000000000;
           if (!in_flight) notice("blob-taken-back", "the store index " + index_path_ +
                                         " had no row for blob files it holds (an older copy of "
                                         "the index, or one cut short); took them back as they "
@@ -522,6 +526,10 @@ class SqliteStore : public Store {
         while (all.step()) named[all.column_text(1)] = all.column_int(2);
         db_->exec("DELETE FROM entries");
         db_->exec("UPDATE totals SET total_size = 0, entries = 0");
+        // A blob this clear leaves (one it cannot remove, or a clear cut
+        // short) is never taken back into the index (take_back_blob,
+        // adopt_strays): `kcache -C` is the way out of a bad entry.
+        set_meta(kClearedAtMeta, std::to_string(clock_()));
         txn.commit();
       });
     } catch (const Error& e) {
@@ -1015,6 +1023,7 @@ class SqliteStore : public Store {
       }
     }
     const int64_t cutoff_ns = (clock_() - min_age_s) * 1000000000;
+    const int64_t cleared_ns = cleared_at_ns();
     StrayFiles result;
     std::vector<std::pair<std::string, std::string>> batch;  // shard/name
     for (const std::string& shard : shard_names()) {
@@ -1022,7 +1031,12 @@ class SqliteStore : public Store {
       for (const std::string& name : fs_.list_directory(shard_dir)) {
         if (named_files.count(name)) continue;
         std::optional<FileInfo> stat = fs_.stat(shard_dir + "/" + name);
-        if (!stat || stat->is_directory || (min_age_s > 0 && stat->mtime_ns > cutoff_ns)) continue;
+        if (!stat || stat->is_directory) continue;
+        if (stat->mtime_ns <= cleared_ns) {  // left by a clear: never an entry again
+          if (remove_rest && fs_.remove_file(shard_dir + "/" + name)) result.removed += 1;
+          continue;
+        }
+        if (min_age_s > 0 && stat->mtime_ns > cutoff_ns) continue;
         std::optional<Hash128> key = key_of_blob_name(name);
         std::string why;
         if (!key) {
@@ -1069,6 +1083,13 @@ class SqliteStore : public Store {
       if (info && info->is_directory) out.push_back(name);
     }
     return out;
+  }
+
+  // When the store was last cleared, in ns (0: never, or not known).
+  int64_t cleared_at_ns() {
+    std::optional<std::string> v = get_meta(kClearedAtMeta);
+    if (!v || v->empty() || !std::all_of(v->begin(), v->end(), ::isdigit) || v->size() > 12) return 0;
+    return std::stoll(*v) * 1000000000;
   }
 
   // A new or rebuilt index: every blob that checks out. Corrupt ones are

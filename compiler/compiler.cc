@@ -142,21 +142,24 @@ std::optional<std::string> find_includer(const AskContext& c, const std::string&
                                          std::string* disk_name) {
   std::vector<std::string> exact, by_line;
   std::vector<std::string> exact_names, by_line_names;
-  auto consider = [&](const std::string& name, const std::string& nvrtc_name,
+  // `shown`: how NVRTC names the file in a complaint (its #line name, where
+  // kcache hands it one); `disk`: its name on disk, whose folder a quoted
+  // include continues from.
+  auto consider = [&](const std::string& shown, const std::string& disk,
                       const std::vector<std::string>& line_names, const std::string& path) {
-    if (name == includer || nvrtc_name == includer) {
+    if (shown == includer) {
       exact.push_back(path);
-      exact_names.push_back(nvrtc_name);
+      exact_names.push_back(disk);
     } else if (std::find(line_names.begin(), line_names.end(), includer) != line_names.end()) {
       by_line.push_back(path);
-      by_line_names.push_back(nvrtc_name);
+      by_line_names.push_back(disk);
     }
   };
   const std::string& root = c.options.logical_name();
   consider(root, root, c.includes.root_line_names, c.options.source_path);
   for (const std::vector<ResolvedHeader>* list : {&c.includes.headers, &have}) {
     for (const ResolvedHeader& h : *list) {
-      consider(h.name, h.disk_name.empty() ? h.name : h.disk_name, h.line_names, h.path);
+      consider(nvrtc_name(h), h.disk_name.empty() ? h.name : h.disk_name, h.line_names, h.path);
     }
   }
   exact.insert(exact.end(), by_line.begin(), by_line.end());

@@ -373,22 +373,29 @@ std::string disk_name_in(const std::string& folder, const std::string& spelling)
   return join(folder, spelling);  // NVRTC's rule and kcache's path are one here
 }
 
-std::string handed_text(const ResolvedHeader& h) {
+namespace {
+// Whether handed_text names `h` by a #line (its disk name).
+bool named_by_line(const ResolvedHeader& h) {
   const std::string& name = h.disk_name;
   // An absolute name (an absolute -I folder or source path) keeps the
   // spelling: it would put the checkout's folder into the output and the key
   // (docs/KEYS.md, "Residual limits"). So does a name a #line string cannot
   // hold as it is (a quote, a backslash, which NVRTC reads as an escape, a
   // control character).
-  bool plain = !name.empty() && name != h.name && name.front() != '/' &&
-               std::none_of(name.begin(), name.end(), [](char c) {
-                 return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-               });
-  if (!plain) return h.content;
+  return !name.empty() && name != h.name && name.front() != '/' &&
+         std::none_of(name.begin(), name.end(), [](char c) {
+           return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+         });
+}
+}  // namespace
+
+std::string handed_text(const ResolvedHeader& h) {
   // Before everything, a byte order mark too: NVRTC 13 takes none in a header
   // (its complaint then names the file and line as it does on disk).
-  return "#line 1 \"" + name + "\"\n" + h.content;
+  return named_by_line(h) ? "#line 1 \"" + h.disk_name + "\"\n" + h.content : h.content;
 }
+
+std::string nvrtc_name(const ResolvedHeader& h) { return named_by_line(h) ? h.disk_name : h.name; }
 
 namespace {
 
@@ -689,12 +696,21 @@ class Resolver {
     // lib/a.h) is included by that name: handed twice, NVRTC would compile it
     // twice, where its #pragma once (by file, as NVRTC on disk) keeps it once
     // (found by a review). Not one that uses #include_next, whose next header
-    // depends on the route (one handed text per name).
+    // depends on the route (one handed text per name). Its name (its #line)
+    // is that of the route kcache's scan met first, breadth first: where
+    // NVRTC meets the file first by another route, __FILE__ there differs
+    // (docs/KEYS.md, "Residual limits").
+    // Only in the same folder: a file linked from two folders finds its
+    // quoted includes next to each link (NVRTC searches the folder of the
+    // name, not of the link's target; found by the second review).
     auto same_file = handed_by_file_.find(id);
-    if (!found_.count(name) && same_file != handed_by_file_.end() &&
-        graph_.headers[found_[same_file->second].header_index].content.find("include_next") ==
-            std::string::npos) {
-      return same_file->second;
+    if (!found_.count(name) && same_file != handed_by_file_.end()) {
+      const Found& first = found_[same_file->second];
+      if (graph_.headers[first.header_index].content.find("include_next") == std::string::npos &&
+          real_path(dir_of(first.path).empty() ? "." : dir_of(first.path)) ==
+              real_path(dir_of(user_path).empty() ? "." : dir_of(user_path))) {
+        return same_file->second;
+      }
     }
     if (add_user(name, user_path, id, from, next_from, disk_name)) return name;
     std::string alias = alias_for(name, user_path, id);

@@ -112,6 +112,9 @@ std::string disk_name_in(const std::string& folder, const std::string& spelling)
 // only; the folder of a quoted include stays the spelling's (measured). An
 // absolute name keeps the spelling: keys stay free of the checkout's folder.
 std::string handed_text(const ResolvedHeader& h);
+// The name NVRTC gives `h` in its complaints and __FILE__: its #line name
+// where handed_text gives one, else its spelling.
+std::string nvrtc_name(const ResolvedHeader& h);
 
 struct MissingInclude {
   std::string name;                   // the spelling

@@ -270,7 +270,12 @@ compiler::Compiler* make_cache_compiler() {
       auto* storage = new cache::Storage(cache::storage_options_or_local_only(
           [](const std::string& w) { say("cache settings: " + w); }));
       cache_storage = storage;
-      ::atexit([] { cache_storage->flush(); });
+      // Only in this process: a fork's child that exits has no counters of
+      // the parent's, and must not wait on the store's index (a review).
+      static const pid_t made_in = ::getpid();
+      ::atexit([] {
+        if (::getpid() == made_in) cache_storage->flush();
+      });
       // Never freed: a program's exit must not wait for its compile
       // processes, which end when their input closes with this process.
       auto* pool = new compiler::NvrtcPool({exe, "__nvrtc-worker"}, "");

@@ -5,7 +5,10 @@
 // ("cfg.cuh" next to each includer, probed by a computed relative
 // __has_include too; a user "mma.h" beside the toolkit's <mma.h>), is edited
 // at random (header contents, -D values, files appearing and disappearing,
-// HOME and CUDA_CACHE_PATH between steps), and after every edit a compile through the
+// HOME and CUDA_CACHE_PATH between steps, the -I folders respelt: absolute,
+// relative, with "./" or a trailing "/"; every header keeps its __FILE__ in a
+// device variable, so the names NVRTC gives files are in every answer), and
+// after every edit a compile through the
 // store must give exactly what a compile without a store (--no-store) gives
 // of the files as they are (or fail the same way). The same seed gives the
 // same trees, edits and options.
@@ -133,6 +136,12 @@ class Tree {
                    : "\"../" + dir_of(name, pick(2)) + "/" + file_of(name) + "\"";
   }
 
+  // A device variable holding the header's __FILE__ (in the PTX), so the name
+  // NVRTC gives each file is part of every answer (includes.h, handed_text).
+  std::string file_name_variable() {
+    return "__device__ const char* file_" + std::to_string(pick(1000000)) + " = __FILE__;\n";
+  }
+
   // A file's text as written: LF, or (one time in four) CR LF throughout.
   std::string line_ends(const std::string& text) { return pick(4) ? text : crlf(text); }
 
@@ -143,6 +152,7 @@ class Tree {
     std::string t = pick(2) ? "#pragma once\n" : "#ifndef " + guard + "\n#define " + guard + "\n";
     t +=
         "#ifndef V_" + name + "\n#define V_" + name + " " + std::to_string(pick(50)) + "\n#endif\n";
+    t += file_name_variable();
     int other = pick(kNameCount);
     std::string s = spell(other);
     switch (pick(9)) {
@@ -189,6 +199,7 @@ class Tree {
     if (r < 2) {  // x.cuh or y.cuh: its neighbour cfg.cuh, maybe mma.h
       const std::string v = r == 0 ? "V_x" : "V_y";
       t += "#ifndef " + v + "\n#define " + v + " " + std::to_string(pick(50)) + "\n#endif\n";
+      t += file_name_variable();
       switch (pick(6)) {
         case 0:
           t += "#include \"cfg.cuh\"\n";
@@ -344,6 +355,14 @@ class Tree {
         if (pick(3)) o.defines.push_back(std::string("PICK=") + kNames[pick(kNameCount)]);
         if (pick(2)) o.defines.push_back("SEL=" + std::to_string(pick(2)));
         if (pick(2)) o.defines.push_back("APICK=" + spell_away(pick(kNameCount)));
+        // The -I folders spelt another way (relative ones from the root, the
+        // working folder): the names NVRTC gives their headers change.
+        if (pick(3) == 0) {
+          const std::vector<std::vector<std::string>> spellings = {
+              {root_ + "/inc1", root_ + "/inc2"}, {"inc1", "inc2"}, {"./inc1", "./inc2/"},
+              {"inc1/", "inc2"}};
+          o.include_dirs = spellings[pick(4)];
+        }
         break;
     }
   }
@@ -394,6 +413,7 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   o.source_name = "src/k.cu";
   o.ptx_arch = "compute_80";
   o.include_dirs = {dir + "/inc1", dir + "/inc2"};
+  testing::ScopedCwd cwd(dir);  // where relative -I spellings (Tree::edit) start
 
   auto start = std::chrono::steady_clock::now();
   // KCACHE_DIFF_KEEP_GOING=1: count every differing step instead of stopping

@@ -5,6 +5,8 @@
 // Compiler (a miss, then a hit from the store) and through the real NVRTC,
 // reading the same files with the same -I folders from the same working
 // folder, and the PTX and the log must be equal.
+#include <unistd.h>
+
 #include <fstream>
 #include <memory>
 #include <string>
@@ -203,6 +205,30 @@ TEST_F(DiskNamesTest, APragmaOnceHeaderReachedByTwoSpellingsIsCompiledOnce) {
   expect_nvrtcs_ptx("k.cu", {});
   write("k3.cu", kernel("#include <b.h>\n#include \"lib/b.h\"", {"b"}));
   expect_nvrtcs_ptx("k3.cu", {"lib"});
+}
+
+// The second review (s8-review.md): a file linked from two folders finds
+// its quoted includes next to each link, and the #line name of one header
+// may be the spelling of another.
+TEST_F(DiskNamesTest, AFileLinkedFromTwoFoldersFindsItsIncludesNextToEachLink) {
+  write("real/b.h", "#include \"c.h\"\n");
+  write("p/c.h", "__device__ int from_p = 1;\n");
+  write("q/c.h", "__device__ int from_q = 2;\n");
+  ASSERT_EQ(::symlink("../real/b.h", (dir_ / "p/b.h").c_str()), 0);
+  ASSERT_EQ(::symlink("../real/b.h", (dir_ / "q/b.h").c_str()), 0);
+  write("k.cu", "#include \"p/b.h\"\n#include \"q/b.h\"\n"
+                "extern \"C\" __global__ void k(int* o) { *o = from_p + from_q; }\n");
+  expect_nvrtcs_ptx("k.cu", {});
+}
+
+TEST_F(DiskNamesTest, AComputedIncludeInAHeaderWhoseNameIsAnothersSpelling) {
+  write("inc/x.h", "#define M \"y.h\"\n#include M\n__device__ int in_x = 1;\n");
+  write("inc/y.h", "__device__ int in_y = 1;\n");
+  write("d/inc/x.h", "__device__ int in_dx = 1;\n");
+  write("d/w.h", "#include \"inc/x.h\"\n");
+  write("k.cu", "#include <x.h>\n#include \"d/w.h\"\n"
+                "extern \"C\" __global__ void k(int* o) { *o = in_x + in_y + in_dx; }\n");
+  expect_nvrtcs_ptx("k.cu", {"inc"});
 }
 
 TEST_F(DiskNamesTest, ADiagnosticInAHeaderNamesItAsNvrtcDoes) {
