@@ -1,5 +1,7 @@
 #include "cache/storage.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -37,9 +39,12 @@ void Storage::open_local() {
     store_options.warn = options_.warn;
     local_ = Store::open(dir, store_options);
     if (local_->read_only()) {
-      warn_once("read-only", "the store in " + dir +
-                                 " is read-only for this user: cached results are used, new ones "
-                                 "are not stored");
+      // Writable by this user, read-only all the same: its index could not be
+      // opened for writing (a full disk; the store said why).
+      const bool writable = ::access(dir.c_str(), W_OK) == 0;
+      warn_once("read-only", "the store in " + dir + " is read-only " +
+                                 (writable ? "in this process" : "for this user") +
+                                 ": cached results are used, new ones are not stored");
     }
   } catch (const Error& e) {
     warn_once("open", std::string(e.what()) + "; continuing without the cache");

@@ -765,18 +765,35 @@ class SqliteStore : public Store {
       db_->set_warn([this](const std::string& m) { notice("rollback", m); });
       check_schema_version();
     } else {
-      db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::read_write_create,
-                                               kBusyTimeoutMs);
-      db_->set_warn([this](const std::string& m) { notice("rollback", m); });
-      if (network_fs_.empty()) {
-        db_->exec("PRAGMA journal_mode = WAL");
-        // WAL + NORMAL: a commit survives a killed process; only a power loss
-        // can drop the last commits, which checksums and misses absorb.
-        db_->exec("PRAGMA synchronous = NORMAL");
-      } else {
-        use_rollback_journal();
+      try {
+        db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::read_write_create,
+                                                 kBusyTimeoutMs);
+        db_->set_warn([this](const std::string& m) { notice("rollback", m); });
+        if (network_fs_.empty()) {
+          db_->exec("PRAGMA journal_mode = WAL");
+          // WAL + NORMAL: a commit survives a killed process; only a power loss
+          // can drop the last commits, which checksums and misses absorb.
+          db_->exec("PRAGMA synchronous = NORMAL");
+        } else {
+          use_rollback_journal();
+        }
+        create_or_check_schema();
+      } catch (const sqlite::IndexCorruptError&) {
+        throw;
+      } catch (const IoError& e) {
+        // A full disk (no room for WAL's files once the last writer removed
+        // them, a review's F6): the index is still there to read, so hits
+        // stay hits; nothing is stored by this process.
+        if (!fs_.stat(index_path_)) throw;
+        db_.reset();
+        read_only_ = true;
+        db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::immutable,
+                                                 kBusyTimeoutMs);
+        db_->set_warn([this](const std::string& m) { notice("rollback", m); });
+        check_schema_version();
+        notice("read-only", "the store index " + index_path_ + " cannot be opened for writing (" +
+                                e.what() + "; a full disk?): looking entries up only");
       }
-      create_or_check_schema();
     }
     prepare_statements();
     index_id_ = identity_of(index_path_);
@@ -1374,8 +1391,11 @@ class SqliteStore : public Store {
 
   void require_writable(const std::string& what) const {
     if (read_only_) {
-      throw IoError("cannot " + what + ": the store in " + dir_ +
-                    " is read-only for this user (check its permissions, or use --dir)");
+      throw IoError("cannot " + what + ": the store in " + dir_ + " is read-only " +
+                    (::access(dir_.c_str(), W_OK) == 0
+                         ? "in this process (its index could not be opened for writing: a full "
+                           "disk?)"
+                         : "for this user (check its permissions, or use --dir)"));
     }
   }
 

@@ -28,18 +28,8 @@ namespace {
 
 using testing::ScopedCwd;
 
-class DiskNamesTest : public ::testing::Test {
+class DiskNamesTest : public RealNvrtcTest {
  protected:
-  void SetUp() override {
-    toolkit_ = find_toolkit("");
-    real_ = std::make_unique<RealNvrtc>(toolkit_.nvrtc.path);
-  }
-
-  void write(const std::string& relative, const std::string& text) {
-    std::string path = dir_ / relative;
-    FileSystem::real().create_directories(path.substr(0, path.rfind('/')), 0755);
-    std::ofstream(path, std::ios::binary) << text;
-  }
 
   // NVRTC's own answer: the source read from `source_path`, named so, -I as
   // given (then the toolkit's), in dir_.
@@ -99,9 +89,6 @@ class DiskNamesTest : public ::testing::Test {
     return want.log;
   }
 
-  Toolkit toolkit_;
-  std::unique_ptr<RealNvrtc> real_;
-  kcache::testing::TempDir dir_;
   int stores_ = 0;
 };
 

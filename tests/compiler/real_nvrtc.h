@@ -6,11 +6,16 @@
 #include <gtest/gtest.h>
 #include <nvrtc.h>
 
+#include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cache/key.h"
 #include "cache/program_record.h"
+#include "common/file_system.h"
+#include "compiler/toolkit.h"
+#include "tests/testing/temp_dir.h"
 
 namespace kcache::compiler {
 
@@ -69,5 +74,25 @@ struct RealNvrtc {
   }
 };
 
+// A test that writes files into a folder of its own and compares kcache's
+// answers with the real NVRTC's from them.
+class RealNvrtcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    toolkit_ = find_toolkit("");
+    real_ = std::make_unique<RealNvrtc>(toolkit_.nvrtc.path);
+  }
+
+  // Writes `text` to `relative` beneath dir_, making its folders.
+  void write(const std::string& relative, const std::string& text) {
+    std::string path = dir_ / relative;
+    FileSystem::real().create_directories(path.substr(0, path.rfind('/')), 0755);
+    std::ofstream(path, std::ios::binary) << text;
+  }
+
+  Toolkit toolkit_;
+  std::unique_ptr<RealNvrtc> real_;
+  kcache::testing::TempDir dir_;
+};
 
 }  // namespace kcache::compiler

@@ -23,18 +23,8 @@
 namespace kcache::compiler {
 namespace {
 
-class SameSpellingTest : public ::testing::Test {
+class SameSpellingTest : public RealNvrtcTest {
  protected:
-  void SetUp() override {
-    toolkit_ = find_toolkit("");
-    real_ = std::make_unique<RealNvrtc>(toolkit_.nvrtc.path);
-  }
-
-  void write(const std::string& relative, const std::string& text) {
-    std::string path = dir_ / relative;
-    FileSystem::real().create_directories(path.substr(0, path.rfind('/')), 0755);
-    std::ofstream(path, std::ios::binary) << text;
-  }
 
   // kcache's answer (miss, then hit) against NVRTC's, for `source` named
   // dir/k.cu with `options`.
@@ -61,9 +51,6 @@ class SameSpellingTest : public ::testing::Test {
     }
   }
 
-  Toolkit toolkit_;
-  std::unique_ptr<RealNvrtc> real_;
-  testing::TempDir dir_;
 };
 
 const char kKernel[] = "extern \"C\" __global__ void k(int* p) { p[0] = VALUE; }\n";
