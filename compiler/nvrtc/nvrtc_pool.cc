@@ -96,7 +96,10 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (::getpid() != owner_) forget_the_parents_children();
     while (std::unique_ptr<Child> c = take_idle(key)) {
-      if (!c->ended()) return c;
+      if (!c->ended()) {
+        taken_.insert(c.get());
+        return c;
+      }
       c->stop();  // ended idle (NvrtcPool's idle exit): not a death
       --live_;
     }
@@ -104,7 +107,10 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
     ++live_;
   }
   try {
-    return start_child(n, key);
+    std::unique_ptr<Child> c = start_child(n, key);
+    std::lock_guard<std::mutex> lock(mutex_);
+    taken_.insert(c.get());
+    return c;
   } catch (...) {
     std::lock_guard<std::mutex> lock(mutex_);
     --live_;
@@ -118,14 +124,19 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
 // copies only: neither killed nor waited for, they are not our children) and
 // start our own. Under mutex_.
 void NvrtcPool::forget_the_parents_children() {
-  for (auto& c : idle_) {
+  auto forget = [](Child* c) {
     if (c->ends_are_ours()) {
       ::close(c->to);
       ::close(c->from);
     }
     c->to = c->from = -1;
     c->pid = -1;
-  }
+  };
+  for (auto& c : idle_) forget(c.get());
+  // Taken by threads of the parent, which are not in this process: their
+  // objects are left to them (never freed here), only the ends are closed.
+  for (Child* c : taken_) forget(c);
+  taken_.clear();
   idle_.clear();
   live_ = 0;
   owner_ = ::getpid();
@@ -335,10 +346,15 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::start_child(int n, const std::strin
 
 void NvrtcPool::give_back(std::unique_ptr<Child> child) {
   std::lock_guard<std::mutex> lock(mutex_);
+  taken_.erase(child.get());
   idle_.push_back(std::move(child));
 }
 
 void NvrtcPool::retire(std::unique_ptr<Child> child) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    taken_.erase(child.get());
+  }
   child->stop();
   std::lock_guard<std::mutex> lock(mutex_);
   --live_;

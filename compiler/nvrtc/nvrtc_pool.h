@@ -24,6 +24,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,9 +65,10 @@ class NvrtcPool {
   // A host's fork() (pthread_atfork, nvrtc_shim/shim.cc): held across it so
   // the child never inherits the pool mid-change under a lock no thread of
   // its own will release.
-  // In the child, the parent's idle children are forgotten and their ends
-  // closed at once: a child that lives on (a daemon) must not keep them open,
-  // or the parent's compile processes would never see their input end.
+  // In the child, the parent's children are forgotten and their ends closed
+  // at once (idle ones, and those another thread of the parent was compiling
+  // with): a child that lives on (a daemon) must not keep them open, or the
+  // parent's compile processes would never see their input end.
   void lock_for_fork() { mutex_.lock(); }
   void unlock_after_fork(bool child = false) {
     if (child && ::getpid() != owner_) forget_the_parents_children();
@@ -87,6 +89,9 @@ class NvrtcPool {
   pid_t owner_;  // the process the children answer (a fork() is another)
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Child>> idle_;
+  // Children out of idle_ for a compile right now (their threads own them):
+  // a fork's child closes their ends too (unlock_after_fork).
+  std::set<Child*> taken_;
   int started_ = 0;
   std::atomic<int> deaths_in_a_row_{0};
   int live_ = 0;

@@ -181,7 +181,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, HostAttackTest,
                                            "kcache_exe_exits", "kcache_exe_not_executable",
                                            "kcache_exe_sleeps", "leak_300",
                                            // session 8's review
-                                           "daemon_after_miss"),
+                                           "daemon_after_miss", "daemon_during_compile"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });
