@@ -744,6 +744,14 @@ class SqliteStore : public Store {
     }
   }
 
+  // The index read as it is, never written (an immutable SQLite snapshot).
+  void open_snapshot() {
+    db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::immutable,
+                                             kBusyTimeoutMs);
+    db_->set_warn([this](const std::string& m) { notice("rollback", m); });
+    check_schema_version();
+  }
+
   void connect() {
     read_only_ = ::access(dir_.c_str(), W_OK) != 0 ||
                  (fs_.stat(index_path_) && ::access(index_path_.c_str(), W_OK) != 0);
@@ -760,10 +768,7 @@ class SqliteStore : public Store {
                       ": the folder is not writable; choose another with --dir or $KCACHE_DIR");
       }
       // WAL readers need the -shm file; without write access use a snapshot.
-      db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::immutable,
-                                               kBusyTimeoutMs);
-      db_->set_warn([this](const std::string& m) { notice("rollback", m); });
-      check_schema_version();
+      open_snapshot();
     } else {
       try {
         db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::read_write_create,
@@ -787,10 +792,7 @@ class SqliteStore : public Store {
         if (!fs_.stat(index_path_)) throw;
         db_.reset();
         read_only_ = true;
-        db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::immutable,
-                                                 kBusyTimeoutMs);
-        db_->set_warn([this](const std::string& m) { notice("rollback", m); });
-        check_schema_version();
+        open_snapshot();
         notice("read-only", "the store index " + index_path_ + " cannot be opened for writing (" +
                                 e.what() + "; a full disk?): looking entries up only");
       }

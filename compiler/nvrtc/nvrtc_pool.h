@@ -64,11 +64,11 @@ class NvrtcPool {
 
   // A host's fork() (pthread_atfork, nvrtc_shim/shim.cc): held across it so
   // the child never inherits the pool mid-change under a lock no thread of
-  // its own will release.
-  // In the child, the parent's children are forgotten and their ends closed
-  // at once (idle ones, and those another thread of the parent was compiling
-  // with): a child that lives on (a daemon) must not keep them open, or the
-  // parent's compile processes would never see their input end.
+  // its own will release. In the child, the parent's children are forgotten
+  // and their ends closed at once (idle ones, and those another thread of
+  // the parent was compiling with): a child that lives on (a daemon) must not
+  // keep them open, or the parent's compile processes would never see their
+  // input end.
   void lock_for_fork() { mutex_.lock(); }
   void unlock_after_fork(bool child = false) {
     if (child && ::getpid() != owner_) forget_the_parents_children();
