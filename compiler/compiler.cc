@@ -1,5 +1,6 @@
 #include "compiler/compiler.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -94,6 +95,30 @@ std::string absolute_path(const std::string& path) {
   char cwd[PATH_MAX];
   if (!::getcwd(cwd, sizeof cwd)) return path;
   return path.empty() ? std::string(cwd) : std::string(cwd) + "/" + path;
+}
+
+std::string current_folder() {
+  char cwd[PATH_MAX];
+  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
+}
+
+// Keys the working folder (a served compile's: CompileOptions::serve).
+constexpr char kWorkingFolderOption[] = "--kcache-working-folder=";
+
+// Options with which NVRTC writes its working folder into the output
+// (measured with NVRTC 13: -G for any source name, -lineinfo for a relative
+// one), and those whose output kcache does not look into.
+bool writes_working_folder(const std::vector<std::string>& options) {
+  static const char* const kNames[] = {"G",    "device-debug",   "lineinfo", "generate-line-info",
+                                       "dlto", "dlink-time-opt", "optix-ir", "gen-opt-lto"};
+  for (const std::string& o : options) {
+    std::string_view name(o);
+    while (!name.empty() && name.front() == '-') name.remove_prefix(1);
+    for (const char* n : kNames) {
+      if (name == n) return true;
+    }
+  }
+  return false;
 }
 
 // How many times one target may go back to NVRTC with headers it asked for.
@@ -561,7 +586,7 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   p.includes = resolve_includes(options.source_path, p.source,
                                 {options.include_dirs, toolkit_.include_dirs, options.may_read, -1,
                                  scan_options(options), in_memory, options.logical_name()});
-  if (options.program) {
+  if (options.served()) {
     // NVRTC's own "cannot open source file" must reach the program's log.
     for (MissingInclude& m : p.includes.missing) m.stub.clear();
   }
@@ -576,15 +601,15 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
 
   p.request.compiler_identity = keyed_identity_;
   p.request.options = p.key_options;
-  p.request.source_name = options.logical_name();
+  p.request.source_name = options.nvrtc_name();
   // A rewritten directive of the source itself (a spelling two files share,
   // found by a review: `"b.h"` and `<b.h>` got one file) is what NVRTC
   // compiles; a program's NVRTC reads its own source as given.
-  p.handed_source = !options.program && p.includes.root_content ? *p.includes.root_content : p.source;
+  p.handed_source = !options.served() && p.includes.root_content ? *p.includes.root_content : p.source;
   p.request.source = p.handed_source;
   // Keyed as handed: a header's text and the name NVRTC gives it (handed_text).
   for (const ResolvedHeader& h : p.includes.headers) {
-    p.request.headers.push_back({h.name, options.program ? h.content : handed_text(h)});
+    p.request.headers.push_back({h.name, options.served() ? h.content : handed_text(h)});
   }
   p.request.name_expressions = options.name_expressions;
   std::vector<std::string> option_texts = p.key_options;
@@ -606,9 +631,17 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
       relative = relative || d.empty() || d.front() != '/';
     }
     if (relative) {
-      char cwd[PATH_MAX];
-      p.request.options.push_back(std::string("--kcache-working-folder=") +
-                                  (::getcwd(cwd, sizeof cwd) ? cwd : ""));
+      p.request.options.push_back(kWorkingFolderOption + current_folder());
+    }
+  } else if (options.serve) {
+    // NVRTC searches the disk itself (seal.h, serving): its -I as written
+    // reach its output, the working folder only through the options that
+    // write it there (or an output that names it: not stored).
+    p.request.image_pass = "disk served v1";
+    for (const std::string& d : options.include_dirs) p.request.options.push_back("-I" + d);
+    const std::string cwd = current_folder();
+    if (writes_working_folder(p.key_options) || cwd.size() <= 1) {
+      p.request.options.push_back(kWorkingFolderOption + cwd);
     }
   }
   if (options.lean) {
@@ -687,11 +720,6 @@ void take_entry(const Hash128& key, cache::Entry e, TargetResult* r) {
   r->lean_bytes_removed = e.lean().bytes_removed;
   r->lean_variables_removed = e.lean().variables_removed;
   r->entry = std::move(e);
-}
-
-std::string current_folder() {
-  char cwd[PATH_MAX];
-  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
 }
 
 // The absolute folder a program's quoted includes are searched in.
@@ -814,6 +842,35 @@ void relative_to_program_folder(const std::string& folder, const NotTheFolders& 
 
 bool names_folder(std::string_view text, const std::string& folder) {
   return text.find(folder) != std::string_view::npos;
+}
+
+// Served (CompileOptions::serve): paths beneath the working folder are keyed
+// relative to it, so a lookup in another checkout checks them beneath its
+// own. Where nothing keyed names the folder, NVRTC had every such path from
+// the kernel (a relative name, or getcwd: it looks at its program's folder
+// by an absolute name), and an output that names the folder cannot be
+// stored (returns why). Where something keyed names it (an absolute -I or
+// source beneath it), a path NVRTC named absolutely is checked both ways.
+std::string key_beneath_working_folder(const cache::CompileRequest& request,
+                                       const NvrtcOutput& out,
+                                       std::vector<cache::ManifestProbe>* probes) {
+  const std::string cwd = current_folder();
+  if (cwd.size() <= 1) return "";  // keyed (resolve): "/" is beneath nothing
+  bool named = names_folder(request.source_name, cwd) || names_folder(request.source, cwd);
+  for (const std::vector<std::string>* list : {&request.options, &request.name_expressions}) {
+    for (const std::string& item : *list) named = named || names_folder(item, cwd);
+  }
+  for (const cache::Header& h : request.headers) named = named || names_folder(h.content, cwd);
+  NotTheFolders not_its;
+  if (named) not_its.both.insert(out.absolute_names.begin(), out.absolute_names.end());
+  relative_to_program_folder(cwd, not_its, probes);
+  if (named) return "";
+  for (const std::string* text : {&out.image, &out.ptx, &out.log}) {
+    if (names_folder(*text, cwd)) {
+      return "NVRTC's output names the working folder " + cwd + ", which is not keyed";
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -1005,6 +1062,7 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
   // the entry of every name (settle_entry): checked in this one's.
   ProbeContext probes = probe_context_;
   if (options.program) probes.program_folder = program_folder(options);
+  if (options.serve && !options.program) probes.program_folder = current_folder();
   const AskContext ask_context{options, includes, base_names, probes, toolkit_.include_dirs,
                                !prepared.today.empty()};
   // Per target: the scanner key; on a miss, its manifest's sets, newest
@@ -1180,6 +1238,21 @@ std::vector<ResolvedHeader> resolve_asked(const AskContext& c, const AskedInclud
   throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
 }
 
+// Served under Bazel's worker (may_read: the action's declared inputs): a
+// file NVRTC found or looked at that the action did not declare is missing
+// from a sandboxed build's folder, where NVRTC would answer otherwise.
+void check_declared(const CompileOptions& options, const NvrtcOutput& out) {
+  std::vector<std::string> paths = out.probes;
+  for (const ServedFile& f : out.served) paths.push_back(f.path);
+  const std::string cwd = current_folder() + "/";
+  for (const std::string& path : paths) {
+    struct stat st;
+    if (options.may_read(path) || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    const std::string shown = path.rfind(cwd, 0) == 0 ? path.substr(cwd.size()) : path;
+    throw CompileError(undeclared_hint(shown, options.target_label), "", {});
+  }
+}
+
 int64_t realtime_ns() {
   struct timespec t;
   ::clock_gettime(CLOCK_REALTIME, &t);
@@ -1266,7 +1339,7 @@ void Compiler::check_archs(const std::vector<Miss>& misses) const {
 NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p,
                                 const Target& t) const {
   NvrtcInput input;
-  input.source_name = options.logical_name();
+  input.source_name = options.nvrtc_name();
   input.source = p.handed_source;
   for (const ResolvedHeader& h : p.includes.headers) {
     input.headers.push_back({h.name, handed_text(h)});
@@ -1292,6 +1365,17 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
     input.serve_disk = true;
     input.working_dir = current_folder();
     return input;
+  }
+  if (options.serve) {
+    // As the program's, with the toolkit's folders after the user's (as
+    // nvcc searches them).
+    input.headers.clear();
+    for (const cache::Header& h : options.memory_headers) {
+      input.headers.push_back({h.include_name, h.content});
+    }
+    for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
+    input.serve_disk = true;
+    input.working_dir = current_folder();
   }
   for (const std::string& d : probe_context_.toolkit_dirs) {
     input.options.push_back("-I" + d);  // absolute: NVRTC's cwd is sealed
@@ -1321,6 +1405,7 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
       });
     }
     run_rounds(options, resolve, m, &here);
+    if (options.serve && options.may_read) check_declared(options, *m->output);
     check_name(options, m, &here, early_check.valid() ? &early_check : nullptr);
     if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
     if (options.lean) make_lean(p, m);
@@ -1337,7 +1422,10 @@ NvrtcOutput Compiler::nvrtc_round(const NvrtcInput& input, std::unique_lock<std:
   if (here->owns_lock() || worker_command_.empty()) {
     if (!here->owns_lock()) here->lock();
     const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
-    return pch_dir_.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir_);
+    // Served, every file is read through the seal: a PCH holds headers
+    // NVRTC would not open again (pch.h).
+    return pch_dir_.empty() || input.serve_disk ? nvrtc.compile(input)
+                                                : compile_with_pch(nvrtc, input, pch_dir_);
   }
   return compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
 }
@@ -1364,8 +1452,9 @@ void Compiler::run_rounds(const CompileOptions& options, const AskResolver& reso
     try {
       m->output = nvrtc_round(m->input, here);
     } catch (const CompileError& e) {
+      // Served: NVRTC searched the disk itself; its "cannot open" stands.
       std::optional<AskedInclude> a = parse_cannot_open(e.log());
-      if (!a || round == kMaxIncludeRounds) throw;
+      if (!a || round == kMaxIncludeRounds || m->input.serve_disk) throw;
       // Where this round searched before it asked is keyed too.
       rounds.earlier.emplace_back(e.probes(), e.started_ns());
       take_ask(*a, e);
@@ -1542,6 +1631,10 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
                             Miss* m, TargetResult* r) {
   NvrtcOutput& out = *m->output;
   m->asks.probes = std::move(m->classified.keyed);
+  if (options.serve && !options.program) {
+    std::string why = key_beneath_working_folder(p.request, out, &m->asks.probes);
+    if (!why.empty() && m->classified.unkeyable.empty()) m->classified.unkeyable = std::move(why);
+  }
   if (!m->asked.empty() || !m->asks.probes.empty()) {
     // Keyed by everything handed over and everything NVRTC named; a lookup
     // finds it through the manifest of its scanner key (r->key until here).

@@ -112,6 +112,20 @@ struct CompileOptions {
   // stored as a result rather than thrown, no stub for a missing include
   // (NVRTC's own message must reach the log), and no bundle.
   bool program = false;
+  // NVRTC reads the real file system itself, through the serving seal
+  // (seal.h), as it does for an NVRTC program: its own search, __FILE__ and
+  // diagnostics, every file it reads keyed by the bytes it was served. Paths
+  // it named relative to the working folder are keyed relative to it (a
+  // lookup in another checkout checks them there), so the working folder
+  // is not keyed, except for options that write it into the output (-G,
+  // -lineinfo); an output that names it anyway is not stored (issue 27).
+  bool serve = false;
+  bool served() const { return program || serve; }
+  // The name NVRTC compiles the source under: a served compile's is where
+  // NVRTC finds its quoted includes (source_path), else the logical name.
+  const std::string& nvrtc_name() const {
+    return serve && !program && !source_path.empty() ? source_path : logical_name();
+  }
   // A program whose answer may not depend on its folder (program.h decides):
   // looked up first under the key of its file name in any folder
   // (any_name_request, `shared_name`), then under its own; on a miss, given

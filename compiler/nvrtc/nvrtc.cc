@@ -257,6 +257,8 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
                   ": kcache serves it only regular files of at most 64 MiB");
   }
   out.served = std::move(seal.served);
+  out.relative_names = std::move(seal.relative_names);
+  out.absolute_names = std::move(seal.absolute_names);
   // The folders NVRTC may write (its PCH folder, where TMPDIR points) hold
   // its own work files: never an include, never keyed, never handed.
   std::vector<std::string> own_dirs;

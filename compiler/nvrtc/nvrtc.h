@@ -85,6 +85,10 @@ struct NvrtcOutput {
   // it opened it by, with the hash of exactly the bytes it was served
   // (those paths are not repeated in `probes`).
   std::vector<ServedFile> served;
+  // With NvrtcInput::serve_disk: which of those paths NVRTC named relative
+  // to its working folder, and which by an absolute name (SealResult).
+  std::vector<std::string> relative_names;
+  std::vector<std::string> absolute_names;
   // With NvrtcInput::program: the result code, log and every output as
   // NVRTC answered them (image, ptx and log are then left empty).
   std::optional<cache::ProgramRecord> program;

@@ -145,7 +145,7 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     const Nvrtc& nvrtc = Nvrtc::open(nvrtc_path);
     // A program's answers are NVRTC's own: never through a PCH (whose
     // messages and options are kcache's to filter).
-    NvrtcOutput out = pch_dir.empty() || input.program ? nvrtc.compile(input)
+    NvrtcOutput out = pch_dir.empty() || input.serve_disk ? nvrtc.compile(input)
                                                        : compile_with_pch(nvrtc, input, pch_dir);
     w.u8(kOk);
     w.str(out.image);
@@ -171,6 +171,8 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
         w.u64(v);
       }
     }
+    write_list(w, out.relative_names);
+    write_list(w, out.absolute_names);
   } catch (const CompileError& e) {
     w.u8(kCompileError);
     w.str(e.what());
@@ -366,6 +368,8 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
     f.ctime_ns = r.u64("served stat");
     out.served.push_back(std::move(f));
   }
+  out.relative_names = read_list(r, "relative names");
+  out.absolute_names = read_list(r, "absolute names");
   r.expect_end();
   return out;
 }

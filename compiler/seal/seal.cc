@@ -1184,9 +1184,10 @@ class Supervisor {
 // the working directory (which chdir moves), those inside the deleted chain
 // left out, each path once, in first-use order.
 std::vector<std::string> probes_of(const RecordArena& arena, std::string cwd,
-                                   const std::string& chain_root) {
+                                   const std::string& chain_root, SealResult* names) {
   std::vector<std::string> probes;
-  std::unordered_set<std::string> seen;
+  std::unordered_set<std::string> seen, relative, absolute;
+  bool moved = false;  // a chdir: later relative names are not the working folder's
   arena.for_each([&](int32_t nr, std::string_view base, std::string_view path) {
     if (nr < 0) return;  // a served or refused file (served_of)
     std::string p(path);
@@ -1200,10 +1201,19 @@ std::vector<std::string> probes_of(const RecordArena& arena, std::string cwd,
                                    joined.size(), /*keep_parents=*/true));
       if (!joined.empty()) resolved = joined;
     }
-    if (nr == SYS_chdir) cwd = resolved;
     bool in_chain = !chain_root.empty() &&
                     (resolved == chain_root ||
                      resolved.compare(0, chain_root.size() + 1, chain_root + "/") == 0);
+    if (!in_chain && chain_root.empty()) {
+      const bool by_working_folder = p.front() != '/' && base.empty() && !moved;
+      if (by_working_folder ? relative.insert(resolved).second : absolute.insert(resolved).second) {
+        (by_working_folder ? names->relative_names : names->absolute_names).push_back(resolved);
+      }
+    }
+    if (nr == SYS_chdir) {
+      cwd = resolved;
+      moved = true;
+    }
     if (!in_chain && seen.insert(resolved).second) probes.push_back(resolved);
   });
   return probes;
@@ -1564,7 +1574,7 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
       out.why = "NVRTC named more paths than the seal records (" +
                 std::to_string(RecordArena::kBytes >> 20) + " MiB of names)";
     } else {
-      out.probes = probes_of(arena, start.cwd, start.root);
+      out.probes = probes_of(arena, start.cwd, start.root, &out);
       out.cpu_moves = keeper->moves();
       served_of(arena, &out);
       check_known_files(&out);

@@ -112,6 +112,12 @@ struct SealResult {
   // out; those that climb out of it are given as the absolute path they
   // reach. Absolute names are given as written.
   std::vector<std::string> probes;
+  // Serving: the paths of `probes` and `served` that `fn` named relative to
+  // its working folder (no folder descriptor, no chdir before), each once: a
+  // lookup in another working folder checks them beneath that one. A path
+  // also named absolutely is in `absolute_names` too.
+  std::vector<std::string> relative_names;
+  std::vector<std::string> absolute_names;
   // Serving only: every file served, in first-open order (a file opened
   // twice is listed twice, each with the bytes of its own snapshot), and the
   // first path refused, with why ("a FIFO"), or empty.

@@ -28,7 +28,9 @@ namespace {
 
 using testing::ScopedCwd;
 
-class DiskNamesTest : public RealNvrtcTest {
+// Each case runs twice: with the handed namespace, and served (NVRTC reads
+// the disk itself through the seal, CompileOptions::serve).
+class DiskNamesTest : public RealNvrtcTest, public ::testing::WithParamInterface<bool> {
  protected:
 
   // NVRTC's own answer: the source read from `source_path`, named so, -I as
@@ -59,9 +61,11 @@ class DiskNamesTest : public RealNvrtcTest {
       o.ptx_arch = "compute_90";
       o.include_dirs = dirs;
       o.lean = false;
+      o.serve = GetParam();
       CompileResult r;
       ASSERT_NO_THROW(r = compiler.compile(o));
       EXPECT_EQ(r.hits(), round);
+      EXPECT_EQ(r.targets[0].not_stored, "");
       ASSERT_TRUE(r.targets[0].entry);
       EXPECT_EQ(std::string(r.targets[0].entry->payload()), ptx)
           << "-I " << (dirs.empty() ? "(none)" : dirs[0]);
@@ -80,6 +84,7 @@ class DiskNamesTest : public RealNvrtcTest {
     o.source_path = source_path;
     o.ptx_arch = "compute_90";
     o.include_dirs = dirs;
+    o.serve = GetParam();
     try {
       compiler.compile(o);
       ADD_FAILURE() << "compiled";
@@ -105,7 +110,7 @@ std::string here(const std::string& function) {
   return "__device__ const char* " + function + "() { return __FILE__; }\n";
 }
 
-TEST_F(DiskNamesTest, EverySpellingOfAnIncludeFolder) {
+TEST_P(DiskNamesTest, EverySpellingOfAnIncludeFolder) {
   write("inc/sub/w.h", "#pragma once\n" + here("w") + "#include \"../up.h\"\n#include \"./same.h\"\n");
   write("inc/up.h", here("up"));
   write("inc/sub/same.h", here("same"));
@@ -115,7 +120,7 @@ TEST_F(DiskNamesTest, EverySpellingOfAnIncludeFolder) {
   }
 }
 
-TEST_F(DiskNamesTest, AnAbsoluteFolderKeepsTheSpellingSoKeysStayFreeOfTheCheckout) {
+TEST_P(DiskNamesTest, AnAbsoluteFolderKeepsTheSpellingSoKeysStayFreeOfTheCheckout) {
   // NVRTC would name the header "/<checkout>/inc/w.h"; kcache keeps "w.h",
   // so two checkouts share the key (docs/KEYS.md, "Residual limits").
   std::vector<std::vector<Hash128>> keys;
@@ -128,12 +133,19 @@ TEST_F(DiskNamesTest, AnAbsoluteFolderKeepsTheSpellingSoKeysStayFreeOfTheCheckou
     o.source_path = "k.cu";
     o.ptx_arch = "compute_90";
     o.include_dirs = {dir_ / checkout + "/inc"};
+    o.serve = GetParam();
     keys.push_back(compiler.keys(o));
   }
-  EXPECT_EQ(keys[0], keys[1]);
+  if (GetParam()) {
+    // Served, NVRTC names it so (the -I as written is keyed): one key per
+    // checkout, and __FILE__ is NVRTC's (AnAbsoluteFolderIsNvrtcsServed).
+    EXPECT_NE(keys[0], keys[1]);
+  } else {
+    EXPECT_EQ(keys[0], keys[1]);
+  }
 }
 
-TEST_F(DiskNamesTest, AngledIncludesAndTheWorkingFolderAsIncludeFolder) {
+TEST_P(DiskNamesTest, AngledIncludesAndTheWorkingFolderAsIncludeFolder) {
   write("top.h", here("top"));
   write("inc/sub/w.h", here("w"));
   write("k.cu", kernel("#include <top.h>\n#include <sub/w.h>", {"top", "w"}));
@@ -141,7 +153,7 @@ TEST_F(DiskNamesTest, AngledIncludesAndTheWorkingFolderAsIncludeFolder) {
   expect_nvrtcs_ptx("k.cu", {"./", "inc/"});
 }
 
-TEST_F(DiskNamesTest, ASourceInAFolderAndHeadersNextToIt) {
+TEST_P(DiskNamesTest, ASourceInAFolderAndHeadersNextToIt) {
   write("pkg/p.h", here("p") + "#include \"deeper/q.h\"\n");
   write("pkg/deeper/q.h", here("q") + "#include \"../../top.h\"\n");
   write("top.h", here("top"));
@@ -150,7 +162,7 @@ TEST_F(DiskNamesTest, ASourceInAFolderAndHeadersNextToIt) {
   expect_nvrtcs_ptx("pkg/k.cu", {"pkg"});
 }
 
-TEST_F(DiskNamesTest, IncludeNextAndTwoFilesOfOneSpelling) {
+TEST_P(DiskNamesTest, IncludeNextAndTwoFilesOfOneSpelling) {
   // inc1/x.h goes on to inc2/x.h; a.h and b.h each include their own config.h.
   write("inc1/x.h", here("x1") + "#include_next <x.h>\n");
   write("inc2/x.h", here("x2"));
@@ -163,7 +175,7 @@ TEST_F(DiskNamesTest, IncludeNextAndTwoFilesOfOneSpelling) {
   expect_nvrtcs_ptx("k.cu", {"inc1", "inc2"});
 }
 
-TEST_F(DiskNamesTest, ComputedIncludesNextToTheirIncluderAndThroughAFolder) {
+TEST_P(DiskNamesTest, ComputedIncludesNextToTheirIncluderAndThroughAFolder) {
   // NVRTC asks for these (the scanner cannot see them): kcache hands each
   // under the name NVRTC would give it.
   write("inc/sub/w.h", "#define NEXT \"n.h\"\n#include NEXT\n#define VIA <v.h>\n#include VIA\n");
@@ -174,7 +186,7 @@ TEST_F(DiskNamesTest, ComputedIncludesNextToTheirIncluderAndThroughAFolder) {
 }
 
 // Two cases a review found (s8-attack-compile.md), now NVRTC's answers.
-TEST_F(DiskNamesTest, AQuotedAndAnAngledSpellingOfTwoFilesInTheSource) {
+TEST_P(DiskNamesTest, AQuotedAndAnAngledSpellingOfTwoFilesInTheSource) {
   write("b.h", "#define A 1\n");
   write("inc/b.h", "#define B 20\n");
   write("k.cu", "#include \"b.h\"\n#include <b.h>\n"
@@ -185,7 +197,7 @@ TEST_F(DiskNamesTest, AQuotedAndAnAngledSpellingOfTwoFilesInTheSource) {
   expect_nvrtcs_ptx("k2.cu", {"inc"});
 }
 
-TEST_F(DiskNamesTest, APragmaOnceHeaderReachedByTwoSpellingsIsCompiledOnce) {
+TEST_P(DiskNamesTest, APragmaOnceHeaderReachedByTwoSpellingsIsCompiledOnce) {
   write("lib/b.h", "#pragma once\nstruct S { int v; };\n" + here("b"));
   write("lib/a.h", "#include \"b.h\"\n");
   write("k.cu", kernel("#include \"lib/b.h\"\n#include \"lib/a.h\"", {"b"}));
@@ -197,7 +209,7 @@ TEST_F(DiskNamesTest, APragmaOnceHeaderReachedByTwoSpellingsIsCompiledOnce) {
 // The second review (s8-review.md): a file linked from two folders finds
 // its quoted includes next to each link, and the #line name of one header
 // may be the spelling of another.
-TEST_F(DiskNamesTest, AFileLinkedFromTwoFoldersFindsItsIncludesNextToEachLink) {
+TEST_P(DiskNamesTest, AFileLinkedFromTwoFoldersFindsItsIncludesNextToEachLink) {
   write("real/b.h", "#include \"c.h\"\n");
   write("p/c.h", "__device__ int from_p = 1;\n");
   write("q/c.h", "__device__ int from_q = 2;\n");
@@ -208,7 +220,7 @@ TEST_F(DiskNamesTest, AFileLinkedFromTwoFoldersFindsItsIncludesNextToEachLink) {
   expect_nvrtcs_ptx("k.cu", {});
 }
 
-TEST_F(DiskNamesTest, AComputedIncludeInAHeaderWhoseNameIsAnothersSpelling) {
+TEST_P(DiskNamesTest, AComputedIncludeInAHeaderWhoseNameIsAnothersSpelling) {
   write("inc/x.h", "#define M \"y.h\"\n#include M\n__device__ int in_x = 1;\n");
   write("inc/y.h", "__device__ int in_y = 1;\n");
   write("d/inc/x.h", "__device__ int in_dx = 1;\n");
@@ -218,14 +230,14 @@ TEST_F(DiskNamesTest, AComputedIncludeInAHeaderWhoseNameIsAnothersSpelling) {
   expect_nvrtcs_ptx("k.cu", {"inc"});
 }
 
-TEST_F(DiskNamesTest, ADiagnosticInAHeaderNamesItAsNvrtcDoes) {
+TEST_P(DiskNamesTest, ADiagnosticInAHeaderNamesItAsNvrtcDoes) {
   write("inc/sub/bad.h", "#pragma once\n__device__ int bad() { return undefined_thing; }\n");
   write("k.cu", "#include \"sub/bad.h\"\nextern \"C\" __global__ void k(int* o) { *o = bad(); }\n");
   std::string log = expect_nvrtcs_log("k.cu", {"inc"});
   EXPECT_NE(log.find("inc/sub/bad.h(2): error"), std::string::npos) << log;
 }
 
-TEST_F(DiskNamesTest, AByteOrderMarkIsRefusedAsNvrtcRefusesIt) {
+TEST_P(DiskNamesTest, AByteOrderMarkIsRefusedAsNvrtcRefusesIt) {
   // NVRTC takes no byte order mark in a header (13.0); its complaint about
   // one must be the same, at the same place.
   write("inc/bom.h", "\xEF\xBB\xBF" + here("bom"));
@@ -233,7 +245,7 @@ TEST_F(DiskNamesTest, AByteOrderMarkIsRefusedAsNvrtcRefusesIt) {
   expect_nvrtcs_log("k.cu", {"inc"});
 }
 
-TEST_F(DiskNamesTest, TheSameHeaderThroughAnotherFolderSpellingIsAnotherKey) {
+TEST_P(DiskNamesTest, TheSameHeaderThroughAnotherFolderSpellingIsAnotherKey) {
   // __FILE__ differs, so the key must: "-I inc" and "-I ./inc" never share.
   write("inc/w.h", here("w"));
   write("k.cu", kernel("#include \"w.h\"", {"w"}));
@@ -243,9 +255,155 @@ TEST_F(DiskNamesTest, TheSameHeaderThroughAnotherFolderSpellingIsAnotherKey) {
   o.source_path = "k.cu";
   o.ptx_arch = "compute_90";
   o.include_dirs = {"inc"};
+  o.serve = GetParam();
   std::vector<Hash128> a = compiler.keys(o);
   o.include_dirs = {"./inc"};
   EXPECT_NE(compiler.keys(o), a);
+}
+
+// What the handed namespace cannot answer as NVRTC does (docs/KEYS.md,
+// "Residual limits"), served.
+TEST_P(DiskNamesTest, AComputedAngledIncludeIsNotSearchedNextToItsIncluder) {
+  if (!GetParam()) GTEST_SKIP() << "a residual limit of the handed namespace";
+  write("b.h", "#define FROM 1\n");
+  write("inc/b.h", "#define FROM 2\n");
+  write("k.cu", "#include \"b.h\"\n#undef FROM\n#define ANGLED <b.h>\n#include ANGLED\n"
+                "extern \"C\" __global__ void k(int* o) { *o = FROM; }\n");
+  expect_nvrtcs_ptx("k.cu", {"inc"});
+}
+
+TEST_P(DiskNamesTest, HasIncludeOfAnAngledNameAfterAQuotedOne) {
+  if (!GetParam()) GTEST_SKIP() << "a residual limit of the handed namespace";
+  write("b.h", "#define FROM 1\n");
+  write("inc/other.h", "\n");
+  write("k.cu", "#include \"b.h\"\n#define N <b.h>\n"
+                "extern \"C\" __global__ void k(int* o) { *o = __has_include(N); }\n");
+  expect_nvrtcs_ptx("k.cu", {"inc"});
+}
+
+TEST_P(DiskNamesTest, AFileReachedByTwoSpellingsIsNamedAsNvrtcNamesIt) {
+  if (!GetParam()) GTEST_SKIP() << "a residual limit of the handed namespace";
+  write("lib/b.h", "#pragma once\n" + here("b"));
+  write("lib/a.h", "#include \"./b.h\"\n");
+  write("k.cu", kernel("#include \"lib/a.h\"\n#include \"lib/b.h\"", {"b"}));
+  expect_nvrtcs_ptx("k.cu", {});
+}
+
+TEST_P(DiskNamesTest, AnAbsoluteFolderIsNvrtcsServed) {
+  if (!GetParam()) GTEST_SKIP() << "the handed namespace keeps the spelling (above)";
+  write("inc/w.h", here("w"));
+  write("k.cu", kernel("#include \"w.h\"", {"w"}));
+  expect_nvrtcs_ptx("k.cu", {dir_ / "inc"});
+}
+
+INSTANTIATE_TEST_SUITE_P(HandedAndServed, DiskNamesTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) {
+                           return p.param ? "Served" : "Handed";
+                         });
+
+// Served, paths NVRTC named relative to the working folder are keyed
+// relative to it: two checkouts share entries, and each is answered from its
+// own files (CompileOptions::serve). Every answer is checked against the real
+// NVRTC's in the same folder.
+class ServedCheckoutsTest : public RealNvrtcTest {
+ protected:
+  void SetUp() override {
+    RealNvrtcTest::SetUp();
+    cache::StorageOptions so;
+    so.local_dir = dir_ / "store";
+    storage_ = std::make_unique<cache::Storage>(so);
+  }
+
+  // Compiles dir_/folder/k.cu there; its PTX must be NVRTC's own. Whether it hit.
+  bool compile_in(const std::string& folder, const std::vector<std::string>& dirs,
+                  const std::vector<std::string>& nvrtc_options = {}) {
+    std::string source = *read_input_file(dir_ / folder + "/k.cu");
+    std::vector<std::string> options = {"-arch=compute_90"};
+    options.insert(options.end(), nvrtc_options.begin(), nvrtc_options.end());
+    for (const std::string& d : dirs) options.push_back("-I" + d);
+    for (const std::string& d : toolkit_.include_dirs) options.push_back("-I" + d);
+    ScopedCwd cwd(dir_ / folder);
+    cache::ProgramRecord want = real_->answer(source, "k.cu", options);
+    EXPECT_EQ(want.compile_result, 0) << want.log;
+    std::string ptx = want.output(cache::ProgramOutput::ptx).bytes;
+    if (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+    Compiler compiler(toolkit_, storage_.get());
+    CompileOptions o;
+    o.source_path = "k.cu";
+    o.ptx_arch = "compute_90";
+    o.include_dirs = dirs;
+    o.nvrtc_options = nvrtc_options;
+    o.lean = false;
+    o.serve = true;
+    CompileResult r = compiler.compile(o);
+    EXPECT_EQ(std::string(r.targets[0].entry->payload()), ptx) << folder;
+    EXPECT_EQ(r.targets[0].not_stored, "") << folder;
+    return r.hits() == 1;
+  }
+
+  void checkout(const std::string& folder, const std::string& w) {
+    write(folder + "/inc/w.h", "#define W " + w + "\n" + here("w"));
+    write(folder + "/k.cu", "#include \"w.h\"\n#if __has_include(\"opt.h\")\n#include \"opt.h\"\n"
+                            "#else\n#define OPT 0\n#endif\n"
+                            "extern \"C\" __global__ void k(int* o, const char** f) "
+                            "{ *o = W + OPT; *f = w(); }\n");
+  }
+
+  std::unique_ptr<cache::Storage> storage_;
+};
+
+TEST_F(ServedCheckoutsTest, TwoCheckoutsShareEntriesAndEachSeesItsOwnFiles) {
+  checkout("one", "1");
+  checkout("two/deeper", "1");
+  EXPECT_FALSE(compile_in("one", {"inc"}));
+  EXPECT_TRUE(compile_in("two/deeper", {"inc"}));
+  checkout("two/deeper", "2");  // an edited header
+  EXPECT_FALSE(compile_in("two/deeper", {"inc"}));
+  EXPECT_TRUE(compile_in("one", {"inc"}));
+  write("one/opt.h", "#define OPT 5\n");  // a file __has_include found absent
+  EXPECT_FALSE(compile_in("one", {"inc"}));
+  EXPECT_TRUE(compile_in("two/deeper", {"inc"}));
+}
+
+TEST_F(ServedCheckoutsTest, AFolderAboveTheCheckoutIsEachCheckoutsOwn) {
+  for (const std::string c : {"one", "two"}) {
+    write(c + "/repo/k.cu", "#include \"w.h\"\nextern \"C\" __global__ void k(int* o) { *o = W; }\n");
+  }
+  write("one/deps/w.h", "#define W 1\n");
+  write("two/deps/w.h", "#define W 2\n");
+  EXPECT_FALSE(compile_in("one/repo", {"../deps"}));
+  EXPECT_FALSE(compile_in("two/repo", {"../deps"}));
+  write("two/deps/w.h", "#define W 1\n");
+  EXPECT_TRUE(compile_in("two/repo", {"../deps"}));
+}
+
+TEST_F(ServedCheckoutsTest, AnAbsoluteFolderIsThatFolderFromEveryCheckout) {
+  checkout("one", "1");
+  checkout("two", "2");
+  // A folder outside both (an installed header library): shared.
+  write("shared/w.h", "#define W 7\n__device__ const char* w() { return __FILE__; }\n");
+  const std::string shared = dir_ / "shared";
+  EXPECT_FALSE(compile_in("one", {shared}));
+  EXPECT_TRUE(compile_in("two", {shared}));
+  write("shared/w.h", "#define W 8\n__device__ const char* w() { return __FILE__; }\n");
+  EXPECT_FALSE(compile_in("two", {shared}));
+  // A folder beneath the checkout, by its absolute name: checked by that name
+  // and beneath the working folder (two's own inc/w.h differs: a miss).
+  const std::string in_one = dir_ / "one/inc";
+  EXPECT_FALSE(compile_in("one", {in_one}));
+  EXPECT_TRUE(compile_in("one", {in_one}));
+  EXPECT_FALSE(compile_in("two", {in_one}));
+}
+
+TEST_F(ServedCheckoutsTest, DebugInformationKeysTheWorkingFolder) {
+  // NVRTC writes the working folder into -G's and -lineinfo's output.
+  for (const std::string option : {"-lineinfo", "--device-debug"}) {
+    checkout("one", "1");
+    checkout("two", "1");
+    EXPECT_FALSE(compile_in("one", {"inc"}, {option}));
+    EXPECT_FALSE(compile_in("two", {"inc"}, {option}));
+    EXPECT_TRUE(compile_in("two", {"inc"}, {option}));
+  }
 }
 
 }  // namespace
