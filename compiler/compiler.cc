@@ -930,6 +930,7 @@ std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) 
   }
   w.u8(o.lean ? 1 : 0);
   w.u8(o.program ? 1 : 0);
+  w.u8(o.serve ? 1 : 0);
   w.u8(o.source_text ? 1 : 0);
   w.u8(o.name_free ? 1 : 0);
   w.str(o.shared_name);
@@ -1240,16 +1241,29 @@ std::vector<ResolvedHeader> resolve_asked(const AskContext& c, const AskedInclud
 
 // Served under Bazel's worker (may_read: the action's declared inputs): a
 // file NVRTC found or looked at that the action did not declare is missing
-// from a sandboxed build's folder, where NVRTC would answer otherwise.
-void check_declared(const CompileOptions& options, const NvrtcOutput& out) {
+// from a sandboxed build's folder, where NVRTC would answer otherwise. The
+// hint names it (undeclared.h), and the include the scanner saw, if it did.
+void check_declared(const CompileOptions& options, const std::vector<MissingInclude>& missing,
+                    const NvrtcOutput& out) {
   std::vector<std::string> paths = out.probes;
   for (const ServedFile& f : out.served) paths.push_back(f.path);
   const std::string cwd = current_folder() + "/";
   for (const std::string& path : paths) {
-    struct stat st;
-    if (options.may_read(path) || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    // As Bazel names inputs: relative to the execroot (the working folder).
     const std::string shown = path.rfind(cwd, 0) == 0 ? path.substr(cwd.size()) : path;
-    throw CompileError(undeclared_hint(shown, options.target_label), "", {});
+    struct stat st;
+    if (options.may_read(shown) || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+      continue;
+    }
+    std::string message = undeclared_hint(shown, options.target_label);
+    for (const MissingInclude& m : missing) {
+      if (find_undeclared(m.name, m.searched, options.source_path) != shown) continue;
+      std::string dirs;
+      for (const std::string& d : m.searched) dirs += (dirs.empty() ? "" : ", ") + d;
+      message += "\n  \"" + m.name + "\" (included from " + m.included_from +
+                 ") was not found among the inputs in: " + dirs;
+    }
+    throw CompileError(message, "", {});
   }
 }
 
@@ -1405,7 +1419,7 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
       });
     }
     run_rounds(options, resolve, m, &here);
-    if (options.serve && options.may_read) check_declared(options, *m->output);
+    if (options.serve && options.may_read) check_declared(options, p.includes.missing, *m->output);
     check_name(options, m, &here, early_check.valid() ? &early_check : nullptr);
     if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
     if (options.lean) make_lean(p, m);

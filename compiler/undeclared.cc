@@ -78,23 +78,32 @@ std::string undeclared_hint(const std::string& path, const std::string& target) 
 CompileError with_undeclared_hints(const CompileError& error,
                                    const std::vector<MissingInclude>& missing,
                                    const std::string& source_path, const std::string& target) {
-  std::string hints, searched;
+  std::string hints, searched, notes;
   for (const MissingInclude& m : missing) {
-    // Only a stub NVRTC compiled (its #error is in the log) failed the build.
-    if (m.stub.empty() || error.log().find("kcache: \"" + m.name + "\"") == std::string::npos) {
-      continue;
-    }
+    // Only a stub NVRTC compiled (its #error is in the log) failed the
+    // build; served, NVRTC's own "cannot open" names it.
+    const bool stubbed = !m.stub.empty();
+    const std::string said = stubbed ? "kcache: \"" + m.name + "\""
+                                     : "cannot open source file \"" + m.name + "\"";
+    if (error.log().find(said) == std::string::npos) continue;
+    std::string dirs;
+    for (const std::string& d : m.searched) dirs += (dirs.empty() ? "" : ", ") + d;
     if (std::optional<std::string> path = find_undeclared(m.name, m.searched, source_path)) {
       hints += (hints.empty() ? "" : "\n") + undeclared_hint(*path, target);
-      std::string dirs;
-      for (const std::string& d : m.searched) dirs += (dirs.empty() ? "" : ", ") + d;
       searched += "\n  \"" + m.name + "\" (included from " + m.included_from +
                   ") was not found among the inputs in: " + dirs;
+    } else if (!stubbed) {
+      notes += "\n  \"" + m.name + "\" (included from " + m.included_from +
+               ") was not found in: " + dirs;
     }
   }
-  if (hints.empty()) return error;
-  // No log: NVRTC's only echoes the stub's #error, which says less than this.
-  return CompileError(hints + searched, "", error.options());
+  if (!hints.empty()) {
+    // No log: NVRTC's only echoes the stub's #error (or says it cannot
+    // open the file), which says less than this.
+    return CompileError(hints + searched, "", error.options());
+  }
+  if (!notes.empty()) return CompileError(error.what() + notes, error.log(), error.options());
+  return error;
 }
 
 }  // namespace kcache::compiler

@@ -41,10 +41,12 @@ std::optional<std::string> find_undeclared(const std::string& name,
 // "of this compile").
 std::string undeclared_hint(const std::string& path, const std::string& target);
 
-// For each missing include whose "not found" stub NVRTC's log reports and that
-// find_undeclared finds: the hint, first, one line each, then what was
-// searched; the log is dropped (it only echoes the stub's #error). The error
-// itself when there is none.
+// For each missing include whose "not found" stub NVRTC's log reports (served:
+// whose "cannot open source file" it reports) and that find_undeclared finds:
+// the hint, first, one line each, then what was searched; the log is dropped
+// (it only echoes the stub's #error). Served, one found nowhere adds a line
+// naming the folders searched to the message, the log kept. The error itself
+// when there is neither.
 CompileError with_undeclared_hints(const CompileError& error,
                                    const std::vector<MissingInclude>& missing,
                                    const std::string& source_path, const std::string& target);

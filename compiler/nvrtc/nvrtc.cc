@@ -254,7 +254,7 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
     // NVRTC's own answer would depend on what it is (a FIFO blocks, a device
     // never ends): the real NVRTC answers it.
     throw IoError("NVRTC opened " + seal.refused +
-                  ": kcache serves it only regular files of at most 64 MiB");
+                  "; kcache serves NVRTC only regular files of at most 64 MiB");
   }
   out.served = std::move(seal.served);
   out.relative_names = std::move(seal.relative_names);

@@ -67,7 +67,8 @@ class ReapiHostileTest : public ::testing::Test {
     std::vector<std::string> remote = {"--remote", server.url()};
     remote.insert(remote.end(), flags.begin(), flags.end());
     const std::string expected = compile("writer", "sm_90", remote);
-    EXPECT_EQ(counter("writer", "remote_stored"), 1);
+    // The entry and its manifest (what NVRTC read, served: issue 27).
+    EXPECT_EQ(counter("writer", "remote_stored"), 2);
     CommandResult r;
     EXPECT_EQ(compile("reader", "sm_90", remote, &r), expected);
     EXPECT_EQ(counter("reader", "remote_hits"), 0);
@@ -85,7 +86,7 @@ TEST_F(ReapiHostileTest, HonestServerIsAHitSoTheLiesBelowAreWhatFails) {
   const std::string expected = compile("writer", "sm_90", {"--remote", server.url()});
   CommandResult r;
   EXPECT_EQ(compile("reader", "sm_90", {"--remote", server.url()}, &r), expected);
-  EXPECT_EQ(counter("reader", "remote_hits"), 1);
+  EXPECT_EQ(counter("reader", "remote_hits"), 2);  // the manifest, then the entry
   EXPECT_EQ(counter("reader", "nvrtc_invocations"), 0);
   EXPECT_EQ(r.err, "");
 }
@@ -103,7 +104,7 @@ TEST_F(ReapiHostileTest, WrongDigestBytesAreRejectedAndCompiledInstead) {
   HostileReapiServer server("wrong-digest");
   CommandResult r = read_back(server);
   EXPECT_NE(r.err.find("does not match its digest"), std::string::npos) << r.err;
-  EXPECT_EQ(counter("reader", "remote_rejected"), 1);
+  EXPECT_EQ(counter("reader", "remote_rejected"), 2);  // the manifest and the entry
 }
 
 TEST_F(ReapiHostileTest, EndlessByteStreamIsStoppedAtTheDigestsSize) {
@@ -163,7 +164,7 @@ TEST_F(ReapiHostileTest, WriteOnlyRemoteIsNoticedAfterItsUploadsWithOneWarning) 
   const std::string expected = compile("alone", "sm_80,sm_90", {});
   CommandResult r;
   EXPECT_EQ(compile("m", "sm_80,sm_90", {"--remote", server.url()}, &r), expected);
-  EXPECT_EQ(counter("m", "remote_stored"), 2);
+  EXPECT_EQ(counter("m", "remote_stored"), 4);  // two entries and their manifests
   EXPECT_LT(r.seconds, kSecondsBound);
   EXPECT_EQ(count_of(r.err, "kcache: warning:"), 1) << r.err;
   EXPECT_NE(r.err.find("took 2 uploads but had none of them"), std::string::npos) << r.err;

@@ -256,11 +256,8 @@ TEST_F(WorkerTest, AComputedIncludeOfAnUndeclaredHeaderFailsSayingWhatToDeclare)
       "-D",         "VARIANT=v9",          "-o",     "k.kcb"};
   WorkResponse undeclared = worker.call(args, 1, {"kernels/computed.cu"});
   EXPECT_EQ(undeclared.exit_code, 3) << undeclared.output;
-  EXPECT_TRUE(contains(undeclared.output,
-                       "\"v9.cuh\" (included from kernels/computed.cu:3) was not found in: "
-                       "kernels, ."))
-      << undeclared.output;
-  // The hint first (compiler/undeclared.h), without NVRTC's log.
+  // The hint first (compiler/undeclared.h), without NVRTC's log: NVRTC,
+  // served, found the file the action did not declare.
   EXPECT_TRUE(contains(undeclared.output, "kcache compile: \"kernels/v9.cuh\" " + kHint))
       << undeclared.output;
   EXPECT_FALSE(std::filesystem::exists(root + "/k.kcb"));
