@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -29,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "bundle/bundle.h"
 #include "cache/storage.h"
 #include "common/error.h"
 #include "compiler/compiler.h"
@@ -372,12 +374,29 @@ class Tree {
   std::mt19937 rng_;
 };
 
-// What a compile gives: the bundle, or the error's message.
-std::string outcome(Compiler& c, const CompileOptions& o, int* hits = nullptr) {
+// What a compile gives: the bundle without its store keys, or the error's
+// message. A key is where the answer is stored, and one answer may be
+// stored under two (served, an entry another checkout stored answers this
+// one: CompileOptions::serve); with `storage`, each key must hold exactly
+// the image the bundle has.
+std::string outcome(Compiler& c, const CompileOptions& o, int* hits = nullptr,
+                    cache::Storage* storage = nullptr) {
   try {
     CompileResult r = c.compile(o);
     if (hits) *hits += r.hits();
-    return r.bundle;
+    bundle::Bundle b = bundle::parse(r.bundle);
+    for (size_t i = 0; i < b.images.size(); ++i) {
+      bundle::Image& image = b.images[i];
+      if (storage && r.targets[i].not_stored.empty()) {
+        std::optional<cache::Entry> e = storage->get(r.targets[i].key);
+        EXPECT_TRUE(e && e->payload() == image.data) << "no entry under the key " << image.key;
+      }
+      if (std::getenv("KCACHE_DIFF_VERBOSE") && !r.targets[i].not_stored.empty()) {
+        std::printf("not stored: %s\n", r.targets[i].not_stored.c_str());
+      }
+      image.key = "";
+    }
+    return bundle::serialize(b);
   } catch (const CompileError& e) {
     return std::string("error: ") + e.what() + "\n" + e.log();
   } catch (const Error& e) {
@@ -385,8 +404,26 @@ std::string outcome(Compiler& c, const CompileOptions& o, int* hits = nullptr) {
   }
 }
 
-TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
-  const long steps = env_or("KCACHE_DIFF_STEPS", 200);
+// The folders a second checkout (dir/B) copies from the first (dir).
+const char* const kCheckoutFolders[] = {"src", "inc1", "inc2"};
+
+// Makes dir/B a copy of dir's checkout folders (the toolkit copy is shared).
+void copy_checkout(const std::string& dir) {
+  namespace fs = std::filesystem;
+  for (const char* f : kCheckoutFolders) {
+    fs::remove_all(dir + "/B/" + f);
+    fs::create_directories(dir + "/B");
+    fs::copy(dir + "/" + f, dir + "/B/" + f, fs::copy_options::recursive);
+  }
+}
+
+// `serve`: CompileOptions::serve (what `kcache compile` does), with a second
+// checkout: dir/B, a copy of the first taken from time to time, where some
+// steps compile (the source and -I folders relative), so an entry one
+// checkout stored is looked up from the other (keys relative to the working
+// folder), while each checkout's files may differ.
+void run_differential(bool serve, long default_steps) {
+  const long steps = env_or("KCACHE_DIFF_STEPS", default_steps);
   const auto seed = static_cast<uint32_t>(env_or("KCACHE_DIFF_SEED", 1));
   std::string dir = test_dir();
   cache::StorageOptions so;
@@ -406,6 +443,7 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   }
   for (int r = 0; r < kRelCount; ++r) write(dir, kRelPaths[r], tree.rel_header(r));
   write(dir, "src/k.cu", tree.source());
+  if (serve) copy_checkout(dir);
   // The test changes HOME and CUDA_CACHE_PATH between steps; this puts them back.
   SavedEnv saved_env;
   CompileOptions o;
@@ -413,13 +451,15 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   o.source_name = "src/k.cu";
   o.ptx_arch = "compute_80";
   o.include_dirs = {dir + "/inc1", dir + "/inc2"};
-  testing::ScopedCwd cwd(dir);  // where relative -I spellings (Tree::edit) start
+  o.serve = serve;
+  std::mt19937 checkouts(seed);
+  auto pick = [&checkouts](int n) { return std::uniform_int_distribution<int>(0, n - 1)(checkouts); };
 
   auto start = std::chrono::steady_clock::now();
   // KCACHE_DIFF_KEEP_GOING=1: count every differing step instead of stopping
   // at the first (to see how often, while a fix is under way).
   const bool keep_going = env_or("KCACHE_DIFF_KEEP_GOING", 0) != 0;
-  int hits = 0, errors = 0, mismatches = 0;
+  int hits = 0, errors = 0, mismatches = 0, in_b = 0;
   // A lookup record (lookup_record.h) is written only where every stamp is
   // older than this margin; two seconds would leave it unused here. 50 ms is
   // still above the file systems' timestamp granularity (jiffies), and every
@@ -427,12 +467,21 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   set_too_new_margin_for_testing(int64_t{50} * 1000000);
   for (long step = 0; step < steps; ++step) {
     tree.edit(o);
+    std::string where = dir;
+    if (serve) {
+      if (pick(4) == 0) copy_checkout(dir);
+      if (pick(3) == 0) where = dir + "/B";
+      // Relative where the working folder is in play (Tree::edit respells -I).
+      o.source_path = pick(3) ? "src/k.cu" : where + "/src/k.cu";
+    }
+    in_b += where != dir;
+    testing::ScopedCwd cwd(where);  // where relative -I spellings (Tree::edit) start
     const auto edited = std::chrono::steady_clock::now();
     std::string want = outcome(fresh, o);
     std::this_thread::sleep_until(edited + std::chrono::milliseconds(60));
-    std::string got = outcome(cached, o, &hits);
+    std::string got = outcome(cached, o, &hits, &storage);
     // The same state looked up again: now through its lookup record.
-    if (got == want) got = outcome(cached, o, &hits);
+    if (got == want) got = outcome(cached, o, &hits, &storage);
     errors += want.compare(0, 7, "error: ") == 0;
     if (std::getenv("KCACHE_DIFF_VERBOSE") && want.compare(0, 7, "error: ") == 0) {
       std::printf("step %ld: %s\n", step, want.c_str());
@@ -440,9 +489,9 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
     if (got != want) {
       ++mismatches;
       if (!keep_going) {
-        ASSERT_EQ(got, want) << "seed " << seed << ", step " << step;
+        ASSERT_EQ(got, want) << "seed " << seed << ", step " << step << " in " << where;
       }
-      ADD_FAILURE() << "seed " << seed << ", step " << step
+      ADD_FAILURE() << "seed " << seed << ", step " << step << " in " << where
                     << ": the cached result differs from a compile without a store";
     }
     if ((step + 1) % 250 == 0) {
@@ -455,16 +504,25 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   const int64_t manifest_hits = storage.local()->stats().counter("manifest_hits");
   const int64_t record_hits = storage.local()->stats().counter("lookup_record_hits");
   std::printf(
-      "differential: seed %u, %ld steps, %d differ, %d hits (%lld through manifests, %lld in "
-      "lookup records), %d compile errors, %.1f s\n",
-      seed, steps, mismatches, hits, static_cast<long long>(manifest_hits),
-      static_cast<long long>(record_hits), errors, s);
+      "differential (%s): seed %u, %ld steps (%d in the second checkout), %d differ, %d hits "
+      "(%lld through manifests, %lld in lookup records), %d compile errors, %.1f s\n",
+      serve ? "served" : "handed", seed, steps, in_b, mismatches, hits,
+      static_cast<long long>(manifest_hits), static_cast<long long>(record_hits), errors, s);
   // Results that needed computed includes are stored and found (direct mode):
   // with this many steps, states repeat, so some hits must come through them.
   if (steps >= 100) {
     EXPECT_GT(manifest_hits, 0) << "no hit through a manifest";
     EXPECT_GT(record_hits, 0) << "no hit through a lookup record";
   }
+}
+
+TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
+  run_differential(/*serve=*/true, 200);
+}
+
+// The handed namespace (CompileOptions::serve off), which the runtime JIT uses.
+TEST(DifferentialTest, HandedEveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
+  run_differential(/*serve=*/false, 200);
 }
 
 }  // namespace
