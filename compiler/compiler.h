@@ -122,9 +122,11 @@ struct CompileOptions {
   bool serve = false;
   bool served() const { return program || serve; }
   // The name NVRTC compiles the source under: a served compile's is where
-  // NVRTC finds its quoted includes (source_path), else the logical name.
+  // NVRTC finds its quoted includes (source_path, the file read), else the
+  // logical name.
   const std::string& nvrtc_name() const {
-    return serve && !program && !source_path.empty() ? source_path : logical_name();
+    return serve && !program && !source_text && !source_path.empty() ? source_path
+                                                                     : logical_name();
   }
   // A program whose answer may not depend on its folder (program.h decides):
   // looked up first under the key of its file name in any folder

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <climits>
 #include <map>
+#include <tuple>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -683,9 +684,35 @@ void merge_earlier_round(const ClassifiedProbes& earlier, ClassifiedProbes* into
   }
 }
 
+// Files of equal bytes read under two names: whether they are one file
+// decides NVRTC's answer (#pragma once includes one file once, two copies
+// twice), so that relation is keyed (probe_key_lines) and checked
+// (probes_hold) as the compile saw it: the identity of each present probe, a
+// (device, inode) pair, the compile's or the lookup's.
+using FileIdentity = std::pair<uint64_t, uint64_t>;
+
+// Whether `seen` (content, recorded identity, identity now) relates every two
+// files of equal content as the compile did.
+bool same_files_as_recorded(
+    std::vector<std::tuple<Hash128, FileIdentity, FileIdentity>> seen) {
+  std::sort(seen.begin(), seen.end(), [](const auto& a, const auto& b) {
+    return std::get<0>(a).high != std::get<0>(b).high ? std::get<0>(a).high < std::get<0>(b).high
+                                                      : std::get<0>(a).low < std::get<0>(b).low;
+  });
+  for (size_t i = 0; i < seen.size(); ++i) {
+    for (size_t j = i + 1; j < seen.size() && std::get<0>(seen[j]) == std::get<0>(seen[i]); ++j) {
+      const bool were_one = std::get<1>(seen[i]) == std::get<1>(seen[j]);
+      const bool are_one = std::get<2>(seen[i]) == std::get<2>(seen[j]);
+      if (were_one != are_one) return false;
+    }
+  }
+  return true;
+}
+
 bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
   std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
   FolderHandles handles;
+  std::vector<std::tuple<Hash128, FileIdentity, FileIdentity>> present;
   for (const cache::ManifestProbe& p : probes) {
     if (p.path.compare(0, std::char_traits<char>::length(kDriverCacheLabel), kDriverCacheLabel) ==
         0) {
@@ -714,6 +741,7 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     }
     const std::string path = disk->full();
     if (!p.present) continue;
+    present.emplace_back(p.content, FileIdentity{p.dev, p.ino}, FileIdentity{st.dev, st.ino});
     if (st.dev == p.dev && st.ino == p.ino && st.size == p.size && st.mtime_ns == p.mtime_ns &&
         st.ctime_ns == p.ctime_ns) {
       continue;  // no write leaves all of these unchanged
@@ -726,14 +754,44 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     }
     if (!content || xxh3_128(*content) != p.content) return false;
   }
+  if (!same_files_as_recorded(std::move(present))) {
+    if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: one file or two\n");
+    return false;
+  }
   return true;
 }
 
 std::vector<std::string> probe_key_lines(const std::vector<cache::ManifestProbe>& probes) {
+  // Present files of equal bytes: which of them are one file, numbered in
+  // the order of their paths (the numbers, not the inodes, are keyed).
+  std::map<std::string, std::vector<FileIdentity>> files_of;  // by content
+  for (const cache::ManifestProbe& p : probes) {
+    if (p.present) files_of[p.content.hex()].push_back({p.dev, p.ino});
+  }
   std::vector<std::string> lines;
   lines.reserve(probes.size());
-  for (const cache::ManifestProbe& p : probes) {
-    lines.push_back(p.present ? "present " + p.path + " " + p.content.hex() : "absent " + p.path);
+  std::vector<const cache::ManifestProbe*> by_path;
+  for (const cache::ManifestProbe& p : probes) by_path.push_back(&p);
+  std::sort(by_path.begin(), by_path.end(),
+            [](const cache::ManifestProbe* a, const cache::ManifestProbe* b) {
+              return a->path < b->path;
+            });
+  std::map<std::string, std::vector<FileIdentity>> numbered;  // by content, first seen first
+  for (const cache::ManifestProbe* p : by_path) {
+    if (!p->present) {
+      lines.push_back("absent " + p->path);
+      continue;
+    }
+    std::string line = "present " + p->path + " " + p->content.hex();
+    const std::string hex = p->content.hex();
+    if (files_of[hex].size() > 1) {
+      std::vector<FileIdentity>& seen = numbered[hex];
+      const FileIdentity id{p->dev, p->ino};
+      size_t n = std::find(seen.begin(), seen.end(), id) - seen.begin();
+      if (n == seen.size()) seen.push_back(id);
+      line += " file " + std::to_string(n);
+    }
+    lines.push_back(std::move(line));
   }
   std::sort(lines.begin(), lines.end());
   return lines;

@@ -406,5 +406,27 @@ TEST_F(ServedCheckoutsTest, DebugInformationKeysTheWorkingFolder) {
   }
 }
 
+// #pragma once includes one file once and two copies twice: which names are
+// one file is keyed with the bytes (a review of issue 27's serving found the
+// copy answered from the entry of the link: seed 61, step 808).
+TEST_F(ServedCheckoutsTest, OneFileUnderTwoNamesIsNotTwoCopies) {
+  const std::string header = "#pragma once\n#ifdef W_SEEN\n#define TWICE 1\n#endif\n#define W_SEEN\n";
+  const std::string source = "#include \"inc/w.h\"\n#include \"link.h\"\n#ifndef TWICE\n"
+                             "#define TWICE 0\n#endif\n"
+                             "extern \"C\" __global__ void k(int* o) { *o = TWICE; }\n";
+  for (const std::string c : {"one", "two"}) {
+    write(c + "/inc/w.h", header);
+    write(c + "/k.cu", source);
+  }
+  ASSERT_EQ(::symlink("inc/w.h", (dir_ / "one/link.h").c_str()), 0);
+  write("two/link.h", header);
+  EXPECT_FALSE(compile_in("one", {}));  // one file: TWICE 0
+  EXPECT_TRUE(compile_in("one", {}));
+  EXPECT_FALSE(compile_in("two", {}));  // two copies: TWICE 1
+  ASSERT_EQ(::unlink((dir_ / "one/link.h").c_str()), 0);
+  write("one/link.h", header);
+  EXPECT_TRUE(compile_in("one", {}));  // now two copies too: two's entry
+}
+
 }  // namespace
 }  // namespace kcache::compiler
