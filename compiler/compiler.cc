@@ -102,8 +102,10 @@ std::string current_folder() {
   return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
 }
 
-// Keys the working folder (a served compile's: CompileOptions::serve).
+// Keys the working folder, and a toolkit folder (a served compile's:
+// CompileOptions::serve).
 constexpr char kWorkingFolderOption[] = "--kcache-working-folder=";
+constexpr char kToolkitFolderOption[] = "--kcache-toolkit-folder=";
 
 // Options with which NVRTC writes its working folder into the output
 // (measured with NVRTC 13: -G for any source name, -lineinfo for a relative
@@ -643,6 +645,11 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
     if (writes_working_folder(p.key_options) || cwd.size() <= 1) {
       p.request.options.push_back(kWorkingFolderOption + cwd);
     }
+    if (writes_working_folder(p.key_options)) {
+      for (const std::string& d : probe_context_.toolkit_dirs) {
+        p.request.options.push_back(kToolkitFolderOption + d);
+      }
+    }
   }
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
@@ -844,30 +851,89 @@ bool names_folder(std::string_view text, const std::string& folder) {
   return text.find(folder) != std::string_view::npos;
 }
 
+// Whether an output (PTX, an image, a log) holds `folder`: as text, or as
+// PTX writes a string's bytes (`$str[9] = {47, 116, 109, ...}`).
+bool output_names(std::string_view output, const std::string& folder) {
+  if (names_folder(output, folder)) return true;
+  std::string as_ptx_bytes;
+  for (unsigned char c : folder) {
+    as_ptx_bytes += (as_ptx_bytes.empty() ? "" : ", ") + std::to_string(c);
+  }
+  return names_folder(output, as_ptx_bytes);
+}
+
 // Served (CompileOptions::serve): paths beneath the working folder are keyed
 // relative to it, so a lookup in another checkout checks them beneath its
-// own. Where nothing keyed names the folder, NVRTC had every such path from
-// the kernel (a relative name, or getcwd: it looks at its program's folder
-// by an absolute name), and an output that names the folder cannot be
-// stored (returns why). Where something keyed names it (an absolute -I or
-// source beneath it), a path NVRTC named absolutely is checked both ways.
+// own. A name NVRTC gave relative to its working folder is keyed so; so are
+// the working folder and the folders down to the program's, which NVRTC
+// names by absolute names it builds with getcwd (measured). Any other path
+// beneath the working folder that NVRTC named absolutely (an absolute -I or
+// source, an absolute #include, even in a header the scanner never read) is
+// checked both by that name and beneath the lookup's working folder.
+// Returns why the result cannot be stored: where nothing keyed names the
+// working folder, NVRTC can only have had it from the kernel, so an output
+// that names it would be handed to a lookup elsewhere.
+// Whether anything the request keys holds `folder`'s name.
+bool request_names(const cache::CompileRequest& request, const std::string& folder) {
+  bool named = names_folder(request.source_name, folder) || names_folder(request.source, folder);
+  for (const std::vector<std::string>* list : {&request.options, &request.name_expressions}) {
+    for (const std::string& item : *list) named = named || names_folder(item, folder);
+  }
+  for (const cache::Header& h : request.headers) named = named || names_folder(h.content, folder);
+  return named;
+}
+
 std::string key_beneath_working_folder(const cache::CompileRequest& request,
                                        const NvrtcOutput& out,
                                        std::vector<cache::ManifestProbe>* probes) {
   const std::string cwd = current_folder();
   if (cwd.size() <= 1) return "";  // keyed (resolve): "/" is beneath nothing
-  bool named = names_folder(request.source_name, cwd) || names_folder(request.source, cwd);
-  for (const std::vector<std::string>* list : {&request.options, &request.name_expressions}) {
-    for (const std::string& item : *list) named = named || names_folder(item, cwd);
-  }
-  for (const cache::Header& h : request.headers) named = named || names_folder(h.content, cwd);
+  auto beneath = [](const std::string& p, const std::string& folder) {
+    return p == folder || p.rfind(folder + "/", 0) == 0;
+  };
+  const std::string& name = request.source_name;
+  const std::string program_folder =
+      !name.empty() && name.front() == '/' ? folder_of(name)
+                                           : without_dot_parts(cwd + "/" + folder_of(name));
+  const std::set<std::string> relative(out.relative_names.begin(), out.relative_names.end());
+  const std::set<std::string> absolute(out.absolute_names.begin(), out.absolute_names.end());
   NotTheFolders not_its;
-  if (named) not_its.both.insert(out.absolute_names.begin(), out.absolute_names.end());
+  for (const cache::ManifestProbe& p : *probes) {
+    if (!beneath(p.path, cwd)) continue;
+    const bool only_relative = relative.count(p.path) && !absolute.count(p.path);
+    const bool from_getcwd = beneath(program_folder, p.path);
+    if (!only_relative && !from_getcwd) not_its.both.insert(p.path);
+  }
   relative_to_program_folder(cwd, not_its, probes);
-  if (named) return "";
-  for (const std::string* text : {&out.image, &out.ptx, &out.log}) {
-    if (names_folder(*text, cwd)) {
-      return "NVRTC's output names the working folder " + cwd + ", which is not keyed";
+  if (!request_names(request, cwd)) {
+    for (const std::string* text : {&out.image, &out.ptx, &out.log}) {
+      if (output_names(*text, cwd)) {
+        return "NVRTC's output names the working folder " + cwd + ", which is not keyed";
+      }
+    }
+  }
+  return "";
+}
+
+// A served compile (CompileOptions::served): the toolkit's folders are keyed
+// by what NVRTC read beneath them, not by where they are (a toolkit moved
+// keeps its keys), unless the options name them (a program's -I, or where an
+// option writes file names into the output: resolve). An image naming one
+// that is not keyed (a toolkit header's __FILE__) is not storable: returns
+// why.
+std::string toolkit_named_unkeyed(const cache::CompileRequest& request, const NvrtcOutput& out,
+                                  const std::vector<std::string>& toolkit_dirs) {
+  std::vector<const std::string*> images = {&out.image, &out.ptx};
+  if (out.program) {
+    for (cache::ProgramOutput o : {cache::ProgramOutput::ptx, cache::ProgramOutput::cubin}) {
+      images.push_back(&out.program->output(o).bytes);
+    }
+  }
+  for (const std::string& d : toolkit_dirs) {
+    for (const std::string* image : images) {
+      if (output_names(*image, d) && !request_names(request, d)) {
+        return "NVRTC's output names the toolkit folder " + d + ", which is not keyed";
+      }
     }
   }
   return "";
@@ -1645,8 +1711,11 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
                             Miss* m, TargetResult* r) {
   NvrtcOutput& out = *m->output;
   m->asks.probes = std::move(m->classified.keyed);
-  if (options.serve && !options.program) {
-    std::string why = key_beneath_working_folder(p.request, out, &m->asks.probes);
+  if (options.served()) {
+    std::string why = options.program
+                          ? ""
+                          : key_beneath_working_folder(p.request, out, &m->asks.probes);
+    if (why.empty()) why = toolkit_named_unkeyed(p.request, out, probe_context_.toolkit_dirs);
     if (!why.empty() && m->classified.unkeyable.empty()) m->classified.unkeyable = std::move(why);
   }
   if (!m->asked.empty() || !m->asks.probes.empty()) {

@@ -21,6 +21,7 @@
 #include "compiler/toolkit.h"
 #include "tests/compiler/real_nvrtc.h"
 #include "tests/compiler/test_files.h"
+#include "tests/compiler/toolkit_copy.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache::compiler {
@@ -426,6 +427,45 @@ TEST_F(ServedCheckoutsTest, OneFileUnderTwoNamesIsNotTwoCopies) {
   ASSERT_EQ(::unlink((dir_ / "one/link.h").c_str()), 0);
   write("one/link.h", header);
   EXPECT_TRUE(compile_in("one", {}));  // now two copies too: two's entry
+}
+
+// An absolute name beneath the working folder in a header the scanner never
+// read (found by computed include): it is that file from every checkout, and
+// a review's wrong hit (s9-attack-served-keys.md) checked it beneath the
+// other checkout instead.
+TEST_F(ServedCheckoutsTest, AnAbsoluteIncludeInAHeaderTheScannerNeverRead) {
+  for (const std::string c : {"one", "two"}) {
+    write(c + "/k.cu", "#define H \"a.h\"\n#include H\n"
+                       "extern \"C\" __global__ void k(int* o) { *o = V; }\n");
+    write(c + "/inc/a.h", "#include \"" + dir_ / "one/b.h" + "\"\n");
+    write(c + "/b.h", "#define V 1\n");
+  }
+  EXPECT_FALSE(compile_in("one", {"inc"}));
+  write("one/b.h", "#define V 5\n");
+  EXPECT_FALSE(compile_in("two", {"inc"}));  // two's own b.h is unchanged: a miss
+  EXPECT_TRUE(compile_in("two", {"inc"}));
+}
+
+// A toolkit folder is keyed by what NVRTC read beneath it, not by where it
+// is, so an image that names it (a toolkit header's __FILE__) is not stored,
+// unless an option that writes file names into the output keyed it.
+TEST_F(ServedCheckoutsTest, AnImageNamingTheToolkitFolderIsStoredOnlyWhereItIsKeyed) {
+  testing::make_toolkit_copy(find_toolkit("").root, dir_ / "cuda");
+  write("cuda/include/tk_name.h", "__device__ const char* tk = __FILE__;\n");
+  write("one/k.cu", "#include <tk_name.h>\nextern \"C\" __global__ void k(const char** o) { *o = tk; }\n");
+  Compiler compiler(find_toolkit(dir_ / "cuda"), storage_.get());
+  ScopedCwd cwd(dir_ / "one");
+  CompileOptions o;
+  o.source_path = "k.cu";
+  o.ptx_arch = "compute_90";
+  o.serve = true;
+  CompileResult r = compiler.compile(o);
+  EXPECT_NE(r.targets[0].not_stored.find("names the toolkit folder"), std::string::npos)
+      << r.targets[0].not_stored;
+  o.nvrtc_options = {"-lineinfo"};
+  r = compiler.compile(o);
+  EXPECT_EQ(r.targets[0].not_stored, "");
+  EXPECT_EQ(compiler.compile(o).hits(), 1);
 }
 
 }  // namespace
