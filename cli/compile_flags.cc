@@ -42,8 +42,9 @@ void add_compile_flags(CLI::App& app, CompileFlags& f, bool per_kernel) {
                    "part of the cache key")
         ->required();
     app.add_option("--source-name", f.source_name,
-                   "The name NVRTC reports and the key uses instead of the path as given "
-                   "(e.g. a name stable across build configurations)");
+                   "The name NVRTC compiles the source under, and the key uses, instead of "
+                   "the path as given: NVRTC reports it and looks for quoted includes next to "
+                   "it, as NVRTC given that program name does");
     app.add_option("--target", f.target,
                    "The Bazel target compiling this source (//pkg:k), named by messages such "
                    "as the hint to declare a header; never part of the key");

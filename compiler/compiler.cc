@@ -603,7 +603,7 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
 
   p.request.compiler_identity = keyed_identity_;
   p.request.options = p.key_options;
-  p.request.source_name = options.nvrtc_name();
+  p.request.source_name = options.logical_name();
   // A rewritten directive of the source itself (a spelling two files share,
   // found by a review: `"b.h"` and `<b.h>` got one file) is what NVRTC
   // compiles; a program's NVRTC reads its own source as given.
@@ -1419,7 +1419,7 @@ void Compiler::check_archs(const std::vector<Miss>& misses) const {
 NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p,
                                 const Target& t) const {
   NvrtcInput input;
-  input.source_name = options.nvrtc_name();
+  input.source_name = options.logical_name();
   input.source = p.handed_source;
   for (const ResolvedHeader& h : p.includes.headers) {
     input.headers.push_back({h.name, handed_text(h)});

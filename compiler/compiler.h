@@ -79,8 +79,8 @@ struct CompileOptions {
   // be empty: the working directory), and source_name must name the source.
   std::optional<std::string> source_text;
   // The logical name NVRTC reports and the key hashes; empty: source_path.
-  // Give one stable across checkouts and build configurations (Bazel's
-  // short_path) when the path is not.
+  // Served (below), NVRTC's program is named so and searches its quoted
+  // includes next to that name, as NVRTC alone given the name would.
   std::string source_name;
   // The Bazel target compiling it ("//pkg:k"), for messages only (never
   // keyed): the hint to declare a header names it.
@@ -121,13 +121,6 @@ struct CompileOptions {
   // -lineinfo); an output that names it anyway is not stored (issue 27).
   bool serve = false;
   bool served() const { return program || serve; }
-  // The name NVRTC compiles the source under: a served compile's is where
-  // NVRTC finds its quoted includes (source_path, the file read), else the
-  // logical name.
-  const std::string& nvrtc_name() const {
-    return serve && !program && !source_text && !source_path.empty() ? source_path
-                                                                     : logical_name();
-  }
   // A program whose answer may not depend on its folder (program.h decides):
   // looked up first under the key of its file name in any folder
   // (any_name_request, `shared_name`), then under its own; on a miss, given
