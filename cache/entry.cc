@@ -28,6 +28,24 @@ void check_name(const ByteReader& r, std::string_view text, const char* field) {
   }
 }
 
+// A log is printed on a hit: one from a remote or an archive must not move
+// the terminal (an escape sequence) or fill it. NVRTC's own has lines and
+// tabs only.
+constexpr size_t kMaxLogBytes = size_t{16} << 20;
+
+std::string log_problem(std::string_view log) {
+  if (log.size() > kMaxLogBytes) {
+    return "log is " + std::to_string(log.size()) + " bytes, more than " +
+           std::to_string(kMaxLogBytes);
+  }
+  for (unsigned char c : log) {
+    if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f) {
+      return "log holds the control character " + std::to_string(c);
+    }
+  }
+  return "";
+}
+
 uint8_t kind_byte(TargetKind kind) { return kind == TargetKind::ptx ? 1 : 2; }
 
 // Big-endian halves, so the 16 bytes read like the key's hex form.
@@ -49,15 +67,17 @@ Hash128 read_key(ByteReader& r) {
 
 Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
              int64_t created_unix_s, std::string_view payload,
-             std::vector<LoweredName> lowered_names, LeanRecord lean)
+             std::vector<LoweredName> lowered_names, LeanRecord lean, std::string log)
     : key_(key),
       kind_(kind),
       arch_(std::move(arch)),
       compile_ms_(compile_ms),
       created_unix_s_(created_unix_s),
       lowered_names_(std::move(lowered_names)),
-      lean_(lean) {
+      lean_(lean),
+      log_(std::move(log)) {
   std::string problem = lean_.problem();
+  if (problem.empty()) problem = log_problem(log_);
   if (!problem.empty()) throw InvalidArgument("cache entry for " + key_.hex() + ": " + problem);
   ByteWriter w;
   w.bytes(kEntryMagic);
@@ -74,6 +94,7 @@ Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t com
     w.str(n.lowered_name);
   }
   write_lean_record(w, lean_);
+  w.str(log_);
   w.u64(payload.size());
   payload_offset_ = w.size();
   payload_size_ = payload.size();
@@ -82,6 +103,8 @@ Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t com
   w.u64(checksum);
   encoded_ = w.take();
 }
+
+bool Entry::keeps_log(std::string_view log) { return log_problem(log).empty(); }
 
 Entry Entry::decode(std::string encoded, const std::string& what) {
   std::string_view bytes(encoded);
@@ -138,6 +161,12 @@ Entry Entry::decode(std::string encoded, const std::string& what) {
     entry.lowered_names_.push_back(std::move(n));
   }
   entry.lean_ = version >= 2 ? read_lean_record(body) : LeanRecord::unknown_record();
+  if (version >= 3) {
+    std::string_view log = body.str("log");
+    std::string problem = log_problem(log);
+    if (!problem.empty()) body.fail(problem);
+    entry.log_ = std::string(log);
+  }
   uint64_t size = body.u64("payload size");
   if (size != body.remaining()) {
     body.fail("payload size " + std::to_string(size) + " does not match the " +

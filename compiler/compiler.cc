@@ -1772,13 +1772,21 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
                         std::move(*shared), out.lowered_names, lean);
     }
   }
+  // NVRTC's warnings, shown again on a hit (a program's are in its record).
+  std::string log = !out.program && cache::Entry::keeps_log(out.log) ? out.log : "";
   r->entry.emplace(r->key, r->target.kind, r->target.arch, r->compile_ms, now, std::move(payload),
-                   std::move(out.lowered_names), lean);
+                   std::move(out.lowered_names), lean, std::move(log));
 }
 
 CompileResult Compiler::finish(const CompileOptions& options, CompileResult result) const {
   result.lowered_names = result.targets.front().entry->lowered_names();
   if (options.program) return result;  // its answers are in the entry's record
+  for (const TargetResult& r : result.targets) {
+    const std::string& log = r.entry->log();
+    if (r.hit && !log.empty() && result.warnings.find(log) == std::string::npos) {
+      result.warnings += log;
+    }
+  }
   bundle::Bundle b;
   b.source_name = result.source_name;
   b.compiler_identity = result.compiler_identity;

@@ -21,7 +21,8 @@ Entry sample() {
                std::string("\x7f"
                            "ELF cubin\0bytes",
                            16),
-               {{"scale<float>", "_Z5scaleIfEvPT_S0_i"}}, kLean);
+               {{"scale<float>", "_Z5scaleIfEvPT_S0_i"}}, kLean,
+               "k.cu(3): warning #177-D: variable \"unused\" was declared but never referenced\n");
 }
 
 std::string read_runfile(const std::string& path) {
@@ -80,6 +81,35 @@ TEST(EntryTest, MatchesGoldenFileForThisFormatVersion) {
   for (uint16_t v = 1; v <= kEntryFormatVersion; ++v) {
     EXPECT_NO_THROW(
         Entry::decode(read_runfile("tests/cache/golden/entry_v" + std::to_string(v) + ".bin")));
+  }
+}
+
+// NVRTC's log is kept (format 3); an older entry reads as having none.
+TEST(EntryTest, TheLogRoundTripsAndOlderEntriesHaveNone) {
+  EXPECT_EQ(Entry::decode(sample().encoded()).log(), sample().log());
+  EXPECT_NE(sample().log(), "");
+  for (uint16_t v : {1, 2}) {
+    Entry e = Entry::decode(read_runfile("tests/cache/golden/entry_v" + std::to_string(v) + ".bin"));
+    EXPECT_EQ(e.log(), "") << v;
+  }
+}
+
+TEST(EntryTest, ALogThatWouldMoveTheTerminalIsCorruptAndRefused) {
+  EXPECT_THROW(Entry(kKey, TargetKind::ptx, "compute_90", 0, 0, "p", {}, {}, "x\x1b[2Jy"),
+               InvalidArgument);
+  // A foreign writer's: the log's bytes replaced, the checksum recomputed.
+  std::string bytes = sample().encoded();
+  const std::string log = sample().log();
+  bytes.replace(bytes.find(log), 1, "\x1b");
+  ByteWriter checksum;
+  checksum.u64(xxh3_64(std::string_view(bytes).substr(0, bytes.size() - 8)));
+  bytes.replace(bytes.size() - 8, 8, checksum.data());
+  try {
+    Entry::decode(bytes, "entry E");
+    ADD_FAILURE() << "decoded";
+  } catch (const CorruptError& e) {
+    EXPECT_NE(std::string(e.what()).find("log holds the control character 27"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -174,7 +204,7 @@ TEST(EntryTest, LoweredNamesWithControlCharactersAreCorrupt) {
 std::string with_lean_fields(uint8_t flags, int64_t bytes_removed, uint32_t variables_removed) {
   std::string bytes = sample().encoded();
   const size_t payload = sample().payload().size();
-  const size_t at = bytes.size() - 8 - payload - 8 - LeanRecord::kSize;
+  const size_t at = bytes.size() - 8 - payload - 8 - (4 + sample().log().size()) - LeanRecord::kSize;
   ByteWriter record;
   record.u8(flags);
   record.u64(static_cast<uint64_t>(bytes_removed));

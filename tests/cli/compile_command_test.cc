@@ -425,6 +425,20 @@ TEST_F(CompileCommandTest, StoreFromTheEnvironmentOnlyWhenAsked) {
   EXPECT_FALSE(FileSystem::real().stat(dir_ + "/store").has_value());
 }
 
+// NVRTC's warnings are kept with the entry: a hit prints them again, as the
+// miss did (a review of issue 27 found a hit silent).
+TEST_F(CompileCommandTest, AHitPrintsNvrtcsWarningsAgain) {
+  std::string src = write(dir_, "w.cu", "__global__ void k() { int unused; }\n");
+  CommandResult miss = kcache({"compile", src, "--ptx", "compute_80", "-o", dir_ + "/w.kcb"});
+  ASSERT_EQ(miss.exit_code, 0) << miss.err;
+  EXPECT_TRUE(contains(miss.err, "warning")) << miss.err;
+  CommandResult hit =
+      kcache({"--format", "json", "compile", src, "--ptx", "compute_80", "-o", dir_ + "/w.kcb"});
+  ASSERT_EQ(hit.exit_code, 0) << hit.err;
+  EXPECT_TRUE(contains(hit.out, "\"hits\": 1")) << hit.out;
+  EXPECT_EQ(hit.err, miss.err);
+}
+
 TEST_F(CompileCommandTest, SourceNameReplacesThePathInTheLogAndTheBundle) {
   CommandResult r = kcache({"compile", "tests/compiler/kernels/broken.cu", "--source-name",
                             "kernels/broken.cu", "--arch", "sm_80", "-o", dir_ + "/k.kcb"});
