@@ -581,17 +581,36 @@ Compiler::Prepared Compiler::prepare_head(const CompileOptions& options) const {
   return p;
 }
 
-void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const {
-  Prepared& p = *prepared;
+IncludeGraph Compiler::scan(const CompileOptions& options, const std::string& source) const {
   std::set<std::string> in_memory;
   for (const cache::Header& h : options.memory_headers) in_memory.insert(h.include_name);
-  p.includes = resolve_includes(options.source_path, p.source,
-                                {options.include_dirs, toolkit_.include_dirs, options.may_read, -1,
-                                 scan_options(options), in_memory, options.logical_name()});
+  IncludeGraph g = resolve_includes(options.source_path, source,
+                                    {options.include_dirs, toolkit_.include_dirs, options.may_read,
+                                     -1, scan_options(options), in_memory, options.logical_name()});
   if (options.served()) {
     // NVRTC's own "cannot open source file" must reach the program's log.
-    for (MissingInclude& m : p.includes.missing) m.stub.clear();
+    for (MissingInclude& m : g.missing) m.stub.clear();
   }
+  return g;
+}
+
+std::vector<MissingInclude> Compiler::missing_includes(const CompileOptions& options,
+                                                       const Prepared& p) const {
+  if (!options.serve || options.program) return p.includes.missing;
+  try {
+    return scan(options, p.source).missing;
+  } catch (const Error&) {
+    return {};  // the hints are a courtesy: NVRTC's answer stands
+  }
+}
+
+void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const {
+  Prepared& p = *prepared;
+  // A served compile's key needs no scan: every file NVRTC reads is keyed by
+  // its bytes through the manifest (docs/KEYS.md), so a lookup reads the
+  // source and stats what the manifest names. The scanner runs only for a
+  // failed compile's hints (missing_includes).
+  if (!options.serve || options.program) p.includes = scan(options, p.source);
   // Handed as they are, and found as includers by their names (a quoted
   // include in one is searched for next to that name, as NVRTC does).
   for (const cache::Header& h : options.memory_headers) {
@@ -1309,7 +1328,8 @@ std::vector<ResolvedHeader> resolve_asked(const AskContext& c, const AskedInclud
 // file NVRTC found or looked at that the action did not declare is missing
 // from a sandboxed build's folder, where NVRTC would answer otherwise. The
 // hint names it (undeclared.h), and the include the scanner saw, if it did.
-void check_declared(const CompileOptions& options, const std::vector<MissingInclude>& missing,
+void check_declared(const CompileOptions& options,
+                    const std::function<std::vector<MissingInclude>()>& scanned_missing,
                     const NvrtcOutput& out) {
   std::vector<std::string> paths = out.probes;
   for (const ServedFile& f : out.served) paths.push_back(f.path);
@@ -1322,7 +1342,7 @@ void check_declared(const CompileOptions& options, const std::vector<MissingIncl
       continue;
     }
     std::string message = undeclared_hint(shown, options.target_label);
-    for (const MissingInclude& m : missing) {
+    for (const MissingInclude& m : scanned_missing()) {
       if (find_undeclared(m.name, m.searched, options.source_path) != shown) continue;
       std::string dirs;
       for (const std::string& d : m.searched) dirs += (dirs.empty() ? "" : ", ") + d;
@@ -1386,7 +1406,7 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
       std::rethrow_exception(m.error);  // the first in target order
     } catch (const CompileError& e) {
       // An include the action did not declare: say so (undeclared.h).
-      throw with_undeclared_hints(e, prepared.includes.missing, options.source_path,
+      throw with_undeclared_hints(e, missing_includes(options, prepared), options.source_path,
                                   options.target_label);
     }
   }
@@ -1485,7 +1505,9 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
       });
     }
     run_rounds(options, resolve, m, &here);
-    if (options.serve && options.may_read) check_declared(options, p.includes.missing, *m->output);
+    if (options.serve && options.may_read) {
+      check_declared(options, [&] { return missing_includes(options, p); }, *m->output);
+    }
     check_name(options, m, &here, early_check.valid() ? &early_check : nullptr);
     if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
     if (options.lean) make_lean(p, m);

@@ -249,6 +249,12 @@ class Compiler {
   Prepared prepare_head(const CompileOptions& options) const;
   // The includes resolved and the request made (the scanner key's).
   void resolve(const CompileOptions& options, Prepared* p) const;
+  // The scanner's view of `source`'s includes (includes.h).
+  IncludeGraph scan(const CompileOptions& options, const std::string& source) const;
+  // The includes the scanner found nowhere, for a failed compile's hints
+  // (a served compile scans only now).
+  std::vector<MissingInclude> missing_includes(const CompileOptions& options,
+                                               const Prepared& p) const;
   // Looks every target up, one TargetResult each (hit or not) appended to
   // `out`; `through_asks`: a hit needed headers a manifest's asks brought.
   // Not `counted`: the store's counters are left as they were.
