@@ -989,10 +989,18 @@ class Supervisor {
     if (known_) raw_syscall(SYS_clock_gettime, CLOCK_REALTIME, reinterpret_cast<long>(&now));
     struct stat st;
     if (raw_syscall(SYS_fstat, src, reinterpret_cast<long>(&st)) != 0) return -EACCES;
+    // A folder opened to read is what NVRTC opens while it searches its -I
+    // folders (`<foo>` where ./foo is a folder: it opens it, stats it and
+    // goes on to the next folder, measured): answered with the folder as the
+    // kernel answers, no bytes to serve (its stat is in the probes).
+    if (S_ISDIR(st.st_mode)) {
+      raw_syscall(SYS_fcntl, src, F_SETFL, 0);
+      long fd = install(req, src, flags, abs_len);
+      return fd == -EACCES ? -EACCES : kAnswered;
+    }
     const char* refused = nullptr;
     if (S_ISFIFO(st.st_mode)) refused = "a FIFO";
     else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) refused = "a device";
-    else if (S_ISDIR(st.st_mode)) refused = "a folder";
     else if (S_ISSOCK(st.st_mode)) refused = "a socket";
     else if (!S_ISREG(st.st_mode)) refused = "not a regular file";
     else if (static_cast<uint64_t>(st.st_size) > policy_.max_file_bytes) refused = "over the size limit";
@@ -1072,6 +1080,18 @@ class Supervisor {
   // Installs `fd` as the call's result and records it as served with `snap`.
   long send(const seccomp_notif& req, int fd_to_send, uint64_t flags, size_t abs_len,
             const Snapshot& snap, int32_t record) {
+    long fd = install(req, fd_to_send, flags, abs_len);
+    if (fd == -EACCES) return -EACCES;
+    if (fd < 0) return kAnswered;  // the call is gone (interrupted): nothing to answer
+    arena_->append(record, reinterpret_cast<const char*>(&snap), sizeof snap, absolute_.data(),
+                   static_cast<uint32_t>(abs_len));
+    return kAnswered;
+  }
+
+  // Installs `fd` as the call's result: the new descriptor, -EACCES where
+  // the kernel cannot (recorded as refused), another negative where the call
+  // is gone.
+  long install(const seccomp_notif& req, int fd_to_send, uint64_t flags, size_t abs_len) {
     seccomp_notif_addfd add{};
     add.id = req.id;
     add.flags = SECCOMP_ADDFD_FLAG_SEND;
@@ -1085,10 +1105,7 @@ class Supervisor {
                      absolute_.data(), static_cast<uint32_t>(abs_len));
       return -EACCES;
     }
-    if (fd < 0) return kAnswered;  // the call is gone (interrupted): nothing to answer
-    arena_->append(record, reinterpret_cast<const char*>(&snap), sizeof snap, absolute_.data(),
-                   static_cast<uint32_t>(abs_len));
-    return kAnswered;
+    return fd;
   }
 
   // Beneath one of the policy's folders (NVRTC's own: its libraries, the

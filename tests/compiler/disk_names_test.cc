@@ -297,6 +297,18 @@ TEST_P(DiskNamesTest, AnAbsoluteFolderIsNvrtcsServed) {
   expect_nvrtcs_ptx("k.cu", {dir_ / "inc"});
 }
 
+// NVRTC opens a folder named like the header in an -I folder, sees it is a
+// folder and goes on to the next -I folder (measured); served, the seal
+// answers that open with the folder, as the kernel does (a review found the
+// compile refused: cuda_kernel always passes -I .).
+TEST_P(DiskNamesTest, AFolderNamedLikeAHeaderIsPassedOver) {
+  if (!GetParam()) GTEST_SKIP() << "the handed namespace's scanner refuses a folder";
+  write("foo/keep.txt", "");
+  write("inc/foo", "#define FOO 7\n" + here("foo"));
+  write("k.cu", kernel("#include <foo>", {"foo"}));
+  expect_nvrtcs_ptx("k.cu", {".", "inc"});
+}
+
 INSTANTIATE_TEST_SUITE_P(HandedAndServed, DiskNamesTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) {
                            return p.param ? "Served" : "Handed";
