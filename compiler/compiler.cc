@@ -958,6 +958,68 @@ std::string toolkit_named_unkeyed(const cache::CompileRequest& request, const Nv
   return "";
 }
 
+// Served under Bazel's worker (may_read: the action's declared inputs): the
+// regular files among `paths` (absolute, as NVRTC named them) the action did
+// not declare, as Bazel names inputs (relative to the execroot, the working
+// folder; `..` folded), each once. A sandboxed build's folder lacks them, so
+// NVRTC would answer otherwise there.
+std::vector<std::string> undeclared_files(const CompileOptions& options,
+                                          const std::vector<std::string>& paths) {
+  const std::string cwd = current_folder() + "/";
+  std::vector<std::string> out;
+  for (const std::string& path : paths) {
+    const std::string folded = resolve_lexically("/", path);
+    const std::string shown = folded.rfind(cwd, 0) == 0 ? folded.substr(cwd.size()) : folded;
+    struct stat st;
+    if (options.may_read(shown) || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        std::find(out.begin(), out.end(), shown) != out.end()) {
+      continue;
+    }
+    out.push_back(shown);
+  }
+  return out;
+}
+
+// The error for `files` (undeclared_files): the hint for each (undeclared.h),
+// then where the scanner saw each included, if it did.
+CompileError undeclared_error(const CompileOptions& options, const std::vector<std::string>& files,
+                              const std::vector<MissingInclude>& scanned_missing) {
+  std::string hints, searched;
+  for (const std::string& file : files) {
+    hints += (hints.empty() ? "" : "\n") + undeclared_hint(file, options.target_label);
+    for (const MissingInclude& m : scanned_missing) {
+      if (find_undeclared(m.name, m.searched, options.source_path) != file) continue;
+      searched += "\n  \"" + m.name + "\" (included from " + m.included_from +
+                  ") was not found among the inputs in: " + searched_folders(m);
+    }
+  }
+  return CompileError(hints + searched, "", {});
+}
+
+// The paths a served compile's NVRTC read and looked at.
+std::vector<std::string> named_paths(const NvrtcOutput& out) {
+  std::vector<std::string> paths = out.probes;
+  for (const ServedFile& f : out.served) paths.push_back(f.path);
+  return paths;
+}
+
+// The files a manifest set found present (`probes`, beneath the working
+// folder as kSourceFolderPrefix paths), as absolute paths.
+std::vector<std::string> present_files(const std::vector<cache::ManifestProbe>& probes) {
+  const std::string cwd = current_folder();
+  const size_t label = std::char_traits<char>::length(kSourceFolderPrefix);
+  std::vector<std::string> paths;
+  for (const cache::ManifestProbe& p : probes) {
+    if (!p.present) continue;
+    if (p.path.compare(0, label, kSourceFolderPrefix) == 0) {
+      paths.push_back(cwd + p.path.substr(label));
+    } else if (!p.path.empty() && p.path.front() == '/') {
+      paths.push_back(p.path);
+    }
+  }
+  return paths;
+}
+
 }  // namespace
 
 bool Compiler::records_apply(const CompileOptions& o) const {
@@ -1176,6 +1238,12 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
         for (const cache::ManifestSet& set : m->sets()) {
           std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set);
           if (!have) continue;
+          // Under the worker, a set that read an undeclared file is no hit:
+          // a sandboxed build would not find it (the compile says so).
+          if (options.serve && options.may_read &&
+              !undeclared_files(options, present_files(set.probes)).empty()) {
+            continue;
+          }
           lookup(full_key(req, *have, set, prepared.today));
           if (r.hit) {
             if (counted) storage_->count("manifest_hits", 1);
@@ -1324,35 +1392,6 @@ std::vector<ResolvedHeader> resolve_asked(const AskContext& c, const AskedInclud
   throw CompileError("kcache: " + message, "kcache: " + message + "\n" + e.log(), e.options());
 }
 
-// Served under Bazel's worker (may_read: the action's declared inputs): a
-// file NVRTC found or looked at that the action did not declare is missing
-// from a sandboxed build's folder, where NVRTC would answer otherwise. The
-// hint names it (undeclared.h), and the include the scanner saw, if it did.
-void check_declared(const CompileOptions& options,
-                    const std::function<std::vector<MissingInclude>()>& scanned_missing,
-                    const NvrtcOutput& out) {
-  std::vector<std::string> paths = out.probes;
-  for (const ServedFile& f : out.served) paths.push_back(f.path);
-  const std::string cwd = current_folder() + "/";
-  for (const std::string& path : paths) {
-    // As Bazel names inputs: relative to the execroot (the working folder).
-    const std::string shown = path.rfind(cwd, 0) == 0 ? path.substr(cwd.size()) : path;
-    struct stat st;
-    if (options.may_read(shown) || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-      continue;
-    }
-    std::string message = undeclared_hint(shown, options.target_label);
-    for (const MissingInclude& m : scanned_missing()) {
-      if (find_undeclared(m.name, m.searched, options.source_path) != shown) continue;
-      std::string dirs;
-      for (const std::string& d : m.searched) dirs += (dirs.empty() ? "" : ", ") + d;
-      message += "\n  \"" + m.name + "\" (included from " + m.included_from +
-                 ") was not found among the inputs in: " + dirs;
-    }
-    throw CompileError(message, "", {});
-  }
-}
-
 int64_t realtime_ns() {
   struct timespec t;
   ::clock_gettime(CLOCK_REALTIME, &t);
@@ -1405,8 +1444,17 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
     try {
       std::rethrow_exception(m.error);  // the first in target order
     } catch (const CompileError& e) {
-      // An include the action did not declare: say so (undeclared.h).
-      throw with_undeclared_hints(e, missing_includes(options, prepared), options.source_path,
+      // A file NVRTC read that the action did not declare (served), or an
+      // include it could not find that exists undeclared: say so
+      // (undeclared.h).
+      if (options.serve && options.may_read) {
+        std::vector<std::string> files = undeclared_files(options, e.probes());
+        if (!files.empty()) {
+          throw undeclared_error(options, files, missing_includes(options, prepared));
+        }
+      }
+      throw with_undeclared_hints(e, missing_includes(options, prepared), options.served(),
+                                  options.source_path,
                                   options.target_label);
     }
   }
@@ -1506,14 +1554,16 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
     }
     run_rounds(options, resolve, m, &here);
     if (options.serve && options.may_read) {
-      check_declared(options, [&] { return missing_includes(options, p); }, *m->output);
+      std::vector<std::string> files = undeclared_files(options, named_paths(*m->output));
+      if (!files.empty()) throw undeclared_error(options, files, missing_includes(options, p));
     }
     check_name(options, m, &here, early_check.valid() ? &early_check : nullptr);
     if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
     if (options.lean) make_lean(p, m);
   } catch (const CompileError& e) {
-    m->error = std::make_exception_ptr(
-        CompileError(std::string(e.what()) + " for " + m->target.arch, e.log(), e.options()));
+    CompileError named(std::string(e.what()) + " for " + m->target.arch, e.log(), e.options());
+    named.set_probes(e.probes(), e.started_ns());  // what NVRTC named (undeclared_files)
+    m->error = std::make_exception_ptr(std::move(named));
   } catch (...) {
     m->error = std::current_exception();
   }

@@ -75,19 +75,25 @@ std::string undeclared_hint(const std::string& path, const std::string& target) 
          ": add it to hdrs, or add the cc_library that has it to deps";
 }
 
+std::string searched_folders(const MissingInclude& m) {
+  std::string dirs;
+  for (const std::string& d : m.searched) dirs += (dirs.empty() ? "" : ", ") + d;
+  return dirs;
+}
+
 CompileError with_undeclared_hints(const CompileError& error,
-                                   const std::vector<MissingInclude>& missing,
+                                   const std::vector<MissingInclude>& missing, bool served,
                                    const std::string& source_path, const std::string& target) {
   std::string hints, searched, notes;
   for (const MissingInclude& m : missing) {
     // Only a stub NVRTC compiled (its #error is in the log) failed the
     // build; served, NVRTC's own "cannot open" names it.
     const bool stubbed = !m.stub.empty();
+    if (!stubbed && !served) continue;
     const std::string said = stubbed ? "kcache: \"" + m.name + "\""
                                      : "cannot open source file \"" + m.name + "\"";
     if (error.log().find(said) == std::string::npos) continue;
-    std::string dirs;
-    for (const std::string& d : m.searched) dirs += (dirs.empty() ? "" : ", ") + d;
+    const std::string dirs = searched_folders(m);
     if (std::optional<std::string> path = find_undeclared(m.name, m.searched, source_path)) {
       hints += (hints.empty() ? "" : "\n") + undeclared_hint(*path, target);
       searched += "\n  \"" + m.name + "\" (included from " + m.included_from +

@@ -48,7 +48,10 @@ std::string undeclared_hint(const std::string& path, const std::string& target);
 // naming the folders searched to the message, the log kept. The error itself
 // when there is neither.
 CompileError with_undeclared_hints(const CompileError& error,
-                                   const std::vector<MissingInclude>& missing,
+                                   const std::vector<MissingInclude>& missing, bool served,
                                    const std::string& source_path, const std::string& target);
+
+// The folders `m` was searched in, as a message lists them ("a, b").
+std::string searched_folders(const MissingInclude& m);
 
 }  // namespace kcache::compiler

@@ -303,6 +303,9 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
   }
   out.started_ns = started;
   if (failed) {
+    // Served, with the files NVRTC read: the Bazel worker names an
+    // undeclared one (compiler.cc, undeclared_files) instead of its errors.
+    for (const ServedFile& f : out.served) out.probes.push_back(f.path);
     failed->set_probes(std::move(out.probes), started);
     throw *failed;
   }

@@ -273,6 +273,39 @@ TEST_F(WorkerTest, AComputedIncludeOfAnUndeclaredHeaderFailsSayingWhatToDeclare)
   EXPECT_EQ(worker.close_and_wait(), 0);
 }
 
+// A review of issue 27's serving: the worker's store must not answer a
+// request whose inputs lack a file the stored compile read (a sandboxed
+// build would not find it), and NVRTC's errors from an undeclared file are
+// the hint, every undeclared file named at once.
+TEST_F(WorkerTest, AnUndeclaredHeaderIsNeverAHitAndEveryOneIsNamed) {
+  std::string root = dir_ + "/execroot";
+  write_execroot(root);
+  Worker worker(tmp_, dir_ + "/store", root);
+  std::vector<std::string> args = {"kernels/computed.cu", "--arch", "sm_90", "-I",
+                                   ".",                   "-D",     "VARIANT=v9", "-o", "k.kcb"};
+  WorkResponse declared = worker.call(args, 1, {"kernels/computed.cu", "kernels/v9.cuh"});
+  EXPECT_EQ(declared.exit_code, 0) << declared.output;
+  WorkResponse hit = worker.call(args, 2, {"kernels/computed.cu", "kernels/v9.cuh"});
+  EXPECT_EQ(hit.exit_code, 0) << hit.output;
+  WorkResponse undeclared = worker.call(args, 3, {"kernels/computed.cu"});
+  EXPECT_EQ(undeclared.exit_code, 3) << undeclared.output;
+  EXPECT_TRUE(contains(undeclared.output, "kcache compile: \"kernels/v9.cuh\" " + kHint))
+      << undeclared.output;
+
+  // Two undeclared headers, one of them broken: both named, no NVRTC error.
+  write(root, "kernels/two.cu",
+        "#include \"a.cuh\"\n#include \"b.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = A + B; }\n");
+  write(root, "kernels/a.cuh", "#define A 1\n");
+  write(root, "kernels/b.cuh", "#define B 2\nint broken = ;\n");
+  WorkResponse two = worker.call({"kernels/two.cu", "--arch", "sm_90", "-o", "two.kcb"}, 4,
+                                 {"kernels/two.cu"});
+  EXPECT_EQ(two.exit_code, 3) << two.output;
+  EXPECT_TRUE(contains(two.output, "\"kernels/a.cuh\" " + kHint)) << two.output;
+  EXPECT_TRUE(contains(two.output, "\"kernels/b.cuh\" " + kHint)) << two.output;
+  EXPECT_FALSE(contains(two.output, "expected an expression")) << two.output;
+  EXPECT_EQ(worker.close_and_wait(), 0);
+}
+
 TEST_F(WorkerTest, ALiteralIncludeOfAnUndeclaredHeaderFailsWithANote) {
   std::string root = dir_ + "/execroot";
   write_execroot(root);

@@ -115,7 +115,7 @@ TEST(UndeclaredTest, TheHintComesFirstOnceAndOnlyForAStubNvrtcReported) {
   Chdir in(s.sandbox);
   MissingInclude m{"x.cuh", "pkg/k.cu:1", {"pkg", "."}, "#error kcache: \"x.cuh\" ..."};
   CompileError reported("NVRTC failed", "pkg/x.cuh(1): error: #error directive: kcache: \"x.cuh\" (included from pkg/k.cu:1) was not found in: pkg, .", {});
-  CompileError with = with_undeclared_hints(reported, {m}, "pkg/k.cu", "//pkg:k");
+  CompileError with = with_undeclared_hints(reported, {m}, /*served=*/false, "pkg/k.cu", "//pkg:k");
   const std::string hint =
       "\"pkg/x.cuh\" exists in the workspace but is not an input of //pkg:k: add it to hdrs, or "
       "add the cc_library that has it to deps";
@@ -127,7 +127,7 @@ TEST(UndeclaredTest, TheHintComesFirstOnceAndOnlyForAStubNvrtcReported) {
   EXPECT_EQ(with.log(), "") << "NVRTC's log only echoes the stub's #error";
 
   CompileError other("NVRTC failed", "k.cu(3): error: identifier \"y\" is undefined", {});
-  EXPECT_STREQ(with_undeclared_hints(other, {m}, "pkg/k.cu", "//pkg:k").what(), "NVRTC failed")
+  EXPECT_STREQ(with_undeclared_hints(other, {m}, /*served=*/false, "pkg/k.cu", "//pkg:k").what(), "NVRTC failed")
       << "a stub inside a group NVRTC skipped failed nothing";
 }
 
