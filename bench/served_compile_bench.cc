@@ -55,6 +55,13 @@ std::vector<Kernel> known_kernels() {
            {"-default-device"}}};
 }
 
+// The source this run writes next to the kernel's (its quoted includes are
+// there), removed at exit, a failed run's too.
+std::string g_written;
+void remove_written() {
+  if (!g_written.empty()) std::remove(g_written.c_str());
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -146,6 +153,9 @@ int run(int argc, char** argv) {
     // The new source lives next to the original (its quoted includes).
     const std::string folder = it->file.substr(0, it->file.rfind('/'));
     const std::string path = folder + "/kcache_served_bench_" + run_id + ".cu";
+    g_written = path;
+    static const bool registered = std::atexit(remove_written) == 0;
+    (void)registered;
     std::vector<std::string> nvrtc_options = {"-arch=sm_90"};
     if (!it->std.empty()) nvrtc_options.push_back("-std=" + it->std);
     nvrtc_options.insert(nvrtc_options.end(), it->nvrtc_options.begin(), it->nvrtc_options.end());

@@ -97,6 +97,11 @@ std::string absolute_path(const std::string& path) {
   return path.empty() ? std::string(cwd) : std::string(cwd) + "/" + path;
 }
 
+// Whether `path` is `folder` or beneath it (lexically).
+bool beneath(const std::string& path, const std::string& folder) {
+  return path == folder || path.rfind(folder + "/", 0) == 0;
+}
+
 std::string current_folder() {
   char cwd[PATH_MAX];
   return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
@@ -584,7 +589,10 @@ Compiler::Prepared Compiler::prepare_head(const CompileOptions& options) const {
 IncludeGraph Compiler::scan(const CompileOptions& options, const std::string& source) const {
   std::set<std::string> in_memory;
   for (const cache::Header& h : options.memory_headers) in_memory.insert(h.include_name);
-  IncludeGraph g = resolve_includes(options.source_path, source,
+  // Served, NVRTC looks for the source's quoted includes next to its name.
+  const std::string& root =
+      options.serve && !options.program ? options.logical_name() : options.source_path;
+  IncludeGraph g = resolve_includes(root, source,
                                     {options.include_dirs, toolkit_.include_dirs, options.may_read,
                                      -1, scan_options(options), in_memory, options.logical_name()});
   if (options.served()) {
@@ -625,7 +633,7 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   p.request.source_name = options.logical_name();
   // A rewritten directive of the source itself (a spelling two files share,
   // found by a review: `"b.h"` and `<b.h>` got one file) is what NVRTC
-  // compiles; a program's NVRTC reads its own source as given.
+  // compiles; a served NVRTC reads its own source as given.
   p.handed_source = !options.served() && p.includes.root_content ? *p.includes.root_content : p.source;
   p.request.source = p.handed_source;
   // Keyed as handed: a header's text and the name NVRTC gives it (handed_text).
@@ -795,9 +803,6 @@ bool same_paths_in_both_folders(const NvrtcOutput& a, const std::string& a_folde
                                 const NvrtcOutput& b, const std::string& b_folder,
                                 const ProbeContext& c, NotTheFolders* out) {
   if (a_folder.empty() || b_folder.empty()) return false;
-  auto beneath = [](const std::string& p, const std::string& folder) {
-    return p == folder || p.rfind(folder + "/", 0) == 0;
-  };
   auto names = [&c](const NvrtcOutput& o, std::set<std::string>* served) {
     std::set<std::string> all;
     for (const std::string& p : without_nvrtc_own(o.probes, c)) all.insert(p);
@@ -849,10 +854,14 @@ void relative_to_program_folder(const std::string& folder, const NotTheFolders& 
   if (folder.empty()) return;
   std::vector<cache::ManifestProbe> also;
   for (cache::ManifestProbe& p : *probes) {
-    if (p.path != folder && p.path.rfind(folder + "/", 0) != 0) continue;
+    if (!beneath(p.path, folder)) continue;
     if (not_its.absolute.count(p.path)) continue;
-    cache::ManifestProbe& relative = not_its.both.count(p.path) ? also.emplace_back(p) : p;
+    const bool copy = not_its.both.count(p.path) > 0;
+    cache::ManifestProbe& relative = copy ? also.emplace_back(p) : p;
     relative.path = kSourceFolderPrefix + relative.path.substr(folder.size());
+    // A copy is a name NVRTC never used: which file it is says nothing
+    // (probes.h, one file or two), and elsewhere it is another file.
+    if (copy) relative.dev = relative.ino = 0;
     if (relative.has_folder) {  // its folder's depth was counted from "/": stat the name itself
       relative.has_folder = false;
       relative.folder_depth = 0;
@@ -866,19 +875,54 @@ void relative_to_program_folder(const std::string& folder, const NotTheFolders& 
             });
 }
 
-bool names_folder(std::string_view text, const std::string& folder) {
-  return text.find(folder) != std::string_view::npos;
+// Whether `c` may go on a path name's last part ("/ws" in "/ws2", "/ws-deps",
+// "/ws.old" names another folder).
+bool continues_name(unsigned char c) {
+  return std::isalnum(c) || c == '.' || c == '_' || c == '-' || c == '+' || c == '~' ||
+         c == '@' || c >= 0x80;
 }
 
-// Whether an output (PTX, an image, a log) holds `folder`: as text, or as
+// Whether `text` names `folder` (or a path beneath it).
+bool names_folder(std::string_view text, const std::string& folder) {
+  for (size_t at = text.find(folder); at != std::string_view::npos;
+       at = text.find(folder, at + 1)) {
+    const size_t end = at + folder.size();
+    if (end == text.size() || !continues_name(static_cast<unsigned char>(text[end]))) return true;
+  }
+  return false;
+}
+
+// Whether an output (PTX, an image, a log) names `folder`: as text, or as
 // PTX writes a string's bytes (`$str[9] = {47, 116, 109, ...}`).
 bool output_names(std::string_view output, const std::string& folder) {
   if (names_folder(output, folder)) return true;
-  std::string as_ptx_bytes;
-  for (unsigned char c : folder) {
-    as_ptx_bytes += (as_ptx_bytes.empty() ? "" : ", ") + std::to_string(c);
+  std::string bytes;
+  for (unsigned char c : folder) bytes += (bytes.empty() ? "" : ", ") + std::to_string(c);
+  for (size_t at = output.find(bytes); at != std::string_view::npos;
+       at = output.find(bytes, at + 1)) {
+    // A whole number: after "{" or ", ", before "}" or ", " and the next byte.
+    if (at < 1 || (output[at - 1] != '{' && output[at - 1] != ' ')) continue;
+    std::string_view rest = output.substr(at + bytes.size());
+    if (!rest.empty() && rest.front() == '}') return true;
+    if (rest.compare(0, 2, ", ") != 0) continue;
+    int next = 0;
+    size_t i = 2;
+    for (; i < rest.size() && i < 5 && std::isdigit(static_cast<unsigned char>(rest[i])); ++i) {
+      next = next * 10 + (rest[i] - '0');
+    }
+    if (i > 2 && (next > 255 || !continues_name(static_cast<unsigned char>(next)))) return true;
   }
-  return names_folder(output, as_ptx_bytes);
+  return false;
+}
+
+// Whether anything the request keys holds `folder`'s name.
+bool request_names(const cache::CompileRequest& request, const std::string& folder) {
+  bool named = names_folder(request.source_name, folder) || names_folder(request.source, folder);
+  for (const std::vector<std::string>* list : {&request.options, &request.name_expressions}) {
+    for (const std::string& item : *list) named = named || names_folder(item, folder);
+  }
+  for (const cache::Header& h : request.headers) named = named || names_folder(h.content, folder);
+  return named;
 }
 
 // Served (CompileOptions::serve): paths beneath the working folder are keyed
@@ -892,24 +936,11 @@ bool output_names(std::string_view output, const std::string& folder) {
 // Returns why the result cannot be stored: where nothing keyed names the
 // working folder, NVRTC can only have had it from the kernel, so an output
 // that names it would be handed to a lookup elsewhere.
-// Whether anything the request keys holds `folder`'s name.
-bool request_names(const cache::CompileRequest& request, const std::string& folder) {
-  bool named = names_folder(request.source_name, folder) || names_folder(request.source, folder);
-  for (const std::vector<std::string>* list : {&request.options, &request.name_expressions}) {
-    for (const std::string& item : *list) named = named || names_folder(item, folder);
-  }
-  for (const cache::Header& h : request.headers) named = named || names_folder(h.content, folder);
-  return named;
-}
-
 std::string key_beneath_working_folder(const cache::CompileRequest& request,
                                        const NvrtcOutput& out,
                                        std::vector<cache::ManifestProbe>* probes) {
   const std::string cwd = current_folder();
   if (cwd.size() <= 1) return "";  // keyed (resolve): "/" is beneath nothing
-  auto beneath = [](const std::string& p, const std::string& folder) {
-    return p == folder || p.rfind(folder + "/", 0) == 0;
-  };
   const std::string& name = request.source_name;
   const std::string program_folder =
       !name.empty() && name.front() == '/' ? folder_of(name)
@@ -1501,10 +1532,11 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
   input.want_ptx = options.lean;
   input.options.push_back("-arch=" + t.arch);
   input.options.insert(input.options.end(), p.key_options.begin(), p.key_options.end());
-  if (options.program) {
+  if (options.served()) {
     // NVRTC's own search on the real file system (seal.h, serving): the
-    // program's in-memory headers only, its -I as written, its working
-    // folder; no toolkit folder it was not given.
+    // in-memory headers only, the -I as written, the working folder. A
+    // program gets no toolkit folder it was not given; `kcache compile` the
+    // toolkit's after the user's (as nvcc searches them).
     input.headers.clear();
     for (const cache::Header& h : options.memory_headers) {
       input.headers.push_back({h.include_name, h.content});
@@ -1512,18 +1544,7 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
     for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
     input.serve_disk = true;
     input.working_dir = current_folder();
-    return input;
-  }
-  if (options.serve) {
-    // As the program's, with the toolkit's folders after the user's (as
-    // nvcc searches them).
-    input.headers.clear();
-    for (const cache::Header& h : options.memory_headers) {
-      input.headers.push_back({h.include_name, h.content});
-    }
-    for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
-    input.serve_disk = true;
-    input.working_dir = current_folder();
+    if (options.program) return input;
   }
   for (const std::string& d : probe_context_.toolkit_dirs) {
     input.options.push_back("-I" + d);  // absolute: NVRTC's cwd is sealed
@@ -1539,7 +1560,7 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
     SlotGuard guard(slots_);
     std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
     // With a pool every compile runs there, so each child keeps seeing
-    // the same options (the same arch), which its PCH needs.
+    // the same options (the same arch), which a handed compile's PCH needs.
     if (!pool_) here.try_lock();
     // A program's name check (check_name) compiles the same input under
     // another name. Served, its input is known now: it runs in a second

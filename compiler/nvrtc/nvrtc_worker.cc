@@ -23,9 +23,11 @@ extern char** environ;
 namespace kcache::compiler {
 namespace {
 
-// Version 2: program compiles (NvrtcInput::program) and their answers.
-constexpr std::string_view kRequestMagic{"KCNVRQ2\0", 8};
-constexpr std::string_view kResponseMagic{"KCNVRS2\0", 8};
+// Version 2: program compiles (NvrtcInput::program) and their answers;
+// version 3: the names NVRTC gave relative to its working folder and
+// absolutely (NvrtcOutput::relative_names, absolute_names).
+constexpr std::string_view kRequestMagic{"KCNVRQ3\0", 8};
+constexpr std::string_view kResponseMagic{"KCNVRS3\0", 8};
 
 enum Status : uint8_t { kOk = 0, kCompileError = 1, kOtherError = 2 };
 
@@ -143,8 +145,9 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     NvrtcInput input;
     decode_worker_request(request, nvrtc_path, input);
     const Nvrtc& nvrtc = Nvrtc::open(nvrtc_path);
-    // A program's answers are NVRTC's own: never through a PCH (whose
-    // messages and options are kcache's to filter).
+    // A served compile's answers are NVRTC's own, every file it reads
+    // served: never through a PCH (whose headers NVRTC does not open again,
+    // and whose messages and options are kcache's to filter).
     NvrtcOutput out = pch_dir.empty() || input.serve_disk ? nvrtc.compile(input)
                                                        : compile_with_pch(nvrtc, input, pch_dir);
     w.u8(kOk);

@@ -699,8 +699,11 @@ bool same_files_as_recorded(
     return std::get<0>(a).high != std::get<0>(b).high ? std::get<0>(a).high < std::get<0>(b).high
                                                       : std::get<0>(a).low < std::get<0>(b).low;
   });
+  const FileIdentity unrecorded{0, 0};  // a name NVRTC never used (compiler.cc: a copy)
   for (size_t i = 0; i < seen.size(); ++i) {
+    if (std::get<1>(seen[i]) == unrecorded) continue;
     for (size_t j = i + 1; j < seen.size() && std::get<0>(seen[j]) == std::get<0>(seen[i]); ++j) {
+      if (std::get<1>(seen[j]) == unrecorded) continue;
       const bool were_one = std::get<1>(seen[i]) == std::get<1>(seen[j]);
       const bool are_one = std::get<2>(seen[i]) == std::get<2>(seen[j]);
       if (were_one != are_one) return false;
@@ -766,7 +769,7 @@ std::vector<std::string> probe_key_lines(const std::vector<cache::ManifestProbe>
   // the order of their paths (the numbers, not the inodes, are keyed).
   std::map<std::string, std::vector<FileIdentity>> files_of;  // by content
   for (const cache::ManifestProbe& p : probes) {
-    if (p.present) files_of[p.content.hex()].push_back({p.dev, p.ino});
+    if (p.present && (p.dev || p.ino)) files_of[p.content.hex()].push_back({p.dev, p.ino});
   }
   std::vector<std::string> lines;
   lines.reserve(probes.size());
@@ -784,7 +787,7 @@ std::vector<std::string> probe_key_lines(const std::vector<cache::ManifestProbe>
     }
     std::string line = "present " + p->path + " " + p->content.hex();
     const std::string hex = p->content.hex();
-    if (files_of[hex].size() > 1) {
+    if (files_of[hex].size() > 1 && (p->dev || p->ino)) {
       std::vector<FileIdentity>& seen = numbered[hex];
       const FileIdentity id{p->dev, p->ino};
       size_t n = std::find(seen.begin(), seen.end(), id) - seen.begin();

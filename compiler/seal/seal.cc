@@ -1173,6 +1173,9 @@ class Supervisor {
       size_t base_len = 0;
       if (c.at && path_[0] != '/' && static_cast<int>(d.args[0]) != AT_FDCWD) {
         base_len = folder_of_fd(static_cast<int>(d.args[0]), base_.data());
+        // Unknown: never taken for the working folder's (probes_of), and
+        // no path a lookup can check.
+        if (base_len == 0) base_[base_len++] = '?';
       }
       arena_->append(d.nr, base_.data(), static_cast<uint32_t>(base_len), path_.data(),
                      static_cast<uint32_t>(path_len));
@@ -1204,7 +1207,13 @@ std::vector<std::string> probes_of(const RecordArena& arena, std::string cwd,
                                    const std::string& chain_root, SealResult* names) {
   std::vector<std::string> probes;
   std::unordered_set<std::string> seen, relative, absolute;
-  bool moved = false;  // a chdir: later relative names are not the working folder's
+  // A chdir (even one that failed: the record holds no result) makes later
+  // relative names not the working folder's, kept absolute (the safe side).
+  // fchdir is not watched: NVRTC changes no folder at all (measured), and
+  // a library that did would have its relative names taken as the working
+  // folder's. A name relative to a folder descriptor whose folder the
+  // supervisor could not read has base "?" (record()).
+  bool moved = false;
   arena.for_each([&](int32_t nr, std::string_view base, std::string_view path) {
     if (nr < 0) return;  // a served or refused file (served_of)
     std::string p(path);
