@@ -54,8 +54,9 @@ struct SealPolicy {
   // (SECCOMP_IOCTL_NOTIF_ADDFD with SECCOMP_ADDFD_FLAG_SEND, Linux 5.14+).
   // So every byte `fn` reads outside its own folders is in
   // SealResult::served. Only regular files of at most `max_file_bytes` are
-  // served; any other (a FIFO, a device, a folder opened as a file) is
-  // refused with EACCES and named in SealResult::refused.
+  // served; a folder is answered with the folder (nothing to read: NVRTC
+  // opens one named like a header while it searches), any other (a FIFO,
+  // a device) is refused with EACCES and named in SealResult::refused.
   bool serve = false;
   std::string working_dir;
   uint64_t max_file_bytes = uint64_t{64} << 20;
