@@ -251,9 +251,10 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
-  // One process compiles many kernels: its own compiles reuse NVRTC's
-  // precompiled headers (compiler/nvrtc/pch.h), kept in a scratch folder.
-  // Its extra-arch compiles run in long-lived children that keep theirs.
+  // One process compiles many kernels, in long-lived children (a scratch
+  // folder for their work files). Served compiles (every `kcache compile`
+  // since issue 27) use no precompiled headers: the PCH folder serves a
+  // handed compile only (compiler/nvrtc/pch.h).
   std::optional<ScratchDir> scratch;
   std::optional<compiler::NvrtcPool> pool;
   if (c.no_pch) {
@@ -366,8 +367,8 @@ void add_prewarm_command(CLI::App& app, Dispatch& dispatch) {
   add_compile_flags(*cmd, c->defaults, /*per_kernel=*/false);
   add_setup_flags(*cmd, c->setup);
   cmd->add_flag("--no-pch", c->no_pch,
-                "Compile without precompiled headers and long-lived NVRTC processes (a new "
-                "process per extra compile), e.g. to compare");
+                "Compile without long-lived NVRTC processes (a new process per extra "
+                "compile), e.g. to compare");
   add_storage_flags(*cmd, dispatch.global);
   cmd->callback([&dispatch, c] {
     dispatch.verb = "prewarm";
