@@ -12,6 +12,9 @@
 // would; an accepted entry must then have an arch of the grammar that matches
 // its kind, names without control characters and a lean record of one of its
 // forms (common/lean_record.h); a format 1 entry's record must read as unknown.
+// The log of format 3 is printed on a hit: an accepted one holds no control
+// character but lines and tabs (the mutator plants escape sequences), and an
+// older entry has none.
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -51,14 +54,18 @@ void check_decode(const std::string& bytes) {
               payload.data() + payload.size() <= e.encoded().data() + e.encoded().size(),
           "payload inside the entry");
     check(e.lean().problem().empty(), "the lean record is one of its forms");
+    check(kcache::cache::Entry::keeps_log(e.log()), "the log holds no control character");
     kcache::cache::Entry again(e.key(), e.kind(), e.arch(), e.compile_ms(), e.created_unix_s(),
-                               payload, e.lowered_names(), e.lean());
+                               payload, e.lowered_names(), e.lean(), e.log());
     if (e.format_version() == kcache::cache::kEntryFormatVersion) {
       check(again.encoded() == bytes, "encode(decode(x)) == x");
     } else {
-      check(e.format_version() == 1 && e.lean().unknown(), "a format 1 entry's lean is unknown");
-      check(kcache::cache::Entry::decode(again.encoded()).lean().unknown(),
-            "a format 1 entry re-encodes with its lean record unknown");
+      check(e.log().empty(), "an entry older than format 3 has no log");
+      if (e.format_version() == 1) {
+        check(e.lean().unknown(), "a format 1 entry's lean is unknown");
+        check(kcache::cache::Entry::decode(again.encoded()).lean().unknown(),
+              "a format 1 entry re-encodes with its lean record unknown");
+      }
     }
     std::optional<kcache::Arch> arch = kcache::parse_arch(e.arch());
     check(arch.has_value(), "arch follows the grammar");
@@ -85,6 +92,7 @@ struct LooseEntry {
   uint8_t lean_flags = 0;
   uint64_t lean_bytes = 0;
   uint32_t lean_variables = 0;
+  std::string log;  // format 3
   std::string payload;
 };
 
@@ -125,6 +133,7 @@ bool decode_loose(std::string_view b, LooseEntry& out) {
     out.lean_bytes = bytes;
     out.lean_variables = static_cast<uint32_t>(variables);
   }
+  if (version >= 3 && !str(out.log)) return false;
   uint64_t size;
   if (!u(8, size)) return false;
   out.kind = static_cast<uint8_t>(kind);
@@ -151,14 +160,21 @@ const std::string kValues[] = {"../../pwned",
                                "scale<float>",
                                "_Z5scaleIfEvPT_S0_i",
                                "a\nb",
-                               "\x7f"};
+                               "\x7f",
+                               "k.cu(3): warning #177-D: unused\n",
+                               "line\rcarriage\ttab\n"};
 
-// `entry` with its lean record replaced by raw fields (which Entry itself
-// refuses to write when they are not one of the forms) and the checksum
-// recomputed.
+// `entry` (encoded with an empty log) with its lean record replaced by raw
+// fields and its log by raw bytes (which Entry itself refuses to write when
+// they are not one of the forms, or hold a control character), and the
+// checksum recomputed.
 std::string with_raw_lean(std::string entry, size_t payload_size, uint8_t flags, uint64_t bytes,
-                          uint32_t variables) {
-  const size_t at = entry.size() - 8 - payload_size - 8 - kcache::LeanRecord::kSize;
+                          uint32_t variables, const std::string& log) {
+  const size_t log_at = entry.size() - 8 - payload_size - 8 - 4;
+  std::string raw_log(4, '\0');
+  for (int i = 0; i < 4; ++i) raw_log[i] = static_cast<char>(log.size() >> (8 * i));
+  entry.replace(log_at, 4, raw_log + log);
+  const size_t at = log_at - kcache::LeanRecord::kSize;
   std::string record(kcache::LeanRecord::kSize, '\0');
   record[0] = static_cast<char>(flags);
   for (int i = 0; i < 8; ++i) record[1 + i] = static_cast<char>(bytes >> (8 * i));
@@ -186,10 +202,13 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
       s.resize(max);
       s.resize(LLVMFuzzerMutate(reinterpret_cast<uint8_t*>(s.data()), n, max));
     };
-    switch (rng() % 5) {
+    switch (rng() % 6) {
       case 0:
       case 1:
         change(l.arch);
+        break;
+      case 5:
+        change(l.log);
         break;
       case 2:
         l.kind = static_cast<uint8_t>(1 + rng() % 2);
@@ -207,7 +226,7 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
             l.key, l.kind == 1 ? kcache::cache::TargetKind::ptx : kcache::cache::TargetKind::cubin,
             l.arch, l.compile_ms, l.created, l.payload, l.names)
             .encoded(),
-        l.payload.size(), l.lean_flags, l.lean_bytes, l.lean_variables);
+        l.payload.size(), l.lean_flags, l.lean_bytes, l.lean_variables, l.log);
   } else {
     size = LLVMFuzzerMutate ? LLVMFuzzerMutate(data, size, max_size) : size;
     out.assign(reinterpret_cast<char*>(data), size);
