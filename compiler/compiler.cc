@@ -26,6 +26,7 @@
 #include "common/file_system.h"
 #include "common/hash.h"
 #include "compiler/lookup_record.h"
+#include "compiler/served_keys.h"
 #include "compiler/includes.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/nvrtc/nvrtc.h"
@@ -97,36 +98,9 @@ std::string absolute_path(const std::string& path) {
   return path.empty() ? std::string(cwd) : std::string(cwd) + "/" + path;
 }
 
-// Whether `path` is `folder` or beneath it (lexically).
-bool beneath(const std::string& path, const std::string& folder) {
-  return path == folder || path.rfind(folder + "/", 0) == 0;
-}
 
-std::string current_folder() {
-  char cwd[PATH_MAX];
-  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
-}
 
-// Keys the working folder, and a toolkit folder (a served compile's:
-// CompileOptions::serve).
-constexpr char kWorkingFolderOption[] = "--kcache-working-folder=";
-constexpr char kToolkitFolderOption[] = "--kcache-toolkit-folder=";
 
-// Options with which NVRTC writes its working folder into the output
-// (measured with NVRTC 13: -G for any source name, -lineinfo for a relative
-// one), and those whose output kcache does not look into.
-bool writes_working_folder(const std::vector<std::string>& options) {
-  static const char* const kNames[] = {"G",    "device-debug",   "lineinfo", "generate-line-info",
-                                       "dlto", "dlink-time-opt", "optix-ir", "gen-opt-lto"};
-  for (const std::string& o : options) {
-    std::string_view name(o);
-    while (!name.empty() && name.front() == '-') name.remove_prefix(1);
-    for (const char* n : kNames) {
-      if (name == n) return true;
-    }
-  }
-  return false;
-}
 
 // How many times one target may go back to NVRTC with headers it asked for.
 // Each round adds at least one header, so this bounds a runaway only; a
@@ -660,7 +634,7 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
       relative = relative || d.empty() || d.front() != '/';
     }
     if (relative) {
-      p.request.options.push_back(kWorkingFolderOption + current_folder());
+      p.request.options.push_back(kWorkingFolderOption + working_folder());
     }
   } else if (options.serve) {
     // NVRTC searches the disk itself (seal.h, serving): its -I as written
@@ -668,7 +642,7 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
     // write it there (or an output that names it: not stored).
     p.request.image_pass = "disk served v1";
     for (const std::string& d : options.include_dirs) p.request.options.push_back("-I" + d);
-    const std::string cwd = current_folder();
+    const std::string cwd = working_folder();
     if (writes_working_folder(p.key_options) || cwd.size() <= 1) {
       p.request.options.push_back(kWorkingFolderOption + cwd);
     }
@@ -760,7 +734,7 @@ void take_entry(const Hash128& key, cache::Entry e, TargetResult* r) {
 std::string program_folder(const CompileOptions& options) {
   std::string folder = folder_of(options.source_path);
   if (!folder.empty() && folder.front() == '/') return folder;
-  std::string cwd = current_folder();
+  std::string cwd = working_folder();
   if (cwd.empty()) return "";
   return folder.empty() ? cwd : cwd + "/" + folder;
 }
@@ -774,14 +748,6 @@ std::string program_folder_of(const std::string& name) {
 
 }  // namespace
 
-// Names beneath the program's folder that were not (only) taken from it:
-// a program in the working folder has NVRTC's names there (__nv_name_map)
-// beneath it too, and an -I into the folder reaches it by an absolute name.
-// (Not in the unnamed namespace: Compiler::Miss holds one.)
-struct NotTheFolders {
-  std::set<std::string> absolute;  // keyed by their absolute name
-  std::set<std::string> both;      // keyed so and relative to the folder
-};
 
 namespace {
 
@@ -846,210 +812,16 @@ bool same_paths_in_both_folders(const NvrtcOutput& a, const std::string& a_folde
   return in_a == in_b && !found_there;
 }
 
-// Probes beneath `folder` written as kSourceFolderPrefix + the rest, the
-// way lookup records write them (those in `not_its` kept absolute, or also
-// so); kept sorted by path.
-void relative_to_program_folder(const std::string& folder, const NotTheFolders& not_its,
-                                std::vector<cache::ManifestProbe>* probes) {
-  if (folder.empty()) return;
-  std::vector<cache::ManifestProbe> also;
-  for (cache::ManifestProbe& p : *probes) {
-    if (!beneath(p.path, folder)) continue;
-    if (not_its.absolute.count(p.path)) continue;
-    const bool copy = not_its.both.count(p.path) > 0;
-    cache::ManifestProbe& relative = copy ? also.emplace_back(p) : p;
-    relative.path = kSourceFolderPrefix + relative.path.substr(folder.size());
-    // A copy is a name NVRTC never used: which file it is says nothing
-    // (probes.h, one file or two), and elsewhere it is another file.
-    if (copy) relative.dev = relative.ino = 0;
-    if (relative.has_folder) {  // its folder's depth was counted from "/": stat the name itself
-      relative.has_folder = false;
-      relative.folder_depth = 0;
-      relative.dev = relative.ino = relative.mtime_ns = relative.ctime_ns = 0;
-    }
-  }
-  probes->insert(probes->end(), also.begin(), also.end());
-  std::sort(probes->begin(), probes->end(),
-            [](const cache::ManifestProbe& a, const cache::ManifestProbe& b) {
-              return a.path < b.path;
-            });
-}
 
-// Whether `c` may go on a path name's last part ("/ws" in "/ws2", "/ws-deps",
-// "/ws.old" names another folder).
-bool continues_name(unsigned char c) {
-  return std::isalnum(c) || c == '.' || c == '_' || c == '-' || c == '+' || c == '~' ||
-         c == '@' || c >= 0x80;
-}
 
-// Whether `text` names `folder` (or a path beneath it).
-bool names_folder(std::string_view text, const std::string& folder) {
-  for (size_t at = text.find(folder); at != std::string_view::npos;
-       at = text.find(folder, at + 1)) {
-    const size_t end = at + folder.size();
-    if (end == text.size() || !continues_name(static_cast<unsigned char>(text[end]))) return true;
-  }
-  return false;
-}
 
-// Whether an output (PTX, an image, a log) names `folder`: as text, or as
-// PTX writes a string's bytes (`$str[9] = {47, 116, 109, ...}`).
-bool output_names(std::string_view output, const std::string& folder) {
-  if (names_folder(output, folder)) return true;
-  std::string bytes;
-  for (unsigned char c : folder) bytes += (bytes.empty() ? "" : ", ") + std::to_string(c);
-  for (size_t at = output.find(bytes); at != std::string_view::npos;
-       at = output.find(bytes, at + 1)) {
-    // A whole number: after "{" or ", ", before "}" or ", " and the next byte.
-    if (at < 1 || (output[at - 1] != '{' && output[at - 1] != ' ')) continue;
-    std::string_view rest = output.substr(at + bytes.size());
-    if (!rest.empty() && rest.front() == '}') return true;
-    if (rest.compare(0, 2, ", ") != 0) continue;
-    int next = 0;
-    size_t i = 2;
-    for (; i < rest.size() && i < 5 && std::isdigit(static_cast<unsigned char>(rest[i])); ++i) {
-      next = next * 10 + (rest[i] - '0');
-    }
-    if (i > 2 && (next > 255 || !continues_name(static_cast<unsigned char>(next)))) return true;
-  }
-  return false;
-}
 
-// Whether anything the request keys holds `folder`'s name.
-bool request_names(const cache::CompileRequest& request, const std::string& folder) {
-  bool named = names_folder(request.source_name, folder) || names_folder(request.source, folder);
-  for (const std::vector<std::string>* list : {&request.options, &request.name_expressions}) {
-    for (const std::string& item : *list) named = named || names_folder(item, folder);
-  }
-  for (const cache::Header& h : request.headers) named = named || names_folder(h.content, folder);
-  return named;
-}
 
-// Served (CompileOptions::serve): paths beneath the working folder are keyed
-// relative to it, so a lookup in another checkout checks them beneath its
-// own. A name NVRTC gave relative to its working folder is keyed so; so are
-// the working folder and the folders down to the program's, which NVRTC
-// names by absolute names it builds with getcwd (measured). Any other path
-// beneath the working folder that NVRTC named absolutely (an absolute -I or
-// source, an absolute #include, even in a header the scanner never read) is
-// checked both by that name and beneath the lookup's working folder.
-// Returns why the result cannot be stored: where nothing keyed names the
-// working folder, NVRTC can only have had it from the kernel, so an output
-// that names it would be handed to a lookup elsewhere.
-std::string key_beneath_working_folder(const cache::CompileRequest& request,
-                                       const NvrtcOutput& out,
-                                       std::vector<cache::ManifestProbe>* probes) {
-  const std::string cwd = current_folder();
-  if (cwd.size() <= 1) return "";  // keyed (resolve): "/" is beneath nothing
-  const std::string& name = request.source_name;
-  const std::string program_folder =
-      !name.empty() && name.front() == '/' ? folder_of(name)
-                                           : without_dot_parts(cwd + "/" + folder_of(name));
-  const std::set<std::string> relative(out.relative_names.begin(), out.relative_names.end());
-  const std::set<std::string> absolute(out.absolute_names.begin(), out.absolute_names.end());
-  NotTheFolders not_its;
-  for (const cache::ManifestProbe& p : *probes) {
-    if (!beneath(p.path, cwd)) continue;
-    const bool only_relative = relative.count(p.path) && !absolute.count(p.path);
-    const bool from_getcwd = beneath(program_folder, p.path);
-    if (!only_relative && !from_getcwd) not_its.both.insert(p.path);
-  }
-  relative_to_program_folder(cwd, not_its, probes);
-  if (!request_names(request, cwd)) {
-    for (const std::string* text : {&out.image, &out.ptx, &out.log}) {
-      if (output_names(*text, cwd)) {
-        return "NVRTC's output names the working folder " + cwd + ", which is not keyed";
-      }
-    }
-  }
-  return "";
-}
 
-// A served compile (CompileOptions::served): the toolkit's folders are keyed
-// by what NVRTC read beneath them, not by where they are (a toolkit moved
-// keeps its keys), unless the options name them (a program's -I, or where an
-// option writes file names into the output: resolve). An image naming one
-// that is not keyed (a toolkit header's __FILE__) is not storable: returns
-// why.
-std::string toolkit_named_unkeyed(const cache::CompileRequest& request, const NvrtcOutput& out,
-                                  const std::vector<std::string>& toolkit_dirs) {
-  std::vector<const std::string*> images = {&out.image, &out.ptx};
-  if (out.program) {
-    for (cache::ProgramOutput o : {cache::ProgramOutput::ptx, cache::ProgramOutput::cubin}) {
-      images.push_back(&out.program->output(o).bytes);
-    }
-  }
-  for (const std::string& d : toolkit_dirs) {
-    for (const std::string* image : images) {
-      if (output_names(*image, d) && !request_names(request, d)) {
-        return "NVRTC's output names the toolkit folder " + d + ", which is not keyed";
-      }
-    }
-  }
-  return "";
-}
 
-// Served under Bazel's worker (may_read: the action's declared inputs): the
-// regular files among `paths` (absolute, as NVRTC named them) the action did
-// not declare, as Bazel names inputs (relative to the execroot, the working
-// folder; `..` folded), each once. A sandboxed build's folder lacks them, so
-// NVRTC would answer otherwise there.
-std::vector<std::string> undeclared_files(const CompileOptions& options,
-                                          const std::vector<std::string>& paths) {
-  const std::string cwd = current_folder() + "/";
-  std::vector<std::string> out;
-  for (const std::string& path : paths) {
-    const std::string folded = resolve_lexically("/", path);
-    const std::string shown = folded.rfind(cwd, 0) == 0 ? folded.substr(cwd.size()) : folded;
-    struct stat st;
-    if (options.may_read(shown) || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-        std::find(out.begin(), out.end(), shown) != out.end()) {
-      continue;
-    }
-    out.push_back(shown);
-  }
-  return out;
-}
 
-// The error for `files` (undeclared_files): the hint for each (undeclared.h),
-// then where the scanner saw each included, if it did.
-CompileError undeclared_error(const CompileOptions& options, const std::vector<std::string>& files,
-                              const std::vector<MissingInclude>& scanned_missing) {
-  std::string hints, searched;
-  for (const std::string& file : files) {
-    hints += (hints.empty() ? "" : "\n") + undeclared_hint(file, options.target_label);
-    for (const MissingInclude& m : scanned_missing) {
-      if (find_undeclared(m.name, m.searched, options.source_path) != file) continue;
-      searched += "\n  \"" + m.name + "\" (included from " + m.included_from +
-                  ") was not found among the inputs in: " + searched_folders(m);
-    }
-  }
-  return CompileError(hints + searched, "", {});
-}
 
-// The paths a served compile's NVRTC read and looked at.
-std::vector<std::string> named_paths(const NvrtcOutput& out) {
-  std::vector<std::string> paths = out.probes;
-  for (const ServedFile& f : out.served) paths.push_back(f.path);
-  return paths;
-}
 
-// The files a manifest set found present (`probes`, beneath the working
-// folder as kSourceFolderPrefix paths), as absolute paths.
-std::vector<std::string> present_files(const std::vector<cache::ManifestProbe>& probes) {
-  const std::string cwd = current_folder();
-  const size_t label = std::char_traits<char>::length(kSourceFolderPrefix);
-  std::vector<std::string> paths;
-  for (const cache::ManifestProbe& p : probes) {
-    if (!p.present) continue;
-    if (p.path.compare(0, label, kSourceFolderPrefix) == 0) {
-      paths.push_back(cwd + p.path.substr(label));
-    } else if (!p.path.empty() && p.path.front() == '/') {
-      paths.push_back(p.path);
-    }
-  }
-  return paths;
-}
 
 }  // namespace
 
@@ -1089,7 +861,7 @@ std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) 
   // brings may use it, and the key the lookup computes then holds the day
   // (the second review's wrong hit). A record lasts a day at most.
   w.str(storage_->sloppy_time_macros() ? "" : date_macro_value(std::time(nullptr)));
-  w.str(current_folder());
+  w.str(working_folder());
   w.u32(static_cast<uint32_t>(p.targets.size()));
   for (const Target& t : p.targets) {
     w.u8(t.kind == cache::TargetKind::cubin ? 1 : 0);
@@ -1191,7 +963,7 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
     // Paths beneath the folder are recorded relative to it: only where
     // nothing the lookup read names the folder itself, so that in another
     // folder the lookup would look at the same places beneath that one.
-    const std::string cwd = current_folder();
+    const std::string cwd = working_folder();
     bool named = folder.empty() || folder == "/" || cwd == folder ||
                  cwd.compare(0, folder.size() + 1, folder + "/") == 0 ||
                  names_folder(p.source, folder);
@@ -1241,7 +1013,7 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
   // the entry of every name (settle_entry): checked in this one's.
   ProbeContext probes = probe_context_;
   if (options.program) probes.program_folder = program_folder(options);
-  if (options.serve && !options.program) probes.program_folder = current_folder();
+  if (options.serve && !options.program) probes.program_folder = working_folder();
   const AskContext ask_context{options, includes, base_names, probes, toolkit_.include_dirs,
                                !prepared.today.empty()};
   // Per target: the scanner key; on a miss, its manifest's sets, newest
@@ -1272,7 +1044,7 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
           // Under the worker, a set that read an undeclared file is no hit:
           // a sandboxed build would not find it (the compile says so).
           if (options.serve && options.may_read &&
-              !undeclared_files(options, present_files(set.probes)).empty()) {
+              !undeclared_files(options.may_read, present_files(set.probes)).empty()) {
             continue;
           }
           lookup(full_key(req, *have, set, prepared.today));
@@ -1479,9 +1251,10 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
       // include it could not find that exists undeclared: say so
       // (undeclared.h).
       if (options.serve && options.may_read) {
-        std::vector<std::string> files = undeclared_files(options, e.probes());
+        std::vector<std::string> files = undeclared_files(options.may_read, e.probes());
         if (!files.empty()) {
-          throw undeclared_error(options, files, missing_includes(options, prepared));
+          throw undeclared_error(files, missing_includes(options, prepared), options.source_path,
+                                 options.target_label);
         }
       }
       throw with_undeclared_hints(e, missing_includes(options, prepared), options.served(),
@@ -1543,7 +1316,7 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
     }
     for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
     input.serve_disk = true;
-    input.working_dir = current_folder();
+    input.working_dir = working_folder();
     if (options.program) return input;
   }
   for (const std::string& d : probe_context_.toolkit_dirs) {
@@ -1575,8 +1348,12 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
     }
     run_rounds(options, resolve, m, &here);
     if (options.serve && options.may_read) {
-      std::vector<std::string> files = undeclared_files(options, named_paths(*m->output));
-      if (!files.empty()) throw undeclared_error(options, files, missing_includes(options, p));
+      std::vector<std::string> files =
+          undeclared_files(options.may_read, named_paths(*m->output));
+      if (!files.empty()) {
+        throw undeclared_error(files, missing_includes(options, p), options.source_path,
+                               options.target_label);
+      }
     }
     check_name(options, m, &here, early_check.valid() ? &early_check : nullptr);
     if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC

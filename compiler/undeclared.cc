@@ -4,8 +4,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "compiler/seal/seal.h"
+
 namespace kcache::compiler {
 namespace {
+
+// The execroot a worker runs in: its working folder.
+std::string worker_folder() {
+  char cwd[PATH_MAX];
+  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
+}
 
 bool is_regular_file(const std::string& path) {
   struct stat st{};
@@ -110,6 +120,45 @@ CompileError with_undeclared_hints(const CompileError& error,
   }
   if (!notes.empty()) return CompileError(error.what() + notes, error.log(), error.options());
   return error;
+}
+
+// Served under Bazel's worker (may_read: the action's declared inputs): the
+// regular files among `paths` (absolute, as NVRTC named them) the action did
+// not declare, as Bazel names inputs (relative to the execroot, the working
+// folder; `..` folded), each once. A sandboxed build's folder lacks them, so
+// NVRTC would answer otherwise there.
+std::vector<std::string> undeclared_files(const MayRead& may_read,
+                                          const std::vector<std::string>& paths) {
+  const std::string cwd = worker_folder() + "/";
+  std::vector<std::string> out;
+  for (const std::string& path : paths) {
+    const std::string folded = resolve_lexically("/", path);
+    const std::string shown = folded.rfind(cwd, 0) == 0 ? folded.substr(cwd.size()) : folded;
+    struct stat st;
+    if (may_read(shown) || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        std::find(out.begin(), out.end(), shown) != out.end()) {
+      continue;
+    }
+    out.push_back(shown);
+  }
+  return out;
+}
+
+// The error for `files` (undeclared_files): the hint for each (undeclared.h),
+// then where the scanner saw each included, if it did.
+CompileError undeclared_error(const std::vector<std::string>& files,
+                              const std::vector<MissingInclude>& scanned_missing,
+                              const std::string& source_path, const std::string& target) {
+  std::string hints, searched;
+  for (const std::string& file : files) {
+    hints += (hints.empty() ? "" : "\n") + undeclared_hint(file, target);
+    for (const MissingInclude& m : scanned_missing) {
+      if (find_undeclared(m.name, m.searched, source_path) != file) continue;
+      searched += "\n  \"" + m.name + "\" (included from " + m.included_from +
+                  ") was not found among the inputs in: " + searched_folders(m);
+    }
+  }
+  return CompileError(hints + searched, "", {});
 }
 
 }  // namespace kcache::compiler

@@ -54,4 +54,17 @@ CompileError with_undeclared_hints(const CompileError& error,
 // The folders `m` was searched in, as a message lists them ("a, b").
 std::string searched_folders(const MissingInclude& m);
 
+// Served under Bazel's worker (`may_read`: the action's declared inputs): the
+// regular files among `paths` (absolute, as NVRTC named them) the action did
+// not declare, relative to the execroot (the working folder), `..` folded,
+// each once. A sandboxed build's folder lacks them.
+std::vector<std::string> undeclared_files(const MayRead& may_read,
+                                          const std::vector<std::string>& paths);
+
+// The error for `files` (undeclared_files): the hint for each, then where
+// the scanner saw each included, if it did.
+CompileError undeclared_error(const std::vector<std::string>& files,
+                              const std::vector<MissingInclude>& scanned_missing,
+                              const std::string& source_path, const std::string& target);
+
 }  // namespace kcache::compiler
