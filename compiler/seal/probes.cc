@@ -380,6 +380,9 @@ void record_folder(const DiskPath& path, int64_t started_ns, cache::ManifestProb
 
 struct Stat {
   bool file = false;  // a regular file (what an include can read)
+  // Something neither a file nor a folder (a FIFO, a device, a socket): the
+  // seal refuses it, so it is not the absence a probe recorded.
+  bool other = false;
   uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
 };
 
@@ -387,7 +390,11 @@ struct Stat {
 Stat stat_of(const std::string& path, int dir = AT_FDCWD) {
   Stat s;
   struct stat st;
-  if (::fstatat(dir, path.c_str(), &st, 0) != 0 || !S_ISREG(st.st_mode)) return s;
+  if (::fstatat(dir, path.c_str(), &st, 0) != 0) return s;
+  if (!S_ISREG(st.st_mode)) {
+    s.other = !S_ISDIR(st.st_mode);
+    return s;
+  }
   s.file = true;
   s.dev = static_cast<uint64_t>(st.st_dev);
   s.ino = static_cast<uint64_t>(st.st_ino);
@@ -433,6 +440,23 @@ std::vector<std::string> without_nvrtc_own(std::vector<std::string> paths, const
   return paths;
 }
 
+namespace {
+
+// A name whose file depends on the process that looks at it: beneath
+// /proc/self, /proc/thread-self or /proc/<pid>, /dev/fd, /dev/std*.
+bool of_a_process(const std::string& path) {
+  for (const char* folder : {"/proc/self", "/proc/thread-self", "/dev/fd", "/dev/stdin",
+                             "/dev/stdout", "/dev/stderr"}) {
+    if (path == folder || under(path, folder)) return true;
+  }
+  if (path.rfind("/proc/", 0) != 0) return false;
+  size_t end = path.find('/', 6);
+  std::string pid = path.substr(6, end == std::string::npos ? std::string::npos : end - 6);
+  return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos;
+}
+
+}  // namespace
+
 ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
                                  int64_t started_ns) {
   ClassifyScope memo;
@@ -459,6 +483,12 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
       continue;
     }
     std::string real = canonical(path);
+    if (c.served && (of_a_process(path) || of_a_process(real))) {
+      // What it names depends on the process that looks: a lookup would stat
+      // its own open files (a review's /dev/fd/4 under __has_include).
+      out.unkeyable = path + " names a process's own files (/proc, /dev/fd): not keyable";
+      continue;
+    }
     Stat st = stat_of(path);
     std::optional<std::string> toolkit = toolkit_name(path, c);
     // The toolkit's folders first: a header there is keyed whatever its name
@@ -738,7 +768,7 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     }
     observe_path(disk->full());  // a lookup record (lookup_record.h) holds it
     Stat st = handles.stat(*disk);
-    if (st.file != p.present) {
+    if (st.file != p.present || st.other) {
       if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
       return false;
     }

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -957,7 +958,7 @@ class Supervisor {
     const bool parents = has_parent_part(std::string_view(path_.data(), path_len));
     if (abs_len == 0 || (!parents && own(absolute_.data(), abs_len))) return kContinue;
     if (pseudo(absolute_.data(), abs_len)) {
-      const char* why = "a file of the kernel's (/proc, /sys), not servable";
+      const char* why = "a file of the kernel's or of a process (/proc, /sys, /dev/fd), not servable";
       arena_->append(kRefusedRecord, why, static_cast<uint32_t>(std::strlen(why)),
                      absolute_.data(), static_cast<uint32_t>(abs_len));
       return -EACCES;
@@ -975,8 +976,28 @@ class Supervisor {
     // table, so `dir` is valid here, and a relative name is taken from the
     // sealed thread's working directory.
     int at = path_[0] == '/' ? AT_FDCWD : dir == AT_FDCWD ? cwd_fd_ : dir;
-    long src = raw_syscall(SYS_openat, at, reinterpret_cast<long>(path_.data()),
-                           O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    // Never through a /proc "magic link" (/dev/fd/3, a link to
+    // /proc/self/fd/3): it names an open file of whichever process looks,
+    // here this one's (a review found NVRTC served the store's own index).
+    open_how how{};
+    how.flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
+    how.resolve = RESOLVE_NO_MAGICLINKS;
+    long src = raw_syscall(437 /* openat2 */, at, reinterpret_cast<long>(path_.data()),
+                           reinterpret_cast<long>(&how), sizeof how);
+    if (src == -ENOSYS) {  // before Linux 5.6
+      src = raw_syscall(SYS_openat, at, reinterpret_cast<long>(path_.data()),
+                        static_cast<long>(how.flags));
+    } else if (src == -ELOOP) {
+      long plain = raw_syscall(SYS_openat, at, reinterpret_cast<long>(path_.data()),
+                               static_cast<long>(how.flags | O_PATH));
+      if (plain >= 0) {
+        raw_syscall(SYS_close, plain);
+        const char* why = "an open file of a process (a link into /proc), not servable";
+        arena_->append(kRefusedRecord, why, static_cast<uint32_t>(std::strlen(why)),
+                       absolute_.data(), static_cast<uint32_t>(abs_len));
+        return -EACCES;
+      }
+    }
     if (src < 0) return src;  // as the kernel answers the sealed thread
     long answer = snapshot(req, static_cast<int>(src), flags, abs_len);
     raw_syscall(SYS_close, src);
@@ -1133,7 +1154,8 @@ class Supervisor {
   // The kernel's pseudo-files: their bytes are made as they are read, no
   // snapshot of a file.
   static bool pseudo(const char* path, size_t len) {
-    for (const char* folder : {"/proc", "/sys"}) {
+    for (const char* folder : {"/proc", "/sys", "/dev/fd", "/dev/stdin", "/dev/stdout",
+                               "/dev/stderr"}) {
       size_t n = std::strlen(folder);
       if (len >= n && std::memcmp(path, folder, n) == 0 && (len == n || path[n] == '/')) {
         return true;

@@ -5,6 +5,7 @@
 // Compiler (a miss, then a hit from the store) and through the real NVRTC,
 // reading the same files with the same -I folders from the same working
 // folder, and the PTX and the log must be equal.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -478,6 +479,42 @@ TEST_F(ServedCheckoutsTest, AnImageNamingTheToolkitFolderIsStoredOnlyWhereItIsKe
   r = compiler.compile(o);
   EXPECT_EQ(r.targets[0].not_stored, "");
   EXPECT_EQ(compiler.compile(o).hits(), 1);
+}
+
+// A final review of issue 27's serving (s9-attack-final.md): a FIFO or a
+// device where a probe found nothing is no absence (the seal refuses it, so
+// a lookup must not answer from the entry), and a name through /proc's links
+// to open files (/dev/fd/3, a link to /proc/self/fd/3) names the looking
+// process's own files: refused, never served or keyed.
+TEST_F(ServedCheckoutsTest, AFifoWhereNothingWasIsNoAbsenceAndProcessFilesAreRefused) {
+  write("one/inc/a.h", "#define A 1\n");
+  write("one/k.cu", "#include \"a.h\"\nextern \"C\" __global__ void k(int* o) { *o = A; }\n");
+  ::mkdir((dir_ / "one/inc0").c_str(), 0755);
+  Compiler compiler(toolkit_, storage_.get());
+  ScopedCwd cwd(dir_ / "one");
+  CompileOptions o;
+  o.source_path = "k.cu";
+  o.ptx_arch = "compute_90";
+  o.include_dirs = {"inc0", "inc"};
+  o.serve = true;
+  EXPECT_EQ(compiler.compile(o).hits(), 0);
+  EXPECT_EQ(compiler.compile(o).hits(), 1);
+  ASSERT_EQ(::mkfifo((dir_ / "one/inc0/a.h").c_str(), 0600), 0);
+  EXPECT_THROW(compiler.compile(o), IoError);  // as a compile without a store: no hit
+  for (const std::string name : {"/dev/fd/3", "linked.h"}) {
+    ::unlink((dir_ / "one/linked.h").c_str());
+    ASSERT_EQ(::symlink("/proc/self/fd/3", (dir_ / "one/linked.h").c_str()), 0);
+    write("one/p.cu", "#include \"" + name + "\"\nextern \"C\" __global__ void k() {}\n");
+    CompileOptions p = o;
+    p.source_path = "p.cu";
+    p.include_dirs = {};
+    try {
+      compiler.compile(p);
+      ADD_FAILURE() << name << " compiled";
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find("not servable"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
