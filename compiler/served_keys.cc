@@ -77,11 +77,15 @@ void relative_to_program_folder(const std::string& folder, const NotTheFolders& 
     if (!beneath(p.path, folder)) continue;
     if (not_its.absolute.count(p.path)) continue;
     const bool copy = not_its.both.count(p.path) > 0;
+    // A copy of a name NVRTC never used relative to the folder: which file it
+    // is says nothing (probes.h, one file or two), and elsewhere it is another
+    // file. One it used both ways keeps it: NVRTC's #pragma once took the two
+    // names for one file here (differential seed 64), and elsewhere they are
+    // two.
+    const bool unused = copy && !not_its.used_relative.count(p.path);
     cache::ManifestProbe& relative = copy ? also.emplace_back(p) : p;
     relative.path = kSourceFolderPrefix + relative.path.substr(folder.size());
-    // A copy is a name NVRTC never used: which file it is says nothing
-    // (probes.h, one file or two), and elsewhere it is another file.
-    if (copy) relative.dev = relative.ino = 0;
+    if (unused) relative.dev = relative.ino = 0;
     if (relative.has_folder) {  // its folder's depth was counted from "/": stat the name itself
       relative.has_folder = false;
       relative.folder_depth = 0;
@@ -155,7 +159,10 @@ std::string key_beneath_working_folder(const cache::CompileRequest& request,
     if (!beneath(p.path, cwd)) continue;
     const bool only_relative = relative.count(p.path) && !absolute.count(p.path);
     const bool from_getcwd = beneath(program_folder, p.path);
-    if (!only_relative && !from_getcwd) not_its.both.insert(p.path);
+    if (!only_relative && !from_getcwd) {
+      not_its.both.insert(p.path);
+      if (relative.count(p.path)) not_its.used_relative.insert(p.path);
+    }
   }
   relative_to_program_folder(cwd, not_its, probes);
   if (!request_names(request, cwd)) {

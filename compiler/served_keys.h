@@ -45,6 +45,9 @@ bool output_names(std::string_view output, const std::string& folder);
 struct NotTheFolders {
   std::set<std::string> absolute;  // keyed by their absolute name
   std::set<std::string> both;      // keyed so and relative to the folder
+  // Of `both`, those NVRTC also named relative to the folder: the relative
+  // copy is a name it used, whose file identity is keyed (served_keys.cc).
+  std::set<std::string> used_relative;
 };
 
 // Probes beneath `folder` written as kSourceFolderPrefix + the rest, the

@@ -517,5 +517,23 @@ TEST_F(ServedCheckoutsTest, AFifoWhereNothingWasIsNoAbsenceAndProcessFilesAreRef
   }
 }
 
+// One file named relatively and by its absolute name is one file here and
+// two in a copy of the checkout (differential seed 64, step 527): the
+// relative name keeps its file identity in the key.
+TEST_F(ServedCheckoutsTest, ARelativeAndAnAbsoluteNameOfOneFileAreTwoFilesInACopy) {
+  const std::string header =
+      "#pragma once\n#ifdef W_SEEN\n#define TWICE 1\n#endif\n#define W_SEEN\n";
+  for (const std::string c : {"one", "two"}) {
+    write(c + "/inc/w.h", header);
+    write(c + "/k.cu", "#include \"inc/w.h\"\n#include \"" + dir_ / "one/inc/w.h" +
+                           "\"\n#ifndef TWICE\n#define TWICE 0\n#endif\n"
+                           "extern \"C\" __global__ void k(int* o) { *o = TWICE; }\n");
+  }
+  EXPECT_FALSE(compile_in("one", {}));  // one file: TWICE 0
+  EXPECT_FALSE(compile_in("two", {}));  // two files: TWICE 1
+  EXPECT_TRUE(compile_in("two", {}));
+  EXPECT_TRUE(compile_in("one", {}));
+}
+
 }  // namespace
 }  // namespace kcache::compiler
