@@ -1035,7 +1035,10 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
     // share its entry with every name, first all that for no name.
     auto look_up_request = [&](const cache::CompileRequest& req) {
       Hash128 scanner_key = cache::compute_key(req);
-      lookup(scanner_key);
+      // A served compile's entry is always under the key of what NVRTC read
+      // (settle_entry): its manifest first, never a get of a key nothing is
+      // stored under (with a remote, a round trip and its library loaded).
+      if (!options.served()) lookup(scanner_key);
       if (r.hit) return;
       if (std::optional<cache::Manifest> m = storage_->get_manifest(cache::manifest_key(scanner_key))) {
         for (const cache::ManifestSet& set : m->sets()) {
@@ -1588,7 +1591,7 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
     if (why.empty()) why = toolkit_named_unkeyed(p.request, out, probe_context_.toolkit_dirs);
     if (!why.empty() && m->classified.unkeyable.empty()) m->classified.unkeyable = std::move(why);
   }
-  if (!m->asked.empty() || !m->asks.probes.empty()) {
+  if (options.served() || !m->asked.empty() || !m->asks.probes.empty()) {
     // Keyed by everything handed over and everything NVRTC named; a lookup
     // finds it through the manifest of its scanner key (r->key until here).
     cache::CompileRequest full = p.request;
