@@ -1260,7 +1260,26 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
                                  options.target_label);
         }
       }
-      throw with_undeclared_hints(e, missing_includes(options, prepared), options.served(),
+      std::vector<MissingInclude> missing = missing_includes(options, prepared);
+      if (options.serve) {
+        // One the scanner could not see (a computed include): where NVRTC
+        // says it could not open it, searched as NVRTC searched.
+        if (std::optional<AskedInclude> a = parse_cannot_open(e.log())) {
+          const bool seen = std::any_of(missing.begin(), missing.end(),
+                                        [&](const MissingInclude& m) { return m.name == a->name; });
+          if (!seen) {
+            MissingInclude m;
+            m.name = a->name;
+            m.included_from = a->includer + ":" + std::to_string(a->line);
+            const std::string folder = folder_of(a->includer);
+            if (!a->angled) m.searched.push_back(folder.empty() ? "." : folder);
+            m.searched.insert(m.searched.end(), options.include_dirs.begin(),
+                              options.include_dirs.end());
+            missing.push_back(std::move(m));
+          }
+        }
+      }
+      throw with_undeclared_hints(e, missing, options.served(),
                                   options.source_path,
                                   options.target_label);
     }

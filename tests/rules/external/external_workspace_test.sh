@@ -191,20 +191,22 @@ cuda_kernel(
     ptx = "none",
 ) for strategy in ["worker", "sandboxed"]]
 BUILD
-not_found='"v9.cuh" (included from kernels/computed.cu:3) was not found in: kernels, .'
+# The worker's NVRTC finds the file in the execroot and kcache refuses it;
+# sandboxed, NVRTC cannot open it and kcache says where it looked.
+not_found='"v9.cuh" (included from kernels/computed.cu:3) was not found among the inputs in: kernels, .'
 hint='kcache compile: "kernels/v9.cuh" exists in the workspace but is not an input of //kernels:undeclared_kernel: add it to hdrs, or add the cc_library that has it to deps'
 if bazel --output_user_root="$work/bazel-root" build --strategy=KcacheCompile=worker \
   //kernels:undeclared_kernel 2>"$work/err"; then
   echo "FAIL: an undeclared computed include built in the worker" >&2
   exit 1
 fi
-grep -qF "$not_found" "$work/err" || { cat "$work/err" >&2; exit 1; }
 grep -qF "$hint" "$work/err" || { cat "$work/err" >&2; exit 1; }
 if bazel --output_user_root="$work/bazel-root" build --strategy=KcacheCompile=sandboxed \
   //kernels:undeclared_kernel 2>"$work/err"; then
   echo "FAIL: an undeclared computed include built sandboxed" >&2
   exit 1
 fi
+grep -qF "$hint" "$work/err" || { cat "$work/err" >&2; exit 1; }
 grep -qF "$not_found" "$work/err" || { cat "$work/err" >&2; exit 1; }
 for strategy in worker sandboxed; do
   bazel --output_user_root="$work/bazel-root" build --strategy=KcacheCompile=$strategy \
