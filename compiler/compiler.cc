@@ -1079,7 +1079,9 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
         storage_->count("hits", -static_cast<int64_t>(r.hit));
         storage_->count("compile_ms_saved", -static_cast<int64_t>(r.hit ? r.compile_ms : 0));
         storage_->count("misses", -(lookups - static_cast<int>(r.hit)));
-      } else if (lookups > 1) {
+      } else if (lookups != 1) {
+        // None (a served lookup whose manifest is not there yet) is a miss
+        // the store did not count.
         storage_->count("misses", 1 - lookups);
       }
     }
