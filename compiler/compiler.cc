@@ -98,10 +98,6 @@ std::string absolute_path(const std::string& path) {
   return path.empty() ? std::string(cwd) : std::string(cwd) + "/" + path;
 }
 
-
-
-
-
 // How many times one target may go back to NVRTC with headers it asked for.
 // Each round adds at least one header, so this bounds a runaway only; a
 // manifest set records one ask per round.
@@ -643,10 +639,9 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
     p.request.image_pass = "disk served v1";
     for (const std::string& d : options.include_dirs) p.request.options.push_back("-I" + d);
     const std::string cwd = working_folder();
-    if (writes_working_folder(p.key_options) || cwd.size() <= 1) {
-      p.request.options.push_back(kWorkingFolderOption + cwd);
-    }
-    if (writes_working_folder(p.key_options)) {
+    const bool names_files = writes_working_folder(p.key_options);
+    if (names_files || cwd.size() <= 1) p.request.options.push_back(kWorkingFolderOption + cwd);
+    if (names_files) {
       for (const std::string& d : probe_context_.toolkit_dirs) {
         p.request.options.push_back(kToolkitFolderOption + d);
       }
@@ -748,7 +743,6 @@ std::string program_folder_of(const std::string& name) {
 
 }  // namespace
 
-
 namespace {
 
 // Served (NVRTC read the disk): whether two compiles of one program under two
@@ -811,17 +805,6 @@ bool same_paths_in_both_folders(const NvrtcOutput& a, const std::string& a_folde
   }
   return in_a == in_b && !found_there;
 }
-
-
-
-
-
-
-
-
-
-
-
 
 }  // namespace
 
@@ -1263,24 +1246,7 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
         }
       }
       std::vector<MissingInclude> missing = missing_includes(options, prepared);
-      if (options.serve) {
-        // One the scanner could not see (a computed include): where NVRTC
-        // says it could not open it, searched as NVRTC searched.
-        if (std::optional<AskedInclude> a = parse_cannot_open(e.log())) {
-          const bool seen = std::any_of(missing.begin(), missing.end(),
-                                        [&](const MissingInclude& m) { return m.name == a->name; });
-          if (!seen) {
-            MissingInclude m;
-            m.name = a->name;
-            m.included_from = a->includer + ":" + std::to_string(a->line);
-            const std::string folder = folder_of(a->includer);
-            if (!a->angled) m.searched.push_back(folder.empty() ? "." : folder);
-            m.searched.insert(m.searched.end(), options.include_dirs.begin(),
-                              options.include_dirs.end());
-            missing.push_back(std::move(m));
-          }
-        }
-      }
+      if (options.serve) add_unopened_include(e.log(), options.include_dirs, &missing);
       throw with_undeclared_hints(e, missing, options.served(),
                                   options.source_path,
                                   options.target_label);

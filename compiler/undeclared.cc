@@ -85,6 +85,26 @@ std::string undeclared_hint(const std::string& path, const std::string& target) 
          ": add it to hdrs, or add the cc_library that has it to deps";
 }
 
+void add_unopened_include(const std::string& log, const std::vector<std::string>& include_dirs,
+                          std::vector<MissingInclude>* missing) {
+  std::optional<AskedInclude> a = parse_cannot_open(log);
+  if (!a || std::any_of(missing->begin(), missing->end(),
+                        [&](const MissingInclude& m) { return m.name == a->name; })) {
+    return;
+  }
+  MissingInclude m;
+  m.name = a->name;
+  m.included_from = a->includer + ":" + std::to_string(a->line);
+  if (!a->angled) {
+    const size_t slash = a->includer.rfind('/');
+    m.searched.push_back(slash == std::string::npos ? "."
+                         : slash == 0                ? "/"
+                                                     : a->includer.substr(0, slash));
+  }
+  m.searched.insert(m.searched.end(), include_dirs.begin(), include_dirs.end());
+  missing->push_back(std::move(m));
+}
+
 std::string searched_folders(const MissingInclude& m) {
   std::string dirs;
   for (const std::string& d : m.searched) dirs += (dirs.empty() ? "" : ", ") + d;

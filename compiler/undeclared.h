@@ -51,6 +51,12 @@ CompileError with_undeclared_hints(const CompileError& error,
                                    const std::vector<MissingInclude>& missing, bool served,
                                    const std::string& source_path, const std::string& target);
 
+// Served: the include NVRTC's `log` says it could not open, searched as
+// NVRTC searched (quoted: its includer's folder, then `include_dirs`), added
+// to `missing` unless the scanner saw it (a computed include it could not).
+void add_unopened_include(const std::string& log, const std::vector<std::string>& include_dirs,
+                          std::vector<MissingInclude>* missing);
+
 // The folders `m` was searched in, as a message lists them ("a, b").
 std::string searched_folders(const MissingInclude& m);
 
