@@ -131,6 +131,15 @@ bool library_name(const std::string& path) {
   return !header_suffix(base);
 }
 
+// A name the dynamic loader tried for NVRTC: libcuda in NVRTC's library
+// folder (its RUNPATH, hwcaps subfolders), absent where the driver is
+// elsewhere or missing, and looked for or not with the process's history.
+// Serving, the loader's calls are never recorded (seal.h): no name is.
+bool loader_name(const std::string& path, const ProbeContext& c) {
+  return !c.served && library_name(path) &&
+         path.compare(path.rfind('/') + 1, 7, "libcuda") == 0;
+}
+
 // The driver's JIT cache ($CUDA_CACHE_PATH, else $HOME/.nv): a live driver in
 // the process (CuPy, kcache_jit) has the sealed NVRTC name its files. Where
 // that is depends on the environment of the process that classifies, so a
@@ -511,10 +520,10 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
                         " from a folder of its own that kcache does not key (name it by a "
                         "path outside NVRTC's library, time-zone and gconv folders)";
       }
-      // NVRTC could read a file appearing there (an include search reached
-      // the folder): an absent name is keyed as absent, unless it is one the
-      // loader tries for a library.
-      if (!readable_to_nvrtc || st.file || library_name(path)) continue;
+      // NVRTC could read a file appearing there (an include search, a
+      // computed __has_include of "<lib>/libkc.so"): an absent name is keyed
+      // as absent, unless the loader tried it looking for the driver.
+      if (!readable_to_nvrtc || st.file || loader_name(path, c)) continue;
     }
     // A folder is no file to include: keyed as absent like a missing name,
     // so a file replacing it later is noticed.

@@ -625,13 +625,29 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// The stale-hit shapes below, for both ways NVRTC meets the disk: handed
+// (the runtime JIT) and served (`kcache compile`, cuda_kernel).
+class SealBoundaryEnvTest : public SealBoundaryTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  CompileOptions options(const std::string& source = "k.cu") {
+    CompileOptions o = SealBoundaryTest::options(source);
+    o.serve = GetParam();
+    return o;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(HandedAndServed, SealBoundaryEnvTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Served" : "Handed";
+                         });
+
 // A computed __has_include of `path`: V 2 if it is there (its own V), else 1.
 std::string has_include_kernel(const std::string& path) {
   return "#define P \"" + path + "\"\n#if __has_include(P)\n#include P\n#else\n#define V 1\n" +
          "#endif\n" + kKernel;
 }
 
-TEST_F(SealBoundaryTest, AHeaderOnLdLibraryPathAppearingIsAMissInAnotherEnvironment) {
+TEST_P(SealBoundaryEnvTest, AHeaderOnLdLibraryPathAppearingIsAMissInAnotherEnvironment) {
   std::filesystem::create_directories(dir_ + "/ldlib");
   write(dir_, "k.cu", has_include_kernel(dir_ + "/ldlib/cfg.h"));
   {
@@ -643,21 +659,24 @@ TEST_F(SealBoundaryTest, AHeaderOnLdLibraryPathAppearingIsAMissInAnotherEnvironm
   EXPECT_EQ(value(r), 2);
 }
 
-TEST_F(SealBoundaryTest, AFileInTheDriversCacheFolderIsAMissInAnotherEnvironment) {
+TEST_P(SealBoundaryEnvTest, AFileInTheDriversCacheFolderIsAMissInAnotherEnvironment) {
   std::filesystem::create_directories(dir_ + "/jit");
   write(dir_, "k.cu", has_include_kernel(dir_ + "/jit/config"));
   {
     ScopedEnv env("CUDA_CACHE_PATH", dir_ + "/jit");
     EXPECT_EQ(value(exact(options(), "made with CUDA_CACHE_PATH there")), 1);
     write(dir_, "jit/config", "#define V 2\n");
-    // The driver's folder: NVRTC is refused it here, so still 1, and a hit.
-    EXPECT_EQ(value(exact(options(), "config appeared in the driver's folder")), 1);
+    // The driver's folder: handed, NVRTC is refused it here, so still 1, and
+    // a hit; served, NVRTC reads it as any file (the driver's folder is no
+    // exception to serving).
+    EXPECT_EQ(value(exact(options(), "config appeared in the driver's folder")),
+              GetParam() ? 2 : 1);
   }
   CompileResult r = exact(options(), "CUDA_CACHE_PATH unset: config is the user's");
   EXPECT_EQ(value(r), 2);
 }
 
-TEST_F(SealBoundaryTest, AHeaderInTheDriversCacheFolderIsKeyed) {
+TEST_P(SealBoundaryEnvTest, AHeaderInTheDriversCacheFolderIsKeyed) {
   std::filesystem::create_directories(dir_ + "/home/.nv");
   ScopedEnv home("HOME", dir_ + "/home");
   write(dir_, "k.cu", has_include_kernel(dir_ + "/home/.nv/cfg.h"));
@@ -669,7 +688,7 @@ TEST_F(SealBoundaryTest, AHeaderInTheDriversCacheFolderIsKeyed) {
 // A library-named header reached through a link to the toolkit's folder
 // (/usr/local/cuda for /usr/local/cuda-13.0): NVRTC can read it, so its bytes
 // are keyed.
-TEST_F(SealBoundaryTest, ALibraryNamedToolkitFileByAnotherSpellingIsKeyed) {
+TEST_P(SealBoundaryEnvTest, ALibraryNamedToolkitFileByAnotherSpellingIsKeyed) {
   const std::string copy = dir_ + "/cuda-13.0";
   make_toolkit_copy(real_toolkit_.root, copy);
   std::filesystem::create_symlink(copy, dir_ + "/cuda");
@@ -686,7 +705,7 @@ TEST_F(SealBoundaryTest, ALibraryNamedToolkitFileByAnotherSpellingIsKeyed) {
 // reads (and does not store): the entry made while it was absent must miss.
 // The copy holds its own NVRTC, so its library folder is one a test can
 // write.
-TEST_F(SealBoundaryTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
+TEST_P(SealBoundaryEnvTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
   namespace fs = std::filesystem;
   const std::string copy = dir_ + "/cuda";
   fs::create_directories(copy + "/lib64");
@@ -705,15 +724,19 @@ TEST_F(SealBoundaryTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
   }
   use_toolkit(find_toolkit(copy));
   ASSERT_EQ(toolkit_.nvrtc.path.rfind(copy + "/lib64/", 0), 0u) << toolkit_.nvrtc.path;
-  write(dir_, "k.cu", has_include_kernel(copy + "/lib64/kc.h"));
-  EXPECT_EQ(value(exact(options(), "absent")), 1);
-  write(copy, "lib64/kc.h", "#define V 2\n");
-  EXPECT_EQ(value(exact(options(), "kc.h in NVRTC's library folder")), 2);
+  // A header's name, and a library's (which the loader's own search for the
+  // driver must not hide).
+  for (const std::string name : {"kc.h", "libkc.so"}) {
+    write(dir_, "k.cu", has_include_kernel(copy + "/lib64/" + name));
+    EXPECT_EQ(value(exact(options(), name + " absent")), 1);
+    write(copy, "lib64/" + name, "#define V 2\n");
+    EXPECT_EQ(value(exact(options(), name + " in NVRTC's library folder")), 2);
+  }
 }
 
 // NVRTC looks at $PWD; what nvrtc.cc leaves out for that must be a folder,
 // never a path a kernel's __has_include also names.
-TEST_F(SealBoundaryTest, APwdNamingAHeaderDoesNotHideIt) {
+TEST_P(SealBoundaryEnvTest, APwdNamingAHeaderDoesNotHideIt) {
   const std::string cfg = dir_ + "/pwd/cfg.h";
   std::filesystem::create_directories(dir_ + "/pwd");
   write(dir_, "k.cu", has_include_kernel(cfg));
