@@ -15,6 +15,9 @@
 #                                       bench/runtime_cubin_load.py)
 #   DEST/gpu_served.sh bench [OUT]      bench/served_compile_bench: a served miss
 #                                       against NVRTC alone, hits served vs handed
+#   DEST/gpu_served.sh lockstep [OUT]   the same miss side by side: P processes
+#                                       of NVRTC alone and P served, in lockstep
+#                                       (P=${P:-4}, ${STEPS:-12} steps a kernel)
 #
 # Run from the repository root (the device tool's working folder): the bench
 # and the images read tests/compiler/kernels there.
@@ -91,9 +94,16 @@ bench() {
     cute_gemm 2>&1 | tee "$out/served_compile_bench.txt"
 }
 
+lockstep() {
+  setup "$@"
+  KCACHE_CUTLASS_DIR=$cutlass_root "$here/served_compile_bench" --lockstep "${P:-4}" \
+    "${STEPS:-12}" ${KERNELS:-cub_block half_cg cute_gemm} 2>&1 | tee "$out/served_lockstep.txt"
+}
+
 case ${1:-} in
   build) shift; build "$@" ;;
   images) shift; images "$@" ;;
   bench) shift; bench "$@" ;;
-  *) echo "usage: $0 build [DEST] | images [OUT] | bench [OUT]"; exit 2 ;;
+  lockstep) shift; lockstep "$@" ;;
+  *) echo "usage: $0 build [DEST] | images [OUT] | bench [OUT] | lockstep [OUT]"; exit 2 ;;
 esac
