@@ -251,25 +251,18 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
-  // One process compiles many kernels, in long-lived children (a scratch
-  // folder for their work files). Served compiles (every `kcache compile`
-  // since issue 27) use no precompiled headers: the PCH folder serves a
-  // handed compile only (compiler/nvrtc/pch.h).
+  // One process compiles many kernels, in long-lived children (NVRTC
+  // serializes compiles within a process), with a scratch folder for their
+  // work files. Served compiles (every `kcache compile` since issue 27) use
+  // no precompiled headers (compiler/nvrtc/pch.h), so none is made.
   std::optional<ScratchDir> scratch;
   std::optional<compiler::NvrtcPool> pool;
-  if (c.no_pch) {
-    // As before long-lived NVRTC processes: for comparison, or if PCH misbehaves.
-  } else if (global.pch_dir.empty()) {
-    scratch.emplace("kcache-prewarm");
-    std::string pch_dir = scratch->path() + "/pch";
-    if (::mkdir(pch_dir.c_str(), 0700) != 0) {
-      throw IoError(errno_message("cannot create a scratch folder", pch_dir, errno));
-    }
-    compiler.use_pch(pch_dir);
+  if (!c.no_pch && global.pch_dir.empty()) {
     std::vector<std::string> child = worker_command();
-    if (!child.empty()) pool.emplace(child, scratch->path());
-  } else {
-    compiler.use_pch(global.pch_dir);
+    if (!child.empty()) {
+      scratch.emplace("kcache-prewarm");
+      pool.emplace(child, scratch->path());
+    }
   }
   if (pool) compiler.use_pool(&*pool);
   if (global.pool) compiler.use_pool(global.pool);
