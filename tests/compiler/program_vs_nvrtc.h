@@ -1,7 +1,7 @@
 // A fixture for tests that put the drop-in's path (compile_program, through
 // a store of the test's own) against the real NVRTC from the same files,
-// options and working folder (issue 27): every answer (result code, log, PTX)
-// must be NVRTC's. Lookup records are on (the "too new" margin is 50 ms).
+// options and working folder (issue 27): every answer (result code, log, PTX,
+// CUBIN) must be NVRTC's. Lookup records are on (the "too new" margin is 50 ms).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -101,6 +101,12 @@ class ProgramVsNvrtcTest : public LookupRecordFixture {
     EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx), want.output(cache::ProgramOutput::ptx))
         << "hit=" << got.hit << " any_name=" << got.any_name << " not_stored=" << got.not_stored
         << " got: " << value_line(got.record) << " want: " << value_line(want);
+    const cache::ProgramRecord::Output& cubin = got.record.output(cache::ProgramOutput::cubin);
+    const cache::ProgramRecord::Output& want_cubin = want.output(cache::ProgramOutput::cubin);
+    EXPECT_EQ(cubin.size_result, want_cubin.size_result) << "hit=" << got.hit;
+    EXPECT_TRUE(cubin.bytes == want_cubin.bytes)
+        << "the CUBIN differs from NVRTC's (" << cubin.bytes.size() << " against "
+        << want_cubin.bytes.size() << " bytes), hit=" << got.hit;
     return got.hit;
   }
 

@@ -26,6 +26,8 @@ struct RealNvrtc {
   decltype(&::nvrtcGetProgramLog) log;
   decltype(&::nvrtcGetPTXSize) ptx_size;
   decltype(&::nvrtcGetPTX) ptx;
+  decltype(&::nvrtcGetCUBINSize) cubin_size;
+  decltype(&::nvrtcGetCUBIN) cubin;
   decltype(&::nvrtcDestroyProgram) destroy;
 
   explicit RealNvrtc(const std::string& path) {
@@ -38,6 +40,8 @@ struct RealNvrtc {
     KCACHE_RESOLVE(log, nvrtcGetProgramLog);
     KCACHE_RESOLVE(ptx_size, nvrtcGetPTXSize);
     KCACHE_RESOLVE(ptx, nvrtcGetPTX);
+    KCACHE_RESOLVE(cubin_size, nvrtcGetCUBINSize);
+    KCACHE_RESOLVE(cubin, nvrtcGetCUBIN);
     KCACHE_RESOLVE(destroy, nvrtcDestroyProgram);
 #undef KCACHE_RESOLVE
   }
@@ -68,6 +72,13 @@ struct RealNvrtc {
     if (ptx_out.size_result == NVRTC_SUCCESS) {
       ptx_out.bytes.resize(n);
       ptx(p, &ptx_out.bytes[0]);
+    }
+    // The CUBIN where the target is a real arch (else NVRTC's error code).
+    cache::ProgramRecord::Output& cubin_out = r.output(cache::ProgramOutput::cubin);
+    cubin_out.size_result = cubin_size(p, &n);
+    if (cubin_out.size_result == NVRTC_SUCCESS && n > 0) {
+      cubin_out.bytes.resize(n);
+      cubin(p, &cubin_out.bytes[0]);
     }
     destroy(&p);
     return r;
