@@ -80,18 +80,20 @@ constexpr int kRelCount = 6;
 // The macro each cfg.cuh defines (its own, mostly).
 const char* const kCfgMacros[] = {"CFG_P", "CFG_Q", "CFG_I"};
 
-// HOME and CUDA_CACHE_PATH as they were before the test, put back after it.
+// The variables that once decided what was NVRTC's own (issue 27: HOME,
+// CUDA_CACHE_PATH, LD_LIBRARY_PATH, PWD), as they were before the test, put
+// back after it.
 class SavedEnv {
  public:
   SavedEnv() {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kCount; ++i) {
       const char* v = std::getenv(kVars[i]);
       had_[i] = v != nullptr;
       if (v) value_[i] = v;
     }
   }
   ~SavedEnv() {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kCount; ++i) {
       if (had_[i]) {
         setenv(kVars[i], value_[i].c_str(), 1);
       } else {
@@ -99,11 +101,13 @@ class SavedEnv {
       }
     }
   }
-  static constexpr const char* kVars[2] = {"HOME", "CUDA_CACHE_PATH"};
+  static constexpr int kCount = 4;
+  static constexpr const char* kVars[kCount] = {"HOME", "CUDA_CACHE_PATH", "LD_LIBRARY_PATH",
+                                                 "PWD"};
 
  private:
-  bool had_[2] = {};
-  std::string value_[2];
+  bool had_[kCount] = {};
+  std::string value_[kCount];
 };
 
 std::string spelled(int name) {
@@ -243,10 +247,15 @@ class Tree {
     return line_ends(t);
   }
 
-  // HOME and CUDA_CACHE_PATH set, changed or unset in the test process.
+  // HOME, CUDA_CACHE_PATH, LD_LIBRARY_PATH and PWD set, changed or unset in
+  // the test process; some name a folder whose headers the kernels include.
   void change_env() {
+    static const char* const kHeaderFolders[] = {"src", "inc1", "inc2", "inc1/p", "inc2/q"};
     for (const char* var : SavedEnv::kVars) {
-      switch (pick(5)) {
+      switch (pick(6)) {
+        case 5:
+          setenv(var, (root_ + "/" + kHeaderFolders[pick(5)]).c_str(), 1);
+          break;
         case 0:
           unsetenv(var);
           break;
