@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -131,6 +132,37 @@ TEST_F(DropInTest, OutputsAreNvrtcsAndTheSecondProcessCompilesNothing) {
         line.size() > 25 && line.compare(line.size() - 25, 25, "nvrtc_shim/libnvrtc.so.13") == 0;
   }
   EXPECT_EQ(shim_lines, lines) << "the real NVRTC was loaded:\n" << maps;
+}
+
+// CUTLASS 2.x, the GEMM library most CUDA C++ still uses (issue 27: once
+// refused, then left to the real NVRTC uncached), through the drop-in as a
+// program loads it: every answer NVRTC's, byte for byte, a miss and then, in
+// a later process, a hit. Skipped without the nvidia-cutlass headers
+// (tools/install_deps.sh).
+TEST_F(DropInTest, ACutlass2GemmIsCachedWithNvrtcsAnswers) {
+  const char* env = std::getenv("KCACHE_CUTLASS_DIR");
+  const std::string include =
+      std::string(env && *env ? env : "/opt/kcache-cutlass") + "/cutlass_library/source/include";
+  const std::string kernel = "tests/compiler/kernels/cutlass/cutlass2_gemm.cu";
+  if (!read_file(include + "/cutlass/gemm/kernel/default_gemm.h") || !read_file(kernel)) {
+    GTEST_SKIP() << "no CUTLASS headers at " << include << " (tools/install_deps.sh)";
+  }
+  std::string options = "-arch=sm_90\n-std=c++17\n-default-device\n-I" + include + "\n";
+  for (const std::string& d : compiler::find_toolkit("").include_dirs) options += "-I" + d + "\n";
+  const std::map<std::string, std::string> one = {{"NVRTC_USER_FILE", kernel},
+                                                  {"NVRTC_USER_OPTIONS", options}};
+  std::map<std::string, std::string> expected = answer_files(run("nvrtc_user", false, "", one));
+  ASSERT_NE(expected["file.codes"].find("compile 0\n"), std::string::npos)
+      << expected["file.codes"] << expected["file.log"];
+  ASSERT_GT(expected["file.cubin"].size(), 100000u);
+  std::map<std::string, std::string> miss =
+      answer_files(run("nvrtc_user", true, stats_file("cutlass_miss"), one));
+  EXPECT_EQ(differences(miss, expected), "") << "the drop-in's miss differs from NVRTC";
+  EXPECT_EQ(count(stats("cutlass_miss"), "miss"), 1) << stats("cutlass_miss") << last_err_;
+  std::map<std::string, std::string> hit =
+      answer_files(run("nvrtc_user", true, stats_file("cutlass_hit"), one));
+  EXPECT_EQ(differences(hit, expected), "") << "the drop-in's hit differs from NVRTC";
+  EXPECT_EQ(count(stats("cutlass_hit"), "hit"), 1) << stats("cutlass_hit");
 }
 
 // A library loaded into someone else's program changes nothing of its
