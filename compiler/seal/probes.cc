@@ -464,6 +464,36 @@ bool of_a_process(const std::string& path) {
   return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos;
 }
 
+// A file NVRTC looked at, keyed by its bytes and stamps into `p`. Nothing
+// (nullopt) when keyed; else why not: empty where the file went meanwhile
+// (the lookup's stat cannot match), else why the result is not storable.
+std::optional<std::string> key_present_file(const std::string& path, const Stat& st,
+                                            const ProbeContext& c, int64_t started_ns,
+                                            cache::ManifestProbe* p) {
+  if (static_cast<int64_t>(st.ctime_ns) >= started_ns)
+    return path + " changed while NVRTC compiled";
+  std::optional<std::string> content;
+  try {
+    content = read_input_file(path);
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  if (!content) return std::string();
+  if (c.check_time_macros &&
+      (uses_time_macros(*content) || (!c.date_keyed && uses_date_macro(*content)))) {
+    return path + " uses a time macro";
+  }
+  if (stat_of(path).ctime_ns != st.ctime_ns) return path + " changed while kcache read it";
+  p->present = true;
+  p->content = xxh3_128(*content);
+  p->dev = st.dev;
+  p->ino = st.ino;
+  p->size = st.size;
+  p->mtime_ns = st.mtime_ns;
+  p->ctime_ns = st.ctime_ns;
+  return std::nullopt;
+}
+
 }  // namespace
 
 ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
@@ -534,34 +564,11 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
     cache::ManifestProbe p;
     p.path = toolkit ? *toolkit : path;
     if (st.file) {
-      if (static_cast<int64_t>(st.ctime_ns) >= started_ns) {
-        out.unkeyable = path + " changed while NVRTC compiled";
+      std::optional<std::string> why = key_present_file(path, st, c, started_ns, &p);
+      if (why) {
+        if (!why->empty()) out.unkeyable = *why;
         continue;
       }
-      std::optional<std::string> content;
-      try {
-        content = read_input_file(path);
-      } catch (const Error& e) {
-        out.unkeyable = e.what();
-        continue;
-      }
-      if (!content) continue;  // gone meanwhile: the stat below cannot match
-      if (c.check_time_macros &&
-          (uses_time_macros(*content) || (!c.date_keyed && uses_date_macro(*content)))) {
-        out.unkeyable = path + " uses a time macro";
-        continue;
-      }
-      if (stat_of(path).ctime_ns != st.ctime_ns) {
-        out.unkeyable = path + " changed while kcache read it";
-        continue;
-      }
-      p.present = true;
-      p.content = xxh3_128(*content);
-      p.dev = st.dev;
-      p.ino = st.ino;
-      p.size = st.size;
-      p.mtime_ns = st.mtime_ns;
-      p.ctime_ns = st.ctime_ns;
     } else if (std::optional<DiskPath> disk = disk_path(p.path, c)) {
       record_folder(*disk, started_ns, &p);
     }
