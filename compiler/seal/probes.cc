@@ -226,6 +226,16 @@ Own is_nvrtc_own(const std::string& path, const std::string& real, const ProbeCo
 // NVRTC itself reads there: libraries, zone data, gconv module lists. Any
 // other file there (a header a computed include named by its absolute path)
 // was read unkeyed.
+// What glibc's iconv reads in a gconv folder: gconv-modules,
+// gconv-modules.cache and gconv-modules.d/*.conf.
+bool iconv_configuration(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string base = path.substr(slash + 1);
+  if (base == "gconv-modules" || base == "gconv-modules.cache") return true;
+  const std::string folder = path.substr(0, slash);
+  return ends_with(folder, "/gconv-modules.d") && ends_with(base, ".conf");
+}
+
 bool nvrtc_own_kind(const std::string& path) {
   std::string base = path.substr(path.rfind('/') + 1);
   if (base.compare(0, 12, "gconv-module") == 0) return true;
@@ -539,12 +549,21 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
       keyed.emplace(p.path, std::move(p));
       continue;
     }
-    if (own == Own::yes) {
-      // By either spelling: /usr/local/lib64 may be a link to the toolkit's.
-      const bool readable_to_nvrtc =
-          (!c.nvrtc_library_dir.empty() &&
-           (under(path, c.nvrtc_library_dir) || under(real, library_real))) ||
-          under(path, "/usr/share/zoneinfo") || path.find("/gconv/") != std::string::npos;
+    // By either spelling: /usr/local/lib64 may be a link to the toolkit's.
+    const bool readable_to_nvrtc =
+        own == Own::yes &&
+        ((!c.nvrtc_library_dir.empty() &&
+          (under(path, c.nvrtc_library_dir) || under(real, library_real))) ||
+         under(path, "/usr/share/zoneinfo") || path.find("/gconv/") != std::string::npos);
+    // Serving, the loader's calls are not recorded (seal.h): a file NVRTC's
+    // own code looked at in the folders it may read itself is keyed by its
+    // bytes like any other (a computed __has_include of "<lib>/libx.so", a
+    // header named like iconv's files), but iconv's configuration, which
+    // glibc reads for NVRTC on every machine (a review's stale hits: a
+    // library removed, an edited gconv-modules-x.h, a TZif-headed header).
+    if (readable_to_nvrtc && c.served && st.file && !iconv_configuration(path)) {
+      // keyed below
+    } else if (own == Own::yes) {
       if (readable_to_nvrtc && st.file && !nvrtc_own_kind(path)) {
         out.unkeyable = "NVRTC read " + path +
                         " from a folder of its own that kcache does not key (name it by a "

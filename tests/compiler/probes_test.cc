@@ -314,6 +314,52 @@ TEST_F(ProbesTest, AnAbsentHeaderInNvrtcsLibraryFolderIsKeyed) {
   EXPECT_FALSE(hold(probes));
 }
 
+// Served, a file NVRTC's own code looked at in a folder it may read itself
+// (its library folder, the time zones, gconv) is keyed by its bytes, whatever
+// its name or first bytes; only iconv's configuration is glibc's (a review's
+// stale hits: a library probed by a computed __has_include then removed, an
+// edited gconv-modules-x.h, a header that starts with TZif).
+TEST_F(ProbesTest, ServedFilesNvrtcLookedAtInItsOwnFoldersAreKeyed) {
+  const std::string lib = dir_ + "/toolkit/lib64";
+  const std::string gconv = dir_ + "/usr/lib/gconv";
+  write(lib, "libkc.so", std::string("\x7f" "ELF") + "a library");
+  write(gconv, "gconv-modules-x.h", "#define V 5\n");
+  write(gconv, "tz.h", "TZif\n#define V 7\n");
+  write(gconv, "gconv-modules", "module  INTERNAL  X//  x  1\n");
+  context_.nvrtc_library_dir = lib;
+  context_.served = true;
+  ::usleep(20000);
+  started_ = now_ns();
+  const std::vector<std::string> looked_at = {lib + "/libkc.so", gconv + "/gconv-modules-x.h",
+                                              gconv + "/tz.h", gconv + "/gconv-modules"};
+  std::vector<cache::ManifestProbe> probes = record(looked_at);
+  ASSERT_EQ(probes.size(), 3u) << "iconv's configuration is not keyed";
+  for (const cache::ManifestProbe& p : probes) EXPECT_TRUE(p.present) << p.path;
+  EXPECT_TRUE(hold(probes));
+  std::remove((lib + "/libkc.so").c_str());
+  EXPECT_FALSE(hold(probes)) << "a library removed";
+  auto compiled_again = [&] {  // after the edits settle, as in SetUp
+    ::usleep(20000);
+    started_ = now_ns();
+    return record(looked_at);
+  };
+  write(lib, "libkc.so", std::string("\x7f" "ELF") + "a library");
+  probes = compiled_again();
+  write(gconv, "gconv-modules-x.h", "#define V 6\n");
+  EXPECT_FALSE(hold(probes)) << "a header named like iconv's files, edited";
+  probes = compiled_again();
+  write(gconv, "tz.h", "TZif\n#define V 8\n");
+  EXPECT_FALSE(hold(probes)) << "a TZif-headed header, edited";
+
+  // Handed (the runtime JIT), NVRTC's loader names its libraries in these
+  // folders: present ones are its own (docs/KEYS.md, residual limits).
+  context_.served = false;
+  context_.own_dirs = {lib};
+  ClassifiedProbes handed = classify_probes({lib + "/libkc.so"}, context_, now_ns());
+  EXPECT_EQ(handed.unkeyable, "");
+  EXPECT_TRUE(handed.keyed.empty());
+}
+
 // NVRTC's library folder named through a link (/usr/local/lib64 ->
 // /usr/local/cuda-13.0/lib64) is still a folder NVRTC reads.
 TEST_F(ProbesTest, AHeaderInNvrtcsLibraryFolderByAnotherSpellingIsUnkeyable) {
