@@ -110,6 +110,18 @@ SealPolicy nvrtc_policy(const std::string& library, const NvrtcInput& input) {
   size_t slash = library.rfind('/');
   if (slash != std::string::npos) p.readable.push_back(library.substr(0, slash));
   for (const char* system : kNvrtcSystemFiles) p.readable.push_back(system);
+  // Folders by their real names too: the supervisor serves a name beneath
+  // them that leads elsewhere (seal.cc, leads_to_own), judged by where it
+  // leads. (Not a file's: /etc/localtime leads into the zone folder, and a
+  // link to anything else is served.)
+  for (size_t i = 0, n = p.readable.size(); i < n; ++i) {
+    char real[PATH_MAX];
+    struct stat st;
+    if (::stat(p.readable[i].c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+        ::realpath(p.readable[i].c_str(), real) && p.readable[i] != real) {
+      p.readable.push_back(real);
+    }
+  }
   p.writable = input.writable_dirs;
   p.one_cpu = std::none_of(input.options.begin(), input.options.end(), [](const std::string& o) {
     return o.find("split-compile") != std::string::npos;

@@ -226,16 +226,6 @@ Own is_nvrtc_own(const std::string& path, const std::string& real, const ProbeCo
 // NVRTC itself reads there: libraries, zone data, gconv module lists. Any
 // other file there (a header a computed include named by its absolute path)
 // was read unkeyed.
-// What glibc's iconv reads in a gconv folder: gconv-modules,
-// gconv-modules.cache and gconv-modules.d/*.conf.
-bool iconv_configuration(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string base = path.substr(slash + 1);
-  if (base == "gconv-modules" || base == "gconv-modules.cache") return true;
-  const std::string folder = path.substr(0, slash);
-  return ends_with(folder, "/gconv-modules.d") && ends_with(base, ".conf");
-}
-
 bool nvrtc_own_kind(const std::string& path) {
   std::string base = path.substr(path.rfind('/') + 1);
   if (base.compare(0, 12, "gconv-module") == 0) return true;
@@ -557,11 +547,12 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
          under(path, "/usr/share/zoneinfo") || path.find("/gconv/") != std::string::npos);
     // Serving, the loader's calls are not recorded (seal.h): a file NVRTC's
     // own code looked at in the folders it may read itself is keyed by its
-    // bytes like any other (a computed __has_include of "<lib>/libx.so", a
-    // header named like iconv's files), but iconv's configuration, which
-    // glibc reads for NVRTC on every machine (a review's stale hits: a
-    // library removed, an edited gconv-modules-x.h, a TZif-headed header).
-    if (readable_to_nvrtc && c.served && st.file && !iconv_configuration(path)) {
+    // bytes like any other, whatever its name or first bytes (reviews' stale
+    // hits: a library a computed __has_include found, then removed; an edited
+    // gconv-modules-x.h or gconv-modules; a header that starts with TZif).
+    // A compile's record holds none of them otherwise (measured, NVRTC 13.0:
+    // glibc reads iconv's files only for a conversion NVRTC does not ask for).
+    if (readable_to_nvrtc && c.served && st.file) {
       // keyed below
     } else if (own == Own::yes) {
       if (readable_to_nvrtc && st.file && !nvrtc_own_kind(path)) {

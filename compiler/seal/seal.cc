@@ -824,6 +824,7 @@ class Supervisor {
     path_.resize(kMaxPath + 1);
     base_.resize(kMaxPath + 1);
     absolute_.resize(2 * kMaxPath + 2);
+    resolved_.resize(kMaxPath + 1);
     pid_ = ::getpid();
     copy_.resize(size_t{1} << 16);
     // Bound now: a first call through the PLT would enter the loader (the
@@ -956,7 +957,10 @@ class Supervisor {
     // NVRTC's own files are named without `..`; a name with `..` that only
     // folds into its folders may lead anywhere through a link: served.
     const bool parents = has_parent_part(std::string_view(path_.data(), path_len));
-    if (abs_len == 0 || (!parents && own(absolute_.data(), abs_len))) return kContinue;
+    if (abs_len == 0) return kContinue;
+    if (!parents && own(absolute_.data(), abs_len) && leads_to_own(absolute_.data())) {
+      return kContinue;
+    }
     if (pseudo(absolute_.data(), abs_len)) {
       const char* why = "a file of the kernel's or of a process (/proc, /sys, /dev/fd), not servable";
       arena_->append(kRefusedRecord, why, static_cast<uint32_t>(std::strlen(why)),
@@ -1151,6 +1155,19 @@ class Supervisor {
     return false;
   }
 
+  // Whether a name beneath NVRTC's own folders leads to a file there too (or
+  // to nothing): Landlock judges the file a link leads to, so a link there to
+  // a user's header is served, as the kernel would not let NVRTC read it (a
+  // review: `__has_include` of such a link was false, NVRTC alone says true).
+  bool leads_to_own(const char* absolute) {
+    long fd = raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(absolute),
+                          static_cast<long>(O_PATH | O_CLOEXEC));
+    if (fd < 0) return true;  // nothing there: the kernel answers as it would
+    size_t len = folder_of_fd(static_cast<int>(fd), resolved_.data());
+    raw_syscall(SYS_close, fd);
+    return len == 0 || own(resolved_.data(), len);
+  }
+
   // The kernel's pseudo-files: their bytes are made as they are read, no
   // snapshot of a file.
   static bool pseudo(const char* path, size_t len) {
@@ -1218,7 +1235,7 @@ class Supervisor {
   SnapshotCache* known_;  // files whose bytes are known (null: none)
   bool outlived_ = false;
   long pid_ = 0;
-  std::vector<char> req_, resp_, path_, base_, absolute_, copy_;  // sized before run()
+  std::vector<char> req_, resp_, path_, base_, absolute_, resolved_, copy_;  // sized before run()
   Hasher128 hasher_;  // its state allocated before run()
 };
 

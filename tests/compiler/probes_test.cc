@@ -316,9 +316,9 @@ TEST_F(ProbesTest, AnAbsentHeaderInNvrtcsLibraryFolderIsKeyed) {
 
 // Served, a file NVRTC's own code looked at in a folder it may read itself
 // (its library folder, the time zones, gconv) is keyed by its bytes, whatever
-// its name or first bytes; only iconv's configuration is glibc's (a review's
-// stale hits: a library probed by a computed __has_include then removed, an
-// edited gconv-modules-x.h, a header that starts with TZif).
+// its name or first bytes (reviews' stale hits: a library probed by a computed
+// __has_include then removed, an edited gconv-modules-x.h or gconv-modules, a
+// header that starts with TZif).
 TEST_F(ProbesTest, ServedFilesNvrtcLookedAtInItsOwnFoldersAreKeyed) {
   const std::string lib = dir_ + "/toolkit/lib64";
   const std::string gconv = dir_ + "/usr/lib/gconv";
@@ -333,7 +333,7 @@ TEST_F(ProbesTest, ServedFilesNvrtcLookedAtInItsOwnFoldersAreKeyed) {
   const std::vector<std::string> looked_at = {lib + "/libkc.so", gconv + "/gconv-modules-x.h",
                                               gconv + "/tz.h", gconv + "/gconv-modules"};
   std::vector<cache::ManifestProbe> probes = record(looked_at);
-  ASSERT_EQ(probes.size(), 3u) << "iconv's configuration is not keyed";
+  ASSERT_EQ(probes.size(), 4u);
   for (const cache::ManifestProbe& p : probes) EXPECT_TRUE(p.present) << p.path;
   EXPECT_TRUE(hold(probes));
   std::remove((lib + "/libkc.so").c_str());
@@ -350,6 +350,9 @@ TEST_F(ProbesTest, ServedFilesNvrtcLookedAtInItsOwnFoldersAreKeyed) {
   probes = compiled_again();
   write(gconv, "tz.h", "TZif\n#define V 8\n");
   EXPECT_FALSE(hold(probes)) << "a TZif-headed header, edited";
+  probes = compiled_again();
+  write(gconv, "gconv-modules", "#define V 9\n");
+  EXPECT_FALSE(hold(probes)) << "a header named gconv-modules, edited";
 
   // Handed (the runtime JIT), NVRTC's loader names its libraries in these
   // folders: present ones are its own (docs/KEYS.md, residual limits).

@@ -757,6 +757,21 @@ TEST_P(SealBoundaryEnvTest, ALibraryRemovedFromNvrtcsLibraryFolderIsAMiss) {
   EXPECT_EQ(value(exact(options(), "the library removed")), 1);
 }
 
+// A link in NVRTC's library folder to a user's header: NVRTC alone reads
+// the header (Landlock judges the file, which is not NVRTC's), so served it
+// is served and keyed (a review: `__has_include` of it was false, stored).
+TEST_P(SealBoundaryEnvTest, ALinkInNvrtcsLibraryFolderToAUserHeaderIsReadAndKeyed) {
+  if (!GetParam()) GTEST_SKIP() << "handed: the runtime JIT hands what NVRTC asks for";
+  const std::string copy = use_toolkit_with_own_library(dir_, real_toolkit_);
+  use_toolkit(find_toolkit(copy));
+  write(dir_, "user/h.h", "#define V 5\n");
+  ASSERT_EQ(::symlink((dir_ + "/user/h.h").c_str(), (copy + "/lib64/kcl.h").c_str()), 0);
+  write(dir_, "k.cu", has_include_kernel(copy + "/lib64/kcl.h"));
+  EXPECT_EQ(value(exact(options(), "a link to a user's header")), 5);
+  write(dir_, "user/h.h", "#define V 6\n");
+  EXPECT_EQ(value(exact(options(), "the header edited")), 6);
+}
+
 // NVRTC looks at $PWD; what nvrtc.cc leaves out for that must be a folder,
 // never a path a kernel's __has_include also names.
 TEST_P(SealBoundaryEnvTest, APwdNamingAHeaderDoesNotHideIt) {
