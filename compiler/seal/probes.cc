@@ -226,6 +226,31 @@ Own is_nvrtc_own(const std::string& path, const std::string& real, const ProbeCo
 // NVRTC itself reads there: libraries, zone data, gconv module lists. Any
 // other file there (a header a computed include named by its absolute path)
 // was read unkeyed.
+// NVRTC's own libraries by name (libnvrtc.so.13, libnvrtc-builtins.so.13.0,
+// libnvrtc.alt.so.13 and their links), in whatever folder: the compiler's
+// identity fingerprints the ones it loads (toolkit.h).
+bool nvrtc_library(const std::string& path) {
+  return path.compare(path.rfind('/') + 1, 8, "libnvrtc") == 0 && library_name(path);
+}
+
+// What glibc reads for NVRTC by itself: the time zone's data (TZif, beneath
+// the zone folder) and iconv's configuration in a gconv folder.
+bool glibc_reads(const std::string& path, const std::string& real) {
+  const size_t slash = path.rfind('/');
+  const std::string base = path.substr(slash + 1);
+  const std::string folder = path.substr(0, slash);
+  if (under(path, "/usr/share/zoneinfo") || under(real, "/usr/share/zoneinfo")) {
+    char magic[4] = {};
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return false;
+    size_t n = std::fread(magic, 1, sizeof magic, f);
+    std::fclose(f);
+    return n == 4 && std::memcmp(magic, "TZif", 4) == 0;
+  }
+  if (base == "gconv-modules" || base == "gconv-modules.cache") return ends_with(folder, "/gconv");
+  return ends_with(folder, "/gconv/gconv-modules.d") && ends_with(base, ".conf");
+}
+
 bool nvrtc_own_kind(const std::string& path) {
   std::string base = path.substr(path.rfind('/') + 1);
   if (base.compare(0, 12, "gconv-module") == 0) return true;
@@ -550,9 +575,13 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
     // bytes like any other, whatever its name or first bytes (reviews' stale
     // hits: a library a computed __has_include found, then removed; an edited
     // gconv-modules-x.h or gconv-modules; a header that starts with TZif).
-    // A compile's record holds none of them otherwise (measured, NVRTC 13.0:
-    // glibc reads iconv's files only for a conversion NVRTC does not ask for).
-    if (readable_to_nvrtc && c.served && st.file) {
+    // But NVRTC's own libraries (the compiler's identity fingerprints them)
+    // and what glibc reads for NVRTC by itself: those are in a record or not
+    // with the process's history (TZ=UTC: the zone file at a pool child's
+    // first compile, never at the CLI's, which read it before), so keyed
+    // they would split entries.
+    if (readable_to_nvrtc && c.served && st.file && !nvrtc_library(path) &&
+        !glibc_reads(path, real)) {
       // keyed below
     } else if (own == Own::yes) {
       if (readable_to_nvrtc && st.file && !nvrtc_own_kind(path)) {

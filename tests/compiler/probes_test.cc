@@ -323,6 +323,8 @@ TEST_F(ProbesTest, ServedFilesNvrtcLookedAtInItsOwnFoldersAreKeyed) {
   const std::string lib = dir_ + "/toolkit/lib64";
   const std::string gconv = dir_ + "/usr/lib/gconv";
   write(lib, "libkc.so", std::string("\x7f" "ELF") + "a library");
+  write(lib, "gconv-modules", "#define V 3\n");
+  write(lib, "libnvrtc-builtins.so.13.0", std::string("\x7f" "ELF") + "NVRTC's");
   write(gconv, "gconv-modules-x.h", "#define V 5\n");
   write(gconv, "tz.h", "TZif\n#define V 7\n");
   write(gconv, "gconv-modules", "module  INTERNAL  X//  x  1\n");
@@ -330,9 +332,13 @@ TEST_F(ProbesTest, ServedFilesNvrtcLookedAtInItsOwnFoldersAreKeyed) {
   context_.served = true;
   ::usleep(20000);
   started_ = now_ns();
-  const std::vector<std::string> looked_at = {lib + "/libkc.so", gconv + "/gconv-modules-x.h",
-                                              gconv + "/tz.h", gconv + "/gconv-modules"};
+  const std::vector<std::string> looked_at = {
+      lib + "/libkc.so",         lib + "/gconv-modules",         lib + "/libnvrtc-builtins.so.13.0",
+      gconv + "/gconv-modules-x.h", gconv + "/tz.h", gconv + "/gconv-modules"};
   std::vector<cache::ManifestProbe> probes = record(looked_at);
+  // Not NVRTC's own library (the identity has it), nor iconv's
+  // configuration in its gconv folder (glibc's, read or not with the
+  // process's history).
   ASSERT_EQ(probes.size(), 4u);
   for (const cache::ManifestProbe& p : probes) EXPECT_TRUE(p.present) << p.path;
   EXPECT_TRUE(hold(probes));
@@ -349,10 +355,10 @@ TEST_F(ProbesTest, ServedFilesNvrtcLookedAtInItsOwnFoldersAreKeyed) {
   EXPECT_FALSE(hold(probes)) << "a header named like iconv's files, edited";
   probes = compiled_again();
   write(gconv, "tz.h", "TZif\n#define V 8\n");
-  EXPECT_FALSE(hold(probes)) << "a TZif-headed header, edited";
+  EXPECT_FALSE(hold(probes)) << "a TZif-headed header outside the zone folder, edited";
   probes = compiled_again();
-  write(gconv, "gconv-modules", "#define V 9\n");
-  EXPECT_FALSE(hold(probes)) << "a header named gconv-modules, edited";
+  write(lib, "gconv-modules", "#define V 4\n");
+  EXPECT_FALSE(hold(probes)) << "gconv-modules in NVRTC's library folder, edited";
 
   // Handed (the runtime JIT), NVRTC's loader names its libraries in these
   // folders: present ones are its own (docs/KEYS.md, residual limits).
