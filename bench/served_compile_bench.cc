@@ -138,6 +138,14 @@ double ms_of(Compiler& compiler, const CompileOptions& o, bool want_hit) {
   return ms;
 }
 
+// A store of this process's own, in a new scratch folder.
+cache::StorageOptions scratch_store() {
+  char scratch_template[] = "/tmp/kcache_served_bench.XXXXXX";
+  cache::StorageOptions so;
+  so.local_dir = std::string(::mkdtemp(scratch_template)) + "/store";
+  return so;
+}
+
 // The kernel named so, its source read, written for a new one next to it.
 const Kernel& kernel_named(const std::vector<Kernel>& all, const char* name) {
   auto it = std::find_if(all.begin(), all.end(), [&](const Kernel& c) { return c.name == name; });
@@ -188,11 +196,7 @@ double cpu_ms() {
 [[noreturn]] void lockstep_child(const Kernel& k, bool served, int go, int done) {
   Toolkit toolkit = find_toolkit("");
   NvrtcAlone alone(toolkit.nvrtc.path);
-  char scratch_template[] = "/tmp/kcache_served_bench.XXXXXX";
-  const std::string scratch = ::mkdtemp(scratch_template);
-  cache::StorageOptions so;
-  so.local_dir = scratch + "/store";
-  cache::Storage storage(so);
+  cache::Storage storage(scratch_store());
   Compiler compiler(toolkit, &storage);
   const std::string original = read_all(k.file);
   const std::string id = std::to_string(::getpid());
@@ -303,11 +307,7 @@ int run(int argc, char** argv) {
   const int hits = 20;
   Toolkit toolkit = find_toolkit("");
   NvrtcAlone alone(toolkit.nvrtc.path);
-  char scratch_template[] = "/tmp/kcache_served_bench.XXXXXX";
-  const std::string scratch = ::mkdtemp(scratch_template);
-  cache::StorageOptions so;
-  so.local_dir = scratch + "/store";
-  cache::Storage storage(so);
+  cache::Storage storage(scratch_store());
   Compiler compiler(toolkit, &storage);
   const std::string run_id = std::to_string(::getpid());
   for (int k = 2; k < argc; ++k) {
