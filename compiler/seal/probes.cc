@@ -221,11 +221,17 @@ Own is_nvrtc_own(const std::string& path, const std::string& real, const ProbeCo
   return Own::no;
 }
 
-// Files in NVRTC's own readable folders (its library folder, the time zones,
-// character sets) are not keyed, which is exact only while they are what
-// NVRTC itself reads there: libraries, zone data, gconv module lists. Any
-// other file there (a header a computed include named by its absolute path)
-// was read unkeyed.
+// The first four bytes of a file (fewer if it is shorter); nothing if it
+// cannot be opened.
+std::optional<std::string> magic_of(const std::string& path) {
+  char magic[4] = {};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return std::nullopt;
+  size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  return std::string(magic, n);
+}
+
 // NVRTC's own libraries by name (libnvrtc.so.13, libnvrtc-builtins.so.13.0,
 // libnvrtc.alt.so.13 and their links), in whatever folder: the compiler's
 // identity fingerprints the ones it loads (toolkit.h).
@@ -240,26 +246,23 @@ bool glibc_reads(const std::string& path, const std::string& real) {
   const std::string base = path.substr(slash + 1);
   const std::string folder = path.substr(0, slash);
   if (under(path, "/usr/share/zoneinfo") || under(real, "/usr/share/zoneinfo")) {
-    char magic[4] = {};
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return false;
-    size_t n = std::fread(magic, 1, sizeof magic, f);
-    std::fclose(f);
-    return n == 4 && std::memcmp(magic, "TZif", 4) == 0;
+    return magic_of(path) == std::optional<std::string>("TZif");
   }
   if (base == "gconv-modules" || base == "gconv-modules.cache") return ends_with(folder, "/gconv");
   return ends_with(folder, "/gconv/gconv-modules.d") && ends_with(base, ".conf");
 }
 
+// Files in NVRTC's own readable folders (its library folder, the time zones,
+// character sets) are not keyed, which is exact only while they are what
+// NVRTC itself reads there: libraries, zone data, gconv module lists. Any
+// other file there (a header a computed include named by its absolute path)
+// was read unkeyed. (Handed only: served, such files are keyed.)
 bool nvrtc_own_kind(const std::string& path) {
   std::string base = path.substr(path.rfind('/') + 1);
   if (base.compare(0, 12, "gconv-module") == 0) return true;
-  char magic[4] = {};
-  FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) return true;  // not readable: NVRTC did not read it either
-  size_t n = std::fread(magic, 1, sizeof magic, f);
-  std::fclose(f);
-  return n == 4 && (std::memcmp(magic, "\x7f" "ELF", 4) == 0 || std::memcmp(magic, "TZif", 4) == 0);
+  const std::optional<std::string> magic = magic_of(path);
+  if (!magic) return true;  // not readable: NVRTC did not read it either
+  return *magic == "\x7f" "ELF" || *magic == "TZif";
 }
 
 // "toolkit<i>:<rel>" for a path beneath toolkit folder i, else nullopt. By
