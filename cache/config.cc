@@ -33,6 +33,7 @@ constexpr const char* kKeys[] = {
     "remote_tls_client_key_file",
     "remote_headers_file",
     "sloppiness",
+    "umask",
 };
 
 bool is_path_key(const std::string& key) {
@@ -260,6 +261,14 @@ StorageConfig resolve_storage_config(const std::map<std::string, std::string>& f
       if (lower(word) != "time_macros") bad_value("sloppiness", *v, "time_macros (or nothing)");
       config.options.sloppy_time_macros = true;
     }
+  }
+  if (auto v = take("umask")) {
+    // ccache's: octal digits, what new store folders and files leave out.
+    const std::string& t = v->text;
+    if (t.empty() || t.size() > 4 || t.find_first_not_of("01234567") != std::string::npos) {
+      bad_value("umask", *v, "an octal umask such as 002 or 0007");
+    }
+    config.options.umask = static_cast<mode_t>(std::stoul(t, nullptr, 8));
   }
   if (url && lower(url->text) != "off" && lower(url->text) != "none") {
     try {

@@ -51,6 +51,8 @@ void Database::keep_wal_on_close() {
   sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
 }
 
+void Database::set_busy_timeout(int ms) { sqlite3_busy_timeout(db_, ms); }
+
 void Database::exec(const char* sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db_, sql, nullptr, nullptr, &err);
@@ -69,6 +71,7 @@ void Database::fail(int rc, const std::string& doing) const {
   if (doing.find(sqlite3_errstr(rc)) == std::string::npos)
     msg += " (" + std::string(sqlite3_errstr(rc)) + ")";
   if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) throw IndexCorruptError(msg);
+  if (rc == SQLITE_READONLY_DBMOVED) throw IndexMovedError(msg);
   throw IoError(msg);
 }
 

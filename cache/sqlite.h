@@ -29,8 +29,15 @@ class IndexCorruptError : public CorruptError {
   using CorruptError::CorruptError;
 };
 
-// Never memory-maps the file (PRAGMA mmap_size = 0; WAL's -shm file is still
-// mapped by SQLite itself).
+// The database file was unlinked (or renamed) under the connection, which
+// SQLite notices at the next write (SQLITE_READONLY_DBMOVED): reopen it.
+class IndexMovedError : public IoError {
+ public:
+  using IoError::IoError;
+};
+
+// Never memory-maps the file (PRAGMA mmap_size = 0). The store keeps its index
+// in a rollback journal mode, so SQLite maps no -shm file either.
 class Database {
  public:
   Database(const std::string& path, OpenMode mode, int busy_timeout_ms);
@@ -44,6 +51,7 @@ class Database {
   sqlite3* handle() { return db_; }
   // Closing will not checkpoint the WAL into the database (nor delete it).
   void keep_wal_on_close();
+  void set_busy_timeout(int ms);
   // Throws the right error for a failed call whose result code is `rc`.
   [[noreturn]] void fail(int rc, const std::string& doing) const;
   // Where the few problems that cannot be thrown go (a failed rollback in a

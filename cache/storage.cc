@@ -8,6 +8,16 @@
 #include "common/error.h"
 
 namespace kcache::cache {
+namespace {
+
+// Its folder made by the store, with the owner and mode of the store's own.
+void write_manifest(Store& local, const Manifest& manifest) {
+  const std::string path = manifest_path(local.dir(), manifest.key());
+  local.make_folder(path.substr(0, path.rfind('/')));
+  write_manifest_file(local.dir(), manifest);
+}
+
+}  // namespace
 
 Storage::Storage(StorageOptions options) : Storage(std::move(options), nullptr) {
   if (!options_.remote) return;
@@ -37,6 +47,7 @@ void Storage::open_local() {
     StoreOptions store_options;
     store_options.fs = options_.fs;
     store_options.warn = options_.warn;
+    store_options.umask = options_.umask;
     local_ = Store::open(dir, store_options);
     if (local_->read_only()) {
       // Writable by this user, read-only all the same: its index could not be
@@ -194,7 +205,7 @@ std::optional<Manifest> Storage::get_manifest(const Hash128& key) {
   if (std::optional<Manifest> local = local_manifest(key)) return local;
   std::optional<Manifest> manifest =
       fetch_remote<Manifest>([&] { return remote_->get_manifest(key); });
-  if (manifest) store_locally([&](Store& local) { write_manifest_file(local.dir(), *manifest); });
+  if (manifest) store_locally([&](Store& local) { write_manifest(local, *manifest); });
   return manifest;
 }
 
@@ -203,11 +214,11 @@ std::optional<Manifest> Storage::get_lookup_record(const Hash128& key) {
 }
 
 void Storage::put_lookup_record(const Manifest& record) {
-  store_locally([&](Store& local) { write_manifest_file(local.dir(), record); });
+  store_locally([&](Store& local) { write_manifest(local, record); });
 }
 
 void Storage::put_manifest(const Manifest& manifest) {
-  store_locally([&](Store& local) { write_manifest_file(local.dir(), manifest); });
+  store_locally([&](Store& local) { write_manifest(local, manifest); });
   upload(manifest.key(), [&](Remote& remote) { remote.put_manifest(manifest); });
 }
 

@@ -63,6 +63,8 @@ struct StorageOptions {
   // `sloppiness = time_macros` (cache/config.h): the precompiler caches
   // compiles that use time macros as any other (compiler/time_macros.h).
   bool sloppy_time_macros = false;
+  // `umask` (cache/config.h): StoreOptions::umask.
+  std::optional<mode_t> umask;
 };
 
 // Uploads looked up right after, in a row, that were all missing before

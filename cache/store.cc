@@ -17,12 +17,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <set>
 #include <unordered_map>
 
 #include "cache/manifest.h"
 #include "cache/sqlite.h"
+#include "cache/store_deferred.h"
 #include "common/arch.h"
 #include "common/error.h"
 #include "common/safe_path.h"
@@ -67,16 +69,35 @@ constexpr int kCompatibleVersion = 1;
 constexpr const char* kIndexName = "index.sqlite";
 constexpr const char* kBlobDirName = "blobs";
 constexpr const char* kIndexLockName = "index.lock";
+// Counters and LRU times of processes that wrote nothing else
+// (cache/store_deferred.h), until a writer merges them into the index.
+constexpr const char* kDeferredDirName = "deferred";
+// About one flush in this many also merges the deferred files, so they do
+// not pile up in a store that only serves hits.
+constexpr uint64_t kMergeOneIn = 64;
 // Set in a new index until it has been filled from the blob files (adopt_blobs).
 constexpr const char* kFillingMeta = "filling";
 // When the store was last cleared (unix seconds): older blobs are not taken back.
 constexpr const char* kClearedAtMeta = "cleared_at";
+// Retries of an operation whose index was deleted or replaced under it. A
+// rollback journal notices the deletion at the next write (SQLite's
+// "attempt to write a readonly database", the file moved), so an index
+// deleted again and again by someone meets every writer more than once.
+constexpr int kReopenAttempts = 6;
+// A store folder made by kcache: private to its user (StoreOptions::umask
+// and a group-shared folder say otherwise).
+constexpr mode_t kPrivateFolderMode = 0700;
 // Bazel runs many actions at once against one store; writes are short.
 constexpr int kBusyTimeoutMs = 30000;
 // A file with no row younger than this may be a put still in progress.
 constexpr int64_t kStrayGraceSeconds = 15 * 60;
 // Evict down to this fraction of the cap so that not every put evicts.
 constexpr double kEvictTargetFraction = 0.9;
+// How the index journals a write (use_local_journal says why).
+constexpr const char* kLocalJournalPragma = "PRAGMA journal_mode = TRUNCATE";
+// Leaving WAL while another process has the index open fails at once; it
+// would otherwise wait out the whole busy timeout on every open.
+constexpr int kLeaveWalTimeoutMs = 100;
 // Buffered hits are written at the latest after this many.
 constexpr size_t kMaxPendingTouches = 512;
 
@@ -93,15 +114,17 @@ void warn_to_stderr(const std::string& message) {
 
 // From the kernel each time: a generator's state would be copied by fork(),
 // and a parent and child storing the same key would then pick the same name.
-std::string random_id() {
+uint64_t random_u64() {
   uint64_t value = 0;
   if (getrandom(&value, sizeof value, 0) != static_cast<ssize_t>(sizeof value)) {
     static std::atomic<uint64_t> counter{0};
     value = std::random_device{}() ^ (static_cast<uint64_t>(getpid()) << 32) ^
             static_cast<uint64_t>(system_clock_now()) ^ (++counter * 0x9E3779B97F4A7C15ull);
   }
-  return hex64(value);
+  return value;
 }
+
+std::string random_id() { return hex64(random_u64()); }
 
 // Network file systems where WAL's shared memory is not shared between
 // machines (sqlite.org/wal.html), by statfs magic; "" for anything else.
@@ -132,6 +155,20 @@ uint64_t fork_generation() {
   }();
   (void)registered;
   return forks_seen.load(std::memory_order_relaxed);
+}
+
+// Whether `what` is said for the first time in this process. The lock is
+// taken around fork() too: a child never inherits it held.
+bool first_in_process(const std::string& what) {
+  static std::mutex* mutex = new std::mutex;  // never destroyed: used at exit
+  static std::set<std::string>* said = new std::set<std::string>;
+  static const bool registered = [] {
+    return pthread_atfork([] { mutex->lock(); }, [] { mutex->unlock(); },
+                          [] { mutex->unlock(); }) == 0;
+  }();
+  (void)registered;
+  std::lock_guard<std::mutex> lock(*mutex);
+  return said->insert(what).second;
 }
 
 // The identity of the index file, to notice it deleted, emptied or replaced.
@@ -226,11 +263,13 @@ class SqliteStore : public Store {
       : dir_(std::move(dir)),
         blob_dir_(dir_ + "/" + kBlobDirName),
         index_path_(dir_ + "/" + kIndexName),
+        deferred_dir_(dir_ + "/" + kDeferredDirName),
         fs_(options.fs ? *options.fs : FileSystem::real()),
         warn_(options.warn ? options.warn : warn_to_stderr),
         clock_(options.clock ? options.clock : system_clock_now),
         network_fs_((options.network_file_system ? options.network_file_system
-                                                 : network_file_system_of)(dir_)) {
+                                                 : network_file_system_of)(dir_)),
+        umask_(options.umask) {
     reopen_index();
   }
 
@@ -353,8 +392,8 @@ class SqliteStore : public Store {
     const std::string hex = entry.key().hex();
     const std::string file = hex + "." + random_id();
     const std::string path = blob_path(file);
-    fs_.create_directories(path.substr(0, path.rfind('/')), 0700);
-    fs_.write_file_atomically(path, entry.encoded(), 0644);
+    make_folder(path.substr(0, path.rfind('/')));
+    write_file(path, entry.encoded());
 
     std::optional<Row> old;
     try {
@@ -379,20 +418,18 @@ class SqliteStore : public Store {
   std::optional<Row> insert_row(const Entry& entry, const std::string& hex,
                                 const std::string& file) {
     std::optional<Row> old;
-    {
-      const int64_t now = clock_();
-      sqlite::Transaction txn(*db_);
-      changed_index_ = true;
+    const int64_t now = clock_();
+    pending_counters_["stored"] += 1;
+    write_merging([&] {
+      old.reset();
       Row previous;
       if (find_row(hex, &previous)) old = previous;
       bind_row(*insert_, hex, entry, file, now).run();
       add_totals(static_cast<int64_t>(entry.encoded().size()) - (old ? old->size : 0), old ? 0 : 1);
-      pending_counters_["stored"] += 1;
       write_pending();
-      txn.commit();
-      pending_counters_.clear();
-      pending_touches_.clear();
-    }
+    });
+    pending_counters_.clear();
+    pending_touches_.clear();
     return old;
   }
 
@@ -424,6 +461,7 @@ class SqliteStore : public Store {
   }
 
   std::vector<EntryInfo> list() override {
+    merge_deferred();  // the LRU times it shows
     return with_index([&] {
       sqlite::Statement s(*db_,
                           "SELECT key, kind, arch, size, compile_ms, created, last_used "
@@ -438,21 +476,111 @@ class SqliteStore : public Store {
     pending_counters_[counter] += delta;
   }
 
+  // What this process counted goes to a deferred file, not the index: a
+  // process that only had hits writes nothing to the index (no lock, no
+  // journal, no sync); the next writer merges it.
   void flush() override {
     if (pending_counters_.empty() && pending_touches_.empty()) return;
-    if (read_only_) {
-      // Nothing can be recorded in a read-only store; hits still worked.
-      pending_counters_.clear();
-      pending_touches_.clear();
-      return;
+    DeferredRecord record;
+    for (const auto& [name, delta] : pending_counters_) {
+      if (delta != 0) record.counters[name] = delta;
     }
-    with_index([&] {
-      sqlite::Transaction txn(*db_);
-      write_pending();
-      txn.commit();
-    });
+    const int64_t now = clock_();
+    for (const std::string& hex : pending_touches_) record.used[hex] = now;
     pending_counters_.clear();
     pending_touches_.clear();
+    // Nothing can be recorded in a read-only store; hits still worked.
+    if (read_only_ || record.empty()) return;
+    const uint64_t id = random_u64();
+    make_folder(deferred_dir_);
+    write_file(deferred_dir_ + "/" + hex64(id), encode_deferred(record));
+    if (id % kMergeOneIn == 0) merge_deferred();
+  }
+
+  // -- deferred counters and LRU times (cache/store_deferred.h) -------------
+
+  struct Claimed {
+    std::string path;
+    std::string claimed;
+  };
+
+  // Takes every deferred file (renamed, so that two writers never add one
+  // twice) and returns what they hold together.
+  DeferredRecord claim_deferred(std::vector<Claimed>* claimed) {
+    DeferredRecord all;
+    std::vector<std::string> names;
+    try {
+      names = fs_.list_directory(deferred_dir_);
+    } catch (const Error&) {
+      return all;
+    }
+    for (const std::string& name : names) {
+      if (!is_deferred_name(name)) continue;
+      Claimed file{deferred_dir_ + "/" + name,
+                   deferred_dir_ + "/" + name + ".merging." + random_id()};
+      if (::rename(file.path.c_str(), file.claimed.c_str()) != 0) continue;  // another's now
+      claimed->push_back(file);
+      all.add(read_deferred(file.claimed));
+    }
+    return all;
+  }
+
+  DeferredRecord read_deferred(const std::string& path) {
+    try {
+      std::optional<FileInfo> info = fs_.stat(path);
+      if (!info || info->is_directory || info->size > kMaxDeferredBytes) return {};
+      std::optional<std::string> bytes = fs_.read_file(path);
+      return bytes ? decode_deferred(*bytes) : DeferredRecord{};
+    } catch (const Error&) {
+      return {};  // unreadable: those counts are lost, nothing else
+    }
+  }
+
+  // What the deferred files hold now, without taking them (a read-only user's
+  // statistics).
+  DeferredRecord peek_deferred() {
+    DeferredRecord all;
+    try {
+      for (const std::string& name : fs_.list_directory(deferred_dir_)) {
+        if (is_deferred_name(name)) all.add(read_deferred(deferred_dir_ + "/" + name));
+      }
+    } catch (const Error&) {
+    }
+    return all;
+  }
+
+  // Runs `write` in one write transaction with the merge of every deferred
+  // file, applied first. A claimed file is removed once the transaction
+  // commits and renamed back when it does not; a writer killed in between
+  // loses those counts (cleanup() removes what it left).
+  template <typename F>
+  void write_merging(F&& write) {
+    std::vector<Claimed> claimed;
+    DeferredRecord deferred = claim_deferred(&claimed);
+    try {
+      sqlite::Transaction txn(*db_);
+      changed_index_ = true;
+      for (const auto& [hex, when] : deferred.used) touch_->bind(1, when).bind(2, hex).run();
+      for (const auto& [name, delta] : deferred.counters) {
+        if (delta != 0) add_counter_->bind(1, name).bind(2, delta).run();
+      }
+      write();
+      txn.commit();
+    } catch (...) {
+      for (const Claimed& file : claimed) ::rename(file.claimed.c_str(), file.path.c_str());
+      throw;
+    }
+    for (const Claimed& file : claimed) ::unlink(file.claimed.c_str());
+  }
+
+  // Best effort: statistics never fail an operation.
+  void merge_deferred() {
+    if (read_only_) return;
+    try {
+      with_index([&] { write_merging([] {}); });
+    } catch (const Error& e) {
+      notice("flush", std::string("could not record cache statistics: ") + e.what());
+    }
   }
 
   // A hit stays a hit when its statistics cannot be written (a full disk).
@@ -467,7 +595,14 @@ class SqliteStore : public Store {
   }
 
   StoreStats stats() override {
-    if (!read_only_) flush();
+    if (read_only_) {
+      StoreStats out = with_index([&] { return stats_from_index(); });
+      for (const auto& [name, delta] : peek_deferred().counters) out.counters[name] += delta;
+      return out;
+    }
+    with_index([&] { write_merging([&] { write_pending(); }); });
+    pending_counters_.clear();
+    pending_touches_.clear();
     return with_index([&] { return stats_from_index(); });
   }
 
@@ -489,23 +624,17 @@ class SqliteStore : public Store {
     require_writable("zero the statistics");
     pending_counters_.clear();
     with_index([&] {
-      sqlite::Transaction txn(*db_);
-      changed_index_ = true;
-      db_->exec("UPDATE counters SET value = 0");
-      set_meta("stats_zeroed_at", std::to_string(clock_()));
-      txn.commit();
+      write_merging([&] {
+        db_->exec("UPDATE counters SET value = 0");
+        set_meta("stats_zeroed_at", std::to_string(clock_()));
+      });
     });
   }
 
   void set_max_size(uint64_t bytes) override {
     require_writable("change the size limit");
     with_index([&] {
-      {
-        sqlite::Transaction txn(*db_);
-        changed_index_ = true;
-        set_meta("max_size", std::to_string(bytes));
-        txn.commit();
-      }
+      write_merging([&] { set_meta("max_size", std::to_string(bytes)); });
       evict_to(bytes, 1.0);
     });
   }
@@ -577,10 +706,12 @@ class SqliteStore : public Store {
   CleanupResult cleanup() override {
     require_writable("clean it up");
     CleanupResult result;
+    merge_deferred();
+    result.stray_files_removed += remove_stale_deferred();
     with_index([&] {
       StrayFiles strays = adopt_or_remove_strays(kStrayGraceSeconds);
       result = evict_to(max_size(), 1.0);
-      result.stray_files_removed = strays.removed;
+      result.stray_files_removed += strays.removed;
       result.stray_files_adopted = strays.adopted;
     });
     // Manifest leftovers: temp files of killed writers (a rename is atomic, so
@@ -596,6 +727,7 @@ class SqliteStore : public Store {
   CleanupResult evict_older_than(std::chrono::seconds age) override {
     require_writable("evict entries");
     const int64_t cutoff = clock_() - age.count();
+    merge_deferred();
     CleanupResult result = with_index([&] {
       return evict_where([cutoff](const Row& row, int64_t) { return row.last_used < cutoff; });
     });
@@ -680,20 +812,82 @@ class SqliteStore : public Store {
   uint64_t files_let_go() const override { return files_let_go_.load(); }
   bool read_only() const override { return read_only_; }
 
+  // -- owners and modes (StoreOptions::umask) -------------------------------
+
+  void make_folder(const std::string& folder) override {
+    if (folder == dir_) {
+      const bool made = !fs_.stat(dir_);
+      const mode_t mode = umask_ ? 0777 & ~*umask_ : kPrivateFolderMode;
+      fs_.create_directories(dir_, mode);
+      if (made && umask_) (void)::chmod(dir_.c_str(), mode);
+      learn_sharing();
+      return;
+    }
+    if (!shared_) {
+      fs_.create_directories(folder, kPrivateFolderMode);
+      return;
+    }
+    // The folders missing now are the ones this call makes (or a concurrent
+    // one: then fixing them fails with EPERM, harmlessly, or does the same).
+    std::vector<std::string> missing;
+    for (std::string f = folder; f.size() > dir_.size() && !fs_.stat(f);
+         f = f.substr(0, f.rfind('/'))) {
+      missing.push_back(f);
+    }
+    fs_.create_directories(folder, folder_mode_);
+    for (const std::string& f : missing) give_to_store(f, folder_mode_);
+  }
+
+  // The store folder's mode, group and owner decide those of what is made in
+  // it; a private store (0700, owned by this user, no umask setting) needs no
+  // system call more than before.
+  void learn_sharing() {
+    struct stat st;
+    if (::stat(dir_.c_str(), &st) != 0) return;
+    owner_ = st.st_uid;
+    group_ = st.st_gid;
+    const bool root_in_others = ::geteuid() == 0 && st.st_uid != 0;
+    if (umask_) {
+      folder_mode_ = 0777 & ~*umask_;
+      file_mode_ = 0666 & ~*umask_;
+    } else {
+      folder_mode_ = st.st_mode & 07777;
+      // Blobs are never rewritten, only read, renamed and removed; the index
+      // is written by every user who shares the store.
+      file_mode_ = (st.st_mode & 0666) | 0644;
+    }
+    shared_ = umask_ || root_in_others || (st.st_mode & 0077) != 0;
+  }
+
+  void write_file(const std::string& path, std::string_view bytes) {
+    fs_.write_file_atomically(path, bytes, shared_ ? file_mode_ : 0644);
+    if (shared_) give_to_store(path, file_mode_);
+  }
+
+  // The process's umask cut the mode mkdir and open were given; root's files
+  // in another user's store go to that user (SQLite does the same for the
+  // journals of an index root opens).
+  void give_to_store(const std::string& path, mode_t mode) {
+    if (::geteuid() == 0 && owner_ != 0) (void)::chown(path.c_str(), owner_, group_);
+    (void)::chmod(path.c_str(), mode);
+  }
+
  private:
 
   // -- opening, and keeping the index usable --------------------------------
 
-  // Every store message a program can see: once per reason per Store.
+  // Every store message a program can see: once per reason and store folder
+  // per process, whichever of its threads' Stores meets it first.
   void notice(const std::string& reason, const std::string& message) {
     if (!noticed_.insert(reason).second) return;
+    if (!first_in_process(dir_ + '\n' + reason)) return;
     warn_(message);
   }
 
   void open_index() {
     try {
-      fs_.create_directories(dir_, 0700);
-      fs_.create_directories(blob_dir_, 0700);
+      make_folder(dir_);
+      make_folder(blob_dir_);
     } catch (const IoError&) {
       // A read-only folder that already holds a store is still readable.
       if (!fs_.stat(index_path_)) throw;
@@ -744,6 +938,27 @@ class SqliteStore : public Store {
     }
   }
 
+  // A store this user may read but not write: SQLite's shared locks work on a
+  // file opened read-only, and a rollback journal needs nothing else, so the
+  // index is read as any reader reads it. An index SQLite cannot read that
+  // way (still in WAL mode from an older kcache with no -shm this user may
+  // open, or a journal left by a killed writer that only a writer can roll
+  // back) is read as a snapshot instead.
+  void open_read_only() {
+    try {
+      db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::read_only,
+                                               kBusyTimeoutMs);
+      db_->set_warn([this](const std::string& m) { notice("rollback", m); });
+      check_schema_version();
+      return;
+    } catch (const IncompatibleVersionError&) {
+      throw;
+    } catch (const Error&) {
+      db_.reset();
+    }
+    open_snapshot();
+  }
+
   // The index read as it is, never written (an immutable SQLite snapshot).
   void open_snapshot() {
     db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::immutable,
@@ -767,18 +982,15 @@ class SqliteStore : public Store {
         throw IoError("cannot create a store in " + dir_ +
                       ": the folder is not writable; choose another with --dir or $KCACHE_DIR");
       }
-      // WAL readers need the -shm file; without write access use a snapshot.
-      open_snapshot();
+      open_read_only();
     } else {
       try {
         db_ = std::make_unique<sqlite::Database>(index_path_, sqlite::OpenMode::read_write_create,
                                                  kBusyTimeoutMs);
         db_->set_warn([this](const std::string& m) { notice("rollback", m); });
+        if (shared_) give_to_store(index_path_, file_mode_);
         if (network_fs_.empty()) {
-          db_->exec("PRAGMA journal_mode = WAL");
-          // WAL + NORMAL: a commit survives a killed process; only a power loss
-          // can drop the last commits, which checksums and misses absorb.
-          db_->exec("PRAGMA synchronous = NORMAL");
+          use_local_journal();
         } else {
           use_rollback_journal();
         }
@@ -802,6 +1014,44 @@ class SqliteStore : public Store {
     next_lookup_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   }
 
+  // The index is kept in a rollback journal, never in WAL: WAL maps
+  // index.sqlite-shm into every process that uses the store, so a -shm
+  // truncated by anyone kills them all with SIGBUS (the drop-in libnvrtc
+  // lives in anyone's program), and a reader that may not write -shm sees
+  // nothing of what is still in the -wal (a store filled by one user, read by
+  // another). Hits read and never write (counters and LRU times go through
+  // deferred files), so readers wait on no writer but during a commit; what
+  // the journal costs a miss's write and a hit is in docs/PERFORMANCE.md
+  // ("Journal mode"). TRUNCATE keeps the journal file between writes (an
+  // empty one is no hot journal), saving a create and an unlink per commit.
+  // NORMAL: a commit survives a killed process; a power loss could damage the
+  // index, which is then rebuilt from the blob files.
+  void use_local_journal() {
+    // An older kcache's index is in WAL mode (the mode is kept in the file):
+    // leaving it takes an exclusive lock, so while such a process has it open
+    // the index stays in WAL for now and the next open tries again.
+    db_->exec("SELECT count(*) FROM sqlite_master");
+    if (journal_mode() == "wal") {
+      db_->set_busy_timeout(kLeaveWalTimeoutMs);
+      try {
+        db_->exec(kLocalJournalPragma);
+      } catch (const IoError& e) {
+        notice("wal-kept", "the store index " + index_path_ +
+                               " is in WAL mode and another process has it open (an older "
+                               "kcache?); it stays in WAL until that process ends: " + e.what());
+      }
+      db_->set_busy_timeout(kBusyTimeoutMs);
+    } else {
+      db_->exec(kLocalJournalPragma);
+    }
+    db_->exec("PRAGMA synchronous = NORMAL");
+  }
+
+  std::string journal_mode() {
+    sqlite::Statement s(*db_, "PRAGMA journal_mode");
+    return s.step() ? s.column_text(0) : std::string();
+  }
+
   // WAL's shared memory (-shm) is not shared between machines on a network
   // file system, so two machines would corrupt the index; a rollback journal
   // takes locks through the file system instead (sqlite.org/wal.html).
@@ -813,7 +1063,7 @@ class SqliteStore : public Store {
                "share results between machines, give each machine a local store and use the "
                "remote tier (remote_url, docs/REMOTE.md)");
     try {
-      db_->exec("PRAGMA journal_mode = DELETE");
+      db_->exec("PRAGMA journal_mode = TRUNCATE");
     } catch (const IoError& e) {
       // Another process on this machine holds it in WAL mode: it stays so.
       notice("network-fs-journal", std::string("could not leave WAL mode: ") + e.what());
@@ -861,7 +1111,7 @@ class SqliteStore : public Store {
         open_index();
         return;
       } catch (const IoError&) {
-        if (attempt >= 2) throw;
+        if (attempt >= kReopenAttempts) throw;
       }
     }
   }
@@ -886,10 +1136,15 @@ class SqliteStore : public Store {
         if (read_only_ || attempt > 0) throw;
         rebuild_index(e.what(), damaged);
         writing = true;  // the rebuilt index is checked as is
+      } catch (const sqlite::IndexMovedError&) {
+        // Its file unlinked under our connection; a new file at the same
+        // path may have the same inode number, so this is the only sign.
+        if (read_only_ || attempt >= kReopenAttempts) throw;
+        reopen_index();
       } catch (const IoError&) {
         // The index deleted or replaced in the middle of this operation
         // (SQLite says "disk I/O error"): again, on the index there now.
-        if (read_only_ || attempt >= 2 || (db_ && index_file_unchanged())) throw;
+        if (read_only_ || attempt >= kReopenAttempts || (db_ && index_file_unchanged())) throw;
         writing = true;
       }
     }
@@ -1383,6 +1638,20 @@ class SqliteStore : public Store {
     return result;
   }
 
+  // Deferred files' temp files and claimed files older than the grace period:
+  // left by a killed process.
+  uint64_t remove_stale_deferred() {
+    const int64_t cutoff_ns = (clock_() - kStrayGraceSeconds) * 1000000000;
+    uint64_t removed = 0;
+    for (const std::string& name : fs_.list_directory(deferred_dir_)) {
+      if (is_deferred_name(name)) continue;
+      std::optional<FileInfo> info = fs_.stat(deferred_dir_ + "/" + name);
+      if (!info || info->is_directory || info->mtime_ns > cutoff_ns) continue;
+      if (fs_.remove_file(deferred_dir_ + "/" + name)) removed += 1;
+    }
+    return removed;
+  }
+
   void remove_quietly(const std::string& path) {
     try {
       fs_.remove_file(path);
@@ -1404,6 +1673,7 @@ class SqliteStore : public Store {
   const std::string dir_;
   const std::string blob_dir_;
   const std::string index_path_;
+  const std::string deferred_dir_;
   FileSystem& fs_;
   std::function<void(const std::string&)> warn_;
   std::function<int64_t()> clock_;
@@ -1413,6 +1683,12 @@ class SqliteStore : public Store {
   std::chrono::steady_clock::time_point next_lookup_check_;
   FileIdentity index_id_;         // the index file db_ has open
   std::set<std::string> noticed_;
+  const std::optional<mode_t> umask_;
+  bool shared_ = false;  // learn_sharing()
+  mode_t folder_mode_ = kPrivateFolderMode;
+  mode_t file_mode_ = 0644;
+  uid_t owner_ = 0;
+  gid_t group_ = 0;
   bool changed_index_ = false;  // entries, settings or schema written by this process
   bool read_only_ = false;
   std::unique_ptr<sqlite::Database> db_;

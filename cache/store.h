@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "cache/entry.h"
 #include "common/file_system.h"
 #include "common/hash.h"
@@ -88,6 +90,14 @@ struct StoreOptions {
   std::function<std::string(const std::string& dir)> network_file_system;
   // Seconds since the epoch; tests move time forward to check eviction by age.
   std::function<int64_t()> clock;
+  // Permission bits the store's new folders and files leave out (ccache's
+  // `umask`; cache/config.h's `umask` setting), whatever the process's umask.
+  // Unset: they take the store folder's permission bits and group (its setgid
+  // bit too), so a store made group-shared (`chmod 2775`, `chgrp`) stays
+  // usable by every member of the group. Either way, what root makes in a
+  // store another user owns is given to that user (docs/TESTING.md,
+  // "Shared stores").
+  std::optional<mode_t> umask;
 };
 
 class Store {
@@ -159,6 +169,10 @@ class Store {
   // only when this moved.
   virtual uint64_t files_let_go() const = 0;
   virtual bool read_only() const = 0;
+  // Creates `folder` (inside the store, mkdir -p) with the owner, group and
+  // mode the store's own folders get (StoreOptions::umask), for files that
+  // other code writes into the store (manifests). Throws IoError.
+  virtual void make_folder(const std::string& folder) = 0;
 };
 
 }  // namespace kcache::cache
