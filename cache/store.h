@@ -3,8 +3,11 @@
 //
 // Thread safety: a Store is used by one thread at a time; open one per thread
 // or process. Any number of Stores, in any processes, may use one folder at
-// once: SQLite (WAL, busy timeout) serializes the index, and blob files are
-// written to a temporary name and renamed.
+// once: SQLite (a rollback journal, busy timeout) serializes the index, and
+// blob files are written to a temporary name and renamed. No file of the
+// store is memory-mapped: truncating any of them costs at worst a rebuilt
+// index, never a signal. Messages (StoreOptions::warn) are said once per
+// reason and store folder per process, across its threads and Stores.
 //
 // Crash safety: a process killed at any point leaves a store that opens, whose
 // `verify()` is clean, and that never returns a torn entry.
@@ -95,8 +98,8 @@ struct StoreOptions {
   // Unset: they take the store folder's permission bits and group (its setgid
   // bit too), so a store made group-shared (`chmod 2775`, `chgrp`) stays
   // usable by every member of the group. Either way, what root makes in a
-  // store another user owns is given to that user (docs/TESTING.md,
-  // "Shared stores").
+  // store another user owns is given to that user (docs/REMOTE.md, "One
+  // store shared by the users of a machine").
   std::optional<mode_t> umask;
 };
 
@@ -109,8 +112,10 @@ class Store {
   // query reports it) is moved aside and rebuilt from the blob files (one
   // warning); one deleted or replaced while this Store is open, or a fork of
   // the process, is noticed before the next operation and reopened. On a
-  // network file system (NFS, Lustre, 9p, ...) the index uses a rollback
-  // journal instead of WAL, with one warning pointing to the remote tier.
+  // network file system (NFS, Lustre, 9p, ...) the index syncs every commit
+  // (journal DELETE, synchronous FULL), with one warning pointing to the
+  // remote tier. An index an older kcache left in WAL mode leaves it once no
+  // other process has it open.
   // Throws IncompatibleVersionError for a store written by a newer,
   // incompatible kcache, IoError if the folder cannot be used at all.
   static std::unique_ptr<Store> open(const std::string& dir, StoreOptions options = {});
@@ -131,8 +136,13 @@ class Store {
   virtual std::optional<EntryInfo> info(const Hash128& key) = 0;
   virtual std::vector<EntryInfo> list() = 0;
 
-  // Adds to a named counter; buffered and written by flush() or the destructor.
+  // Adds to a named counter; buffered until flush() or the destructor.
   virtual void count(const std::string& counter, int64_t delta) = 0;
+  // Writes the buffered counters and LRU times (of hits) to a file of this
+  // process under deferred/, not to the index, so a process that only had
+  // hits takes no write lock and syncs nothing; whoever next writes the index
+  // (a put, stats(), housekeeping, list()) merges every such file into it.
+  // Throws IoError (the counts are then dropped).
   virtual void flush() = 0;
 
   virtual StoreStats stats() = 0;

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""A whole-process `kcache compile` hit against ccache's hit of a small g++
+compile, in the same run (issue 43's "hit vs ccache").
+
+  hit_vs_ccache.py OLD_KCACHE NEW_KCACHE KERNELS_DIR [--runs 9]
+
+Both kcache builds (-c opt) and ccache get a store of their own, warmed by
+one compile; then each round runs, in turn, every kernel's hit with OLD and
+with NEW and one ccache hit, so all see the same machine. Prints each
+median (of --runs) and its ratio to ccache's median. Kernels: saxpy.cu (no
+toolkit header), half_cg.cu (cuda_fp16), cub_block.cu (CUB).
+"""
+import os, shutil, statistics, subprocess, sys, tempfile, time
+
+SMALL_CPP = """#include <vector>
+int sum(const std::vector<int>& v) { int s = 0; for (int x : v) s += x; return s; }
+"""
+
+
+def run(cmd, env=None, cwd=None):
+    t = time.perf_counter()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    dt = time.perf_counter() - t
+    if r.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr.decode()}")
+    return dt
+
+
+def main():
+    old, new, kdir = sys.argv[1:4]
+    runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 9
+    kernels = [("saxpy", ["saxpy.cu"]), ("half_cg", ["half_cg.cu", "-I", "include"]),
+               ("cub_block", ["cub_block.cu"])]
+    tmp = tempfile.mkdtemp()
+    cmds = {}
+    for name, args in kernels:
+        src = [os.path.join(kdir, args[0])] + [os.path.join(kdir, a) if a == "include" else a
+                                               for a in args[1:]]
+        for tag, binary in (("old", old), ("new", new)):
+            store = os.path.join(tmp, f"{tag}-{name}")
+            cmds[(name, tag)] = ([binary, "--dir", store, "compile"] + src +
+                                 ["--arch", "sm_90", "-o", os.path.join(tmp, f"{tag}.kcb")])
+            run(cmds[(name, tag)])  # a miss that stores
+            run(cmds[(name, tag)])  # records written by a hit
+    with open(os.path.join(tmp, "small.cc"), "w") as f:
+        f.write(SMALL_CPP)
+    cenv = dict(os.environ, CCACHE_DIR=os.path.join(tmp, "ccache"))
+    ccache = ["ccache", "g++", "-O2", "-c", "small.cc", "-o", "small.o"]
+    run(ccache, cenv, tmp)
+    run(ccache, cenv, tmp)
+    times = {key: [] for key in cmds}
+    times["ccache"] = []
+    for _ in range(runs):
+        for name, _args in kernels:
+            for tag in ("old", "new"):
+                times[(name, tag)].append(run(cmds[(name, tag)]))
+            times["ccache"].append(run(ccache, cenv, tmp))
+    stats = subprocess.run(["ccache", "-s"], env=cenv, capture_output=True, text=True).stdout
+    c = statistics.median(times["ccache"])
+    print(f"ccache hit (g++ -O2 -c, small file): {c * 1e3:.2f} ms (median of {len(times['ccache'])})")
+    print(f"{'kernel':10} {'old hit':>10} {'old/ccache':>11} {'new hit':>10} {'new/ccache':>11} {'new/old':>8}")
+    for name, _args in kernels:
+        o = statistics.median(times[(name, "old")])
+        n = statistics.median(times[(name, "new")])
+        print(f"{name:10} {o * 1e3:8.2f}ms {o / c:11.2f} {n * 1e3:8.2f}ms {n / c:11.2f} {n / o:8.3f}")
+    print("ccache -s hits line:", [l for l in stats.splitlines() if "Hits" in l or "hit" in l][:2])
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
