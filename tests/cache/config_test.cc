@@ -206,6 +206,20 @@ TEST_F(ConfigTest, SloppinessTimeMacrosFromFileEnvironmentAndFlag) {
             std::string::npos);
 }
 
+// ccache's `umask`: octal, from the store's file or the environment.
+TEST_F(ConfigTest, UmaskIsOctalFromFileOrEnvironmentAndABadOneIsRefused) {
+  EXPECT_FALSE(resolve().options.umask);
+  env_["KCACHE_DIR"] = store();
+  store_config("umask = 002\n");
+  StorageConfig c = resolve();
+  ASSERT_TRUE(c.options.umask);
+  EXPECT_EQ(*c.options.umask, 02u);
+  env_["KCACHE_UMASK"] = "0027";
+  EXPECT_EQ(*resolve().options.umask, 027u);
+  env_["KCACHE_UMASK"] = "0o22";
+  EXPECT_NE(error().find("$KCACHE_UMASK"), std::string::npos);
+}
+
 TEST_F(ConfigTest, BadValuesSayWhereTheyCameFrom) {
   env_["KCACHE_REMOTE"] = "http://x";
   env_["KCACHE_REMOTE_LAYOUT"] = "s3";
