@@ -7,7 +7,8 @@ compile, in the same run (issue 43's "hit vs ccache").
 Both kcache builds (-c opt) and ccache get a store of their own, warmed by
 one compile; then each round runs, in turn, every kernel's hit with OLD and
 with NEW and one ccache hit, so all see the same machine. Prints each
-median (of --runs) and its ratio to ccache's median. Kernels: saxpy.cu (no
+median (of --runs) and its ratio to ccache's median, by wall time and by the
+process's CPU time (user + sys: steadier on a loaded machine). Kernels: saxpy.cu (no
 toolkit header), half_cg.cu (cuda_fp16), cub_block.cu (CUB).
 """
 import os, shutil, statistics, subprocess, sys, tempfile, time
@@ -17,12 +18,18 @@ int sum(const std::vector<int>& v) { int s = 0; for (int x : v) s += x; return s
 """
 
 
-def run(cmd, env=None, cwd=None):
+def run(cmd, env=None, cwd=None, cpu=None):
+    """Wall seconds of one process; its CPU seconds appended to `cpu`."""
     t = time.perf_counter()
-    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
     dt = time.perf_counter() - t
-    if r.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{r.stderr.decode()}")
+    if p.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{err.decode()}")
+    if cpu is not None:
+        cpu.append(usage.ru_utime + usage.ru_stime)
     return dt
 
 
@@ -50,11 +57,12 @@ def main():
     run(ccache, cenv, tmp)
     times = {key: [] for key in cmds}
     times["ccache"] = []
+    cpu = {key: [] for key in times}
     for _ in range(runs):
         for name, _args in kernels:
             for tag in ("old", "new"):
-                times[(name, tag)].append(run(cmds[(name, tag)]))
-            times["ccache"].append(run(ccache, cenv, tmp))
+                times[(name, tag)].append(run(cmds[(name, tag)], cpu=cpu[(name, tag)]))
+            times["ccache"].append(run(ccache, cenv, tmp, cpu=cpu["ccache"]))
     stats = subprocess.run(["ccache", "-s"], env=cenv, capture_output=True, text=True).stdout
     c = statistics.median(times["ccache"])
     print(f"ccache hit (g++ -O2 -c, small file): {c * 1e3:.2f} ms (median of {len(times['ccache'])})")
@@ -63,6 +71,12 @@ def main():
         o = statistics.median(times[(name, "old")])
         n = statistics.median(times[(name, "new")])
         print(f"{name:10} {o * 1e3:8.2f}ms {o / c:11.2f} {n * 1e3:8.2f}ms {n / c:11.2f} {n / o:8.3f}")
+    cc = statistics.median(cpu["ccache"])
+    print(f"CPU (user + sys) of the process; ccache {cc * 1e3:.2f} ms")
+    for name, _args in kernels:
+        o = statistics.median(cpu[(name, "old")])
+        n = statistics.median(cpu[(name, "new")])
+        print(f"{name:10} {o * 1e3:8.2f}ms {o / cc:11.2f} {n * 1e3:8.2f}ms {n / cc:11.2f} {n / o:8.3f}")
     print("ccache -s hits line:", [l for l in stats.splitlines() if "Hits" in l or "hit" in l][:2])
     shutil.rmtree(tmp, ignore_errors=True)
 
