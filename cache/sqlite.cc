@@ -1,12 +1,36 @@
 #include "cache/sqlite.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include "common/error.h"
 
 namespace kcache::cache::sqlite {
 
+LowDescriptorHold::LowDescriptorHold() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    int got = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (got < 0) return;
+    if (got > 2) {  // taken meanwhile by another thread of the program
+      ::close(got);
+      return;
+    }
+    held_[got] = got;
+  }
+}
+
+LowDescriptorHold::~LowDescriptorHold() {
+  for (int fd : held_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
 Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) : path_(path) {
+  LowDescriptorHold hold;  // the index is opened here
   int flags = SQLITE_OPEN_NOMUTEX;  // one thread per connection (see store.h)
   std::string uri = path;
   switch (mode) {

@@ -94,6 +94,23 @@ class Statement {
   bool needs_reset_ = false;
 };
 
+// SQLite never uses descriptors 0-2 for its files: it fills a free one with
+// /dev/null for good and opens again (robust_open). A program that closed
+// its standard descriptors (a daemon) would find them open after a compile
+// wrote the index (the rollback journal is opened for each write). So while
+// SQLite may open a file, the free ones among 0-2 are held by descriptors of
+// our own, closed again when this ends.
+class LowDescriptorHold {
+ public:
+  LowDescriptorHold();
+  ~LowDescriptorHold();
+  LowDescriptorHold(const LowDescriptorHold&) = delete;
+  LowDescriptorHold& operator=(const LowDescriptorHold&) = delete;
+
+ private:
+  int held_[3] = {-1, -1, -1};
+};
+
 // BEGIN IMMEDIATE: takes the write lock up front, so two writers never
 // deadlock upgrading read locks (which a busy timeout cannot resolve in WAL).
 class Transaction {
@@ -107,6 +124,7 @@ class Transaction {
   void commit();
 
  private:
+  LowDescriptorHold hold_;  // first: held before BEGIN, released after the end
   Database& db_;
   bool done_ = false;
 };

@@ -225,6 +225,31 @@ TEST(StoreSharingTest, UmaskSettingDecidesTheModeOfNewFolders) {
   EXPECT_EQ(st.st_mode & 0777, 0775u) << "blobs/";
 }
 
+// A program that closed its standard descriptors (a daemon) finds them closed
+// after the store opened, wrote and read its index: SQLite never takes 0-2
+// for its files and fills a free one with /dev/null for good instead.
+TEST(StoreSharingTest, StandardDescriptorsClosedByTheProgramStayClosed) {
+  TempDir dir;
+  const std::string store_dir = dir / "store";
+  { Store::open(store_dir, quiet())->put(entry_of(0)); }
+  int code = wait_for(start_child([&] {
+    for (int fd = 0; fd <= 2; ++fd) ::close(fd);
+    {
+      auto store = Store::open(store_dir, quiet());
+      for (int k = 1; k < 4; ++k) store->put(entry_of(k));
+      for (int k = 0; k < 4; ++k) {
+        if (!store->get(key_of(k))) return 21;
+      }
+      store->stats();
+    }
+    for (int fd = 0; fd <= 2; ++fd) {
+      if (::fcntl(fd, F_GETFD) != -1) return 30 + fd;
+    }
+    return 0;
+  }));
+  EXPECT_EQ(code, 0) << "21: a miss; 30 + n: descriptor n was open afterwards";
+}
+
 // Each thread has a Store of its own (a Store is used by one thread at a
 // time) and meets the same trouble: one line in the process, not one each.
 TEST(StoreSharingTest, EightThreadsMeetingOneReasonSayItOnce) {
