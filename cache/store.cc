@@ -839,8 +839,8 @@ class SqliteStore : public Store {
   }
 
   // The store folder's mode, group and owner decide those of what is made in
-  // it; a private store (0700, owned by this user, no umask setting) needs no
-  // system call more than before.
+  // it; a private store (0700, owned by this user, no umask setting) pays
+  // this stat at open and nothing per file.
   void learn_sharing() {
     struct stat st;
     if (::stat(dir_.c_str(), &st) != 0) return;
