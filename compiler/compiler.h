@@ -248,6 +248,7 @@ class Compiler {
   // The targets, the options and the source: what a lookup starts from.
   Prepared prepare_head(const CompileOptions& options) const;
   // The includes resolved and the request made (the scanner key's).
+  void key_folders_named_in_outputs(cache::CompileRequest* request) const;
   void resolve(const CompileOptions& options, Prepared* p) const;
   // The scanner's view of `source`'s includes (includes.h).
   IncludeGraph scan(const CompileOptions& options, const std::string& source) const;

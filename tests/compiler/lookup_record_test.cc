@@ -52,16 +52,19 @@ TEST_F(LookupRecordTest, AnEditedFileIsNoLongerAsRecorded) {
   EXPECT_FALSE(disk_unchanged(*probes, ""));
 }
 
-TEST_F(LookupRecordTest, AnAbsentNameIsAnsweredByItsFolderUntilTheNameAppears) {
+TEST_F(LookupRecordTest, AnAbsentNameIsCheckedByItsOwnStatNotByItsFolder) {
   std::string dir = test_dir();
   write(dir, "inc/other.cuh", "");
   age();
-  // Two names absent in inc/, one beneath a missing folder of inc/: one
-  // folder answers for all three.
   auto probes = observe({dir + "/inc/a.cuh", dir + "/inc/b.cuh", dir + "/inc/sub/c.cuh"});
   ASSERT_TRUE(probes);
-  EXPECT_EQ(probes->size(), 1u);
-  EXPECT_TRUE((*probes)[0].has_folder);
+  ASSERT_EQ(probes->size(), 3u);
+  for (const cache::ManifestProbe& p : *probes) {
+    EXPECT_FALSE(p.present);
+    EXPECT_FALSE(p.has_folder) << p.path;
+  }
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "inc/log.txt", "");  // another name in the folder: no concern of the record
   EXPECT_TRUE(disk_unchanged(*probes, ""));
   write(dir, "inc/sub/c.cuh", "");
   EXPECT_FALSE(disk_unchanged(*probes, ""));
