@@ -4,6 +4,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdlib>
@@ -20,6 +21,9 @@ constexpr int64_t kNsPerCentisecond = 10000000;
 // as it was.
 constexpr int64_t kGranularityNs = int64_t{2} * 1000000000;
 constexpr uint64_t kTmpfsMagic = 0x01021994;
+// The least window, whatever a test sets: the coarsest kernel clock tick
+// (HZ=100), within which a write may leave a stamp as it was.
+constexpr int64_t kMinWindowNs = 10000000;
 
 std::atomic<int64_t> g_window_ns{-1};  // -1: not read yet
 std::atomic<bool> g_trust_tmpfs{false};
@@ -68,7 +72,7 @@ int64_t writeback_window_ns() {
 }
 
 bool stamp_settled(uint64_t mtime_ns, uint64_t ctime_ns, int64_t read_ns) {
-  const int64_t window = writeback_window_ns();
+  const int64_t window = std::max(writeback_window_ns(), kMinWindowNs);
   if (window == INT64_MAX || read_ns < window) return false;
   const uint64_t limit = static_cast<uint64_t>(read_ns - window);
   return mtime_ns < limit && ctime_ns < limit;

@@ -79,7 +79,8 @@ bool stamp_stands_for_bytes(const FileStamp& stamp, const std::string& path, int
 // CLOCK_REALTIME in ns.
 int64_t realtime_now_ns();
 
-// Tests: a window of `ns` (negative: the measured one again), and whether
+// Tests: a window of `ns` (negative: the measured one again; never less than
+// 10 ms, the coarsest clock tick, in stamp_settled), and whether
 // tmpfs counts as trusted (tests that age files in seconds need a short
 // window; those on tmpfs need it trusted).
 void set_writeback_window_for_testing(int64_t ns);
