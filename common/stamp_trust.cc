@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <ctime>
 #include <map>
-#include <mutex>
 
 namespace kcache {
 namespace {
@@ -96,18 +95,15 @@ bool stamps_trusted_on_type(uint64_t type) {
 }
 
 bool stamps_trusted_on(uint64_t dev, const std::string& path) {
-  static std::mutex mutex;
-  static std::map<uint64_t, uint64_t>* types = new std::map<uint64_t, uint64_t>;  // never freed
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = types->find(dev);
-    if (it != types->end()) return stamps_trusted_on_type(it->second);
-  }
+  // Per thread, no lock: a compile process forked from a threaded host
+  // (the drop-in) must not meet a lock another thread held at the fork.
+  thread_local std::map<uint64_t, uint64_t> types;
+  auto it = types.find(dev);
+  if (it != types.end()) return stamps_trusted_on_type(it->second);
   struct statfs fs;
   if (::statfs(path.c_str(), &fs) != 0) return false;
   const uint64_t type = static_cast<uint64_t>(fs.f_type);
-  std::lock_guard<std::mutex> lock(mutex);
-  types->emplace(dev, type);
+  if (types.size() < 256) types.emplace(dev, type);
   return stamps_trusted_on_type(type);
 }
 

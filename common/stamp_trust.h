@@ -69,7 +69,7 @@ bool stamp_settled(uint64_t mtime_ns, uint64_t ctime_ns, int64_t read_ns);
 bool stamps_trusted_on_type(uint64_t type);
 
 // The same for the file system holding `path` (a statfs, remembered per
-// device `dev`).
+// device `dev` and thread; takes no lock).
 bool stamps_trusted_on(uint64_t dev, const std::string& path);
 
 // Both rules: `stamp` (of `path`), seen before bytes read at `read_ns`,
