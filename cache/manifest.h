@@ -126,8 +126,9 @@ struct ManifestAsk {
 // found absent, keyed by that. `path` is "toolkit:<path under the toolkit's
 // include root>" or an absolute path. A lookup checks each against the disk:
 // a present one whose stat is still the recorded one (same device, inode,
-// size, mtime and ctime, which no write leaves unchanged) is taken as
-// unchanged, any other is read and hashed again.
+// size, mtime and ctime) is taken as unchanged where a stamp was recorded
+// (common/stamp_trust.h: only where it stood for the bytes; otherwise mtime
+// and ctime are 0, which no file has), any other is read and hashed again.
 struct ManifestProbe {
   std::string path;
   bool present = false;

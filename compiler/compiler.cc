@@ -435,6 +435,9 @@ struct Compiler::Prepared {
   // scanned header uses __TIME__ / __TIMESTAMP__ (nothing looked up or stored).
   std::string today;
   bool uses_time = false;
+  // Absolute names the manifests that answered keyed (look_up): a lookup
+  // record keys them absolutely too, wherever they lie.
+  std::set<std::string> keyed_absolutely;
 };
 
 namespace {
@@ -629,9 +632,13 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
       p.request.options.push_back("-I" + d);
       relative = relative || d.empty() || d.front() != '/';
     }
-    if (relative) {
+    // -G and -lineinfo write the working folder (as $PWD spells it) and the
+    // toolkit's folders into the output: keyed then, as for kcache compile.
+    const bool names_files = writes_working_folder(p.key_options);
+    if (relative || names_files) {
       p.request.options.push_back(kWorkingFolderOption + working_folder());
     }
+    if (names_files) key_folders_named_in_outputs(&p.request);
   } else if (options.serve) {
     // NVRTC searches the disk itself (seal.h, serving): its -I as written
     // reach its output, the working folder only through the options that
@@ -641,17 +648,26 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
     const std::string cwd = working_folder();
     const bool names_files = writes_working_folder(p.key_options);
     if (names_files || cwd.size() <= 1) p.request.options.push_back(kWorkingFolderOption + cwd);
-    if (names_files) {
-      for (const std::string& d : probe_context_.toolkit_dirs) {
-        p.request.options.push_back(kToolkitFolderOption + d);
-      }
-    }
+    if (names_files) key_folders_named_in_outputs(&p.request);
   }
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
     p.request.image_pass += (p.request.image_pass.empty() ? "" : "; ") +
                             std::string(kLeanPassVersion) + "; " +
                             (link.path.empty() ? "no nvJitLink" : link.describe());
+  }
+}
+
+// Where an option writes file names into the output (writes_working_folder):
+// the working folder as NVRTC spells it ($PWD through a link: link/ and
+// link2/ are two outputs) and the toolkit's folders.
+void Compiler::key_folders_named_in_outputs(cache::CompileRequest* request) const {
+  const std::string spelling = working_folder_spelling();
+  if (spelling != working_folder()) {
+    request->options.push_back(kWorkingFolderSpellingOption + spelling);
+  }
+  for (const std::string& d : probe_context_.toolkit_dirs) {
+    request->options.push_back(kToolkitFolderOption + d);
   }
 }
 
@@ -845,6 +861,9 @@ std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) 
   // (the second review's wrong hit). A record lasts a day at most.
   w.str(storage_->sloppy_time_macros() ? "" : date_macro_value(std::time(nullptr)));
   w.str(working_folder());
+  // resolve keys $PWD's spelling for these (whether it does follows from
+  // p.key_options, hashed below).
+  if (writes_working_folder(p.key_options)) w.str(working_folder_spelling());
   w.u32(static_cast<uint32_t>(p.targets.size()));
   for (const Target& t : p.targets) {
     w.u8(t.kind == cache::TargetKind::cubin ? 1 : 0);
@@ -966,7 +985,7 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
       folder.clear();
     }
   }
-  std::optional<std::vector<cache::ManifestProbe>> probes = seen.probes(folder);
+  std::optional<std::vector<cache::ManifestProbe>> probes = seen.probes(folder, p.keyed_absolutely);
   if (!probes && any_name) {
     any_name = false;  // it holds for this folder only (lookup_record.h)
     probes = seen.probes("");
@@ -1035,6 +1054,11 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
           }
           lookup(full_key(req, *have, set, prepared.today));
           if (r.hit) {
+            for (const cache::ManifestProbe& probe : set.probes) {
+              if (!probe.path.empty() && probe.path.front() == '/') {
+                prepared.keyed_absolutely.insert(probe.path);
+              }
+            }
             if (counted) storage_->count("manifest_hits", 1);
             if (through_asks && !have->empty()) *through_asks = true;
             return;

@@ -249,6 +249,9 @@ class Compiler {
   Prepared prepare_head(const CompileOptions& options) const;
   // The includes resolved and the request made (the scanner key's).
   void resolve(const CompileOptions& options, Prepared* p) const;
+  // Where an option writes file names into the output: the working folder's
+  // $PWD spelling (where not getcwd's) and the toolkit's folders, keyed.
+  void key_folders_named_in_outputs(cache::CompileRequest* request) const;
   // The scanner's view of `source`'s includes (includes.h).
   IncludeGraph scan(const CompileOptions& options, const std::string& source) const;
   // The includes the scanner found nowhere, for a failed compile's hints

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "common/stamp_trust.h"
 #include "compiler/lookup_record.h"
 
 namespace kcache::compiler {
@@ -436,10 +437,10 @@ std::optional<FileId> includes_regular_file(const std::string& path) {
 // prewarm) resolves the same headers for kernel after kernel: CuPy's kernels
 // all include carray.cuh and its CCCL. A header's bytes are kept by path with
 // the stamp of the stat that found it (device, inode, size, mtime, ctime), so
-// the next resolve reads them again only if that stat differs. A file whose
-// ctime is within the last two seconds is never kept: a file system's
-// timestamps can be coarse enough that a write right after the read leaves
-// the stamp unchanged (ccache's "too new" rule). Scans are kept by the XXH3-128
+// the next resolve reads them again only if that stat differs. Bytes are
+// kept only where their stamp stands for them (common/stamp_trust.h: older
+// than the writeback window, on a file system whose stamps hold): a
+// recently written file is read again at every resolve. Scans are kept by the XXH3-128
 // of the text scanned: the same bytes scan the same way.
 class HeaderMemo {
  public:
@@ -454,10 +455,12 @@ class HeaderMemo {
       auto it = files_.find(path);
       if (it != files_.end() && it->second.stamp.same_stamp(found)) return it->second.content;
     }
+    const int64_t read_ns = realtime_now_ns();
     std::optional<std::string> content = read_input_file(path);
-    struct timespec now;
-    ::clock_gettime(CLOCK_REALTIME, &now);
-    if (content && stamp_ns(now) - found.ctime_ns > kTooNewNs &&
+    const FileStamp stamp{static_cast<uint64_t>(found.dev), static_cast<uint64_t>(found.ino),
+                          static_cast<uint64_t>(found.size), static_cast<uint64_t>(found.mtime_ns),
+                          static_cast<uint64_t>(found.ctime_ns)};
+    if (content && stamp_stands_for_bytes(stamp, path, read_ns) &&
         static_cast<off_t>(content->size()) == found.size) {
       std::lock_guard<std::mutex> lock(mutex_);
       make_room(content->size());
@@ -485,7 +488,6 @@ class HeaderMemo {
   }
 
  private:
-  static constexpr int64_t kTooNewNs = int64_t{2} * 1000000000;
   static constexpr size_t kMaxBytes = size_t{128} << 20;  // CUTLASS's headers: ~30 MiB
   static constexpr size_t kMaxScans = 1 << 16;
   struct Item {

@@ -7,23 +7,15 @@
 #include <ctime>
 #include <unordered_map>
 
+#include "common/stamp_trust.h"
+
 namespace kcache::compiler {
 namespace {
 
 thread_local DiskObservations* t_lookup_recording = nullptr;
 
-// ccache's "too new": a stamp this close to the lookup's start may not have
-// moved for a write that came after it.
-int64_t g_record_too_new_ns = int64_t{2} * 1000000000;
-
 int64_t record_ns(const struct timespec& t) {
   return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
-
-int64_t record_now_ns() {
-  struct timespec t;
-  ::clock_gettime(CLOCK_REALTIME, &t);
-  return record_ns(t);
 }
 
 bool record_starts_with(const std::string& s, const std::string& prefix) {
@@ -43,7 +35,7 @@ std::optional<std::string> record_strip_components(const std::string& path, uint
 
 }  // namespace
 
-DiskObservations::DiskObservations() : started_ns_(record_now_ns()), outer_(t_lookup_recording) {
+DiskObservations::DiskObservations() : started_ns_(realtime_now_ns()), outer_(t_lookup_recording) {
   char cwd[PATH_MAX];
   if (::getcwd(cwd, sizeof cwd)) {
     cwd_ = cwd;
@@ -64,6 +56,7 @@ void DiskObservations::record(const std::string& path, int stat_result, int stat
   Seen s;
   if (stat_result == 0) {
     s.there = true;
+    s.folder = S_ISDIR(st.st_mode);
     s.dev = static_cast<uint64_t>(st.st_dev);
     s.ino = static_cast<uint64_t>(st.st_ino);
     s.size = static_cast<uint64_t>(st.st_size);
@@ -82,94 +75,47 @@ void DiskObservations::record(const std::string& path, int stat_result, int stat
 }
 
 std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
-    const std::string& relative_to) const {
+    const std::string& relative_to, const std::set<std::string>& keyed_absolutely) const {
   if (spoiled_ || seen_.empty()) return std::nullopt;
-  const int64_t limit = started_ns_ - g_record_too_new_ns;
-  auto too_new = [&](uint64_t mtime_ns, uint64_t ctime_ns) {
-    return static_cast<int64_t>(mtime_ns) >= limit || static_cast<int64_t>(ctime_ns) >= limit;
-  };
   auto beneath_program_folder = [&](const std::string& path) {
     return !relative_to.empty() &&
            (path == relative_to || record_starts_with(path, relative_to + "/"));
   };
-  auto written = [&](const std::string& path) {
-    return beneath_program_folder(path) ? kSourceFolderPrefix + path.substr(relative_to.size())
-                                        : path;
-  };
   std::vector<cache::ManifestProbe> out;
-  std::unordered_map<std::string, size_t> folder_probe;  // one probe per answering folder
   for (const auto& [path, s] : seen_) {
     cache::ManifestProbe p;
-    if (s.there) {
-      if (too_new(s.mtime_ns, s.ctime_ns)) return std::nullopt;
-      p.path = written(path);
-      p.present = true;
+    // A name its manifest keyed absolutely is checked by that name, and
+    // beneath the folder as well (where the manifest also keyed it so).
+    const bool rebased = beneath_program_folder(path);
+    const bool absolute_too = rebased && keyed_absolutely.count(path) > 0;
+    p.path = rebased ? kSourceFolderPrefix + path.substr(relative_to.size()) : path;
+    p.present = s.there;
+    if (s.there && !s.folder) {
+      // Its stamp stands for what the lookup read of it only where the rule
+      // says so (common/stamp_trust.h); else no record until it has settled.
+      const FileStamp stamp{s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns};
+      if (!stamp_stands_for_bytes(stamp, path, started_ns_)) return std::nullopt;
       p.dev = s.dev;
       p.ino = s.ino;
       p.size = s.size;
       p.mtime_ns = s.mtime_ns;
       p.ctime_ns = s.ctime_ns;
-      out.push_back(std::move(p));
-      continue;
     }
-    // Absent: the deepest folder above it that exists, if the next name has
-    // no entry there at all. folder_depth counts the components stripped
-    // from the end of the path (so it holds beneath another program folder).
-    uint32_t strip = 0;
-    std::string child = path;
-    bool answered = false;
-    const bool beneath = beneath_program_folder(path);
-    for (std::optional<std::string> up = record_strip_components(path, 1); up;
-         up = record_strip_components(*up, 1)) {
-      ++strip;
-      struct stat st;
-      if (::stat(up->c_str(), &st) == 0) {
-        // A folder above the program folder says nothing about what another
-        // program folder holds (one that did not exist here): such a record
-        // holds only for this folder.
-        if (beneath && !beneath_program_folder(*up)) return std::nullopt;
-        struct stat entry;
-        if (S_ISDIR(st.st_mode) && ::lstat(child.c_str(), &entry) != 0 && errno == ENOENT) {
-          auto seen = seen_.find(*up);
-          if (too_new(static_cast<uint64_t>(record_ns(st.st_mtim)),
-                      static_cast<uint64_t>(record_ns(st.st_ctim))) ||
-              (seen != seen_.end() &&
-               (!seen->second.there || seen->second.ino != static_cast<uint64_t>(st.st_ino) ||
-                seen->second.mtime_ns != static_cast<uint64_t>(record_ns(st.st_mtim)) ||
-                seen->second.ctime_ns != static_cast<uint64_t>(record_ns(st.st_ctim))))) {
-            return std::nullopt;  // changed since the lookup looked
-          }
-          if (folder_probe.count(*up)) {
-            answered = true;  // that folder's probe answers for this name too
-            break;
-          }
-          p.path = written(path);
-          p.has_folder = true;
-          p.folder_depth = strip;
-          p.dev = static_cast<uint64_t>(st.st_dev);
-          p.ino = static_cast<uint64_t>(st.st_ino);
-          p.mtime_ns = static_cast<uint64_t>(record_ns(st.st_mtim));
-          p.ctime_ns = static_cast<uint64_t>(record_ns(st.st_ctim));
-          folder_probe.emplace(*up, out.size());
-          answered = true;
-        }
-        break;
-      }
-      child = *up;
-    }
-    if (answered && p.path.empty()) continue;
-    if (!answered) {
-      // An entry that is no file (a dangling link): checked as the path.
-      struct stat st;
-      if (::stat(path.c_str(), &st) == 0) return std::nullopt;  // there now  // there now
-      p.path = written(path);
+    // A folder: present with no stamp, checked as a folder. An absent name:
+    // checked by its own stat, "not there" again.
+    if (absolute_too) {
+      cache::ManifestProbe as_keyed = p;
+      as_keyed.path = path;
+      out.push_back(std::move(as_keyed));
     }
     out.push_back(std::move(p));
   }
   return out;
 }
 
-void set_too_new_margin_for_testing(int64_t ns) { g_record_too_new_ns = ns; }
+bool recording_lookup() { return t_lookup_recording != nullptr; }
+
+void set_too_new_margin_for_testing(int64_t ns) { set_writeback_window_for_testing(ns); }
 
 int observed_stat(const std::string& path, struct stat* st) {
   int r = ::stat(path.c_str(), st);
@@ -196,7 +142,10 @@ bool disk_unchanged(const std::vector<cache::ManifestProbe>& probes,
       return false;
     }
     struct stat st;
-    if (p.present) {
+    if (p.present && p.size == 0 && p.mtime_ns == 0 && p.ctime_ns == 0) {
+      // A folder (probes): what a lookup took from its stat is that it is one.
+      if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+    } else if (p.present) {
       if (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_dev) != p.dev ||
           static_cast<uint64_t>(st.st_ino) != p.ino ||
           static_cast<uint64_t>(st.st_size) != p.size ||

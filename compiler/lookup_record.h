@@ -15,22 +15,23 @@
 //
 // What is recorded (DiskObservations): every stat a lookup made, by the
 // absolute path it named, with its outcome:
-//  - a file or folder that was there: its device, inode, size, mtime and
-//    ctime (no write leaves all five unchanged);
-//  - a path that was not: the deepest folder on it that exists and has no
-//    entry of the next name at all (not even a dangling link), with that
-//    folder's stamp (a name added to a folder changes its mtime), which
-//    answers for every absent name beneath it; where the next name has an
-//    entry (a dangling link), the path itself, checked to be absent again.
-// A record is written only where every stamp is older than two seconds
-// before the lookup started (a write inside the file system's timestamp
-// granularity could otherwise leave a stamp unchanged: ccache's "too new"),
-// where no stat failed other than "not there", and where the compile uses no
-// time macro. Paths beneath the program's folder are recorded relative to it
-// for a program shared by every folder (compiler.h's name_free), so CuPy's
-// default mode (a new temporary folder per program) finds the record too;
-// where an absent name beneath it is answered by a folder above it (the
-// program's folder does not exist), the record holds for this folder only.
+//  - a file that was there: its device, inode, size, mtime and ctime, where
+//    that stamp stands for its bytes (common/stamp_trust.h: older than the
+//    writeback window when the lookup started, on a file system whose
+//    stamps hold); where one does not, no record is written (a later
+//    lookup, through a manifest, writes it once the file has settled);
+//  - a folder: that it is one (what a lookup takes from its stat);
+//  - a path that was not there: the path, checked by one stat of its own to
+//    be "not there" again (ENOENT or ENOTDIR, as the lookup took either).
+//    Not its folder's stamp: a program writing a log into its working
+//    folder would invalidate every record.
+// A record is written only where no stat failed other than "not there" and
+// where the compile uses no time macro. Paths beneath the program's folder
+// are recorded relative to it for a program shared by every folder
+// (compiler.h's name_free), so CuPy's default mode (a new temporary folder
+// per program) finds the record too, except the names its manifest keyed by
+// their absolute name (a computed include built by token pasting): a record
+// keys a name exactly as its manifest did.
 //
 // Soundness: the lookup is a function of its record key's inputs and of the
 // outcomes of the stats it makes; a record says that those outcomes are
@@ -46,6 +47,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,11 +72,14 @@ class DiskObservations {
   // What a later lookup checks, or nullopt when no record may be written.
   // Paths beneath `relative_to` (an absolute folder; empty: none) are
   // written as kSourceFolderPrefix + the rest.
-  std::optional<std::vector<cache::ManifestProbe>> probes(const std::string& relative_to) const;
+  // Paths in `keyed_absolutely` stay absolute wherever they are.
+  std::optional<std::vector<cache::ManifestProbe>> probes(
+      const std::string& relative_to, const std::set<std::string>& keyed_absolutely = {}) const;
 
  private:
   struct Seen {
     bool there = false;
+    bool folder = false;
     uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
   };
   std::map<std::string, Seen> seen_;
@@ -92,8 +97,13 @@ int observed_stat(const std::string& path, struct stat* st);
 // that did not stat first).
 void observe_path(const std::string& path);
 
-// Tests that edit files faster than two seconds apart: the "too new" margin
-// (it must stay above the file system's timestamp granularity).
+// Whether this thread's lookup is being recorded: a lookup then stats every
+// name it checks (no folder's stamp answers for names beneath it).
+bool recording_lookup();
+
+// Tests that edit files faster than the writeback window: the window of
+// common/stamp_trust.h (it must stay above the file system's timestamp
+// granularity; mapped writes within it go unseen).
 void set_too_new_margin_for_testing(int64_t ns);
 
 // A recorded path beneath the program's folder.

@@ -47,10 +47,6 @@ constexpr Refused kRefused[] = {
     {"-dlink-time-opt", "its LTO-IR embeds the working directory"},
     {"-gen-lto", "its LTO-IR embeds the working directory"},
     {"--gen-lto", "its LTO-IR embeds the working directory"},
-    {"-lineinfo", "its line table names the working directory"},
-    {"--generate-line-info", "its line table names the working directory"},
-    {"-G", "its debug information names the working directory"},
-    {"--device-debug", "its debug information names the working directory"},
     {"-optix-ir", "its OptiX-IR is not compiled through the cache"},
     {"--optix-ir", "its OptiX-IR is not compiled through the cache"},
 };

@@ -1,10 +1,12 @@
 #include "compiler/served_keys.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstdlib>
 #include <string>
 
 #include "compiler/lookup_record.h"
@@ -43,6 +45,24 @@ bool request_names(const cache::CompileRequest& request, const std::string& fold
 std::string working_folder() {
   char cwd[PATH_MAX];
   return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
+}
+
+// $PWD is read here, not in cache/config: it is this process's state at the
+// moment of the compile (as getcwd is), which NVRTC reads itself.
+std::string working_folder_spelling() {
+  const std::string cwd = working_folder();
+  const char* pwd = ::getenv("PWD");
+  if (!pwd || pwd[0] != '/' || cwd.empty()) return cwd;
+  const std::string spelling = pwd;
+  if (without_dot_parts(spelling) != spelling || spelling.find("/..") != std::string::npos) {
+    return cwd;
+  }
+  struct stat a, b;
+  if (::stat(spelling.c_str(), &a) != 0 || ::stat(cwd.c_str(), &b) != 0 || a.st_dev != b.st_dev ||
+      a.st_ino != b.st_ino) {
+    return cwd;
+  }
+  return spelling;
 }
 
 // Whether `path` is `folder` or beneath it (lexically).
@@ -132,6 +152,25 @@ bool output_names(std::string_view output, const std::string& folder) {
   return false;
 }
 
+// Where nothing keyed names the working folder (by getcwd's name or by the
+// spelling NVRTC writes), NVRTC can only have had it from the kernel, so an
+// output that names it would be handed to a lookup elsewhere: returns why
+// the result may not be stored, or empty.
+std::string working_folder_named_unkeyed(const cache::CompileRequest& request,
+                                         const NvrtcOutput& out) {
+  const std::string cwd = working_folder();
+  const std::string spelling = working_folder_spelling();
+  for (const std::string* folder : {&cwd, &spelling}) {
+    if (folder->size() <= 1 || request_names(request, *folder)) continue;
+    for (const std::string* text : {&out.image, &out.ptx, &out.log}) {
+      if (output_names(*text, *folder)) {
+        return "NVRTC's output names the working folder " + *folder + ", which is not keyed";
+      }
+    }
+  }
+  return "";
+}
+
 // Served (CompileOptions::serve): paths beneath the working folder are keyed
 // relative to it, so a lookup in another checkout checks them beneath its
 // own. A name NVRTC gave relative to its working folder is keyed so; so are
@@ -140,9 +179,7 @@ bool output_names(std::string_view output, const std::string& folder) {
 // beneath the working folder that NVRTC named absolutely (an absolute -I or
 // source, an absolute #include, even in a header the scanner never read) is
 // checked both by that name and beneath the lookup's working folder.
-// Returns why the result cannot be stored: where nothing keyed names the
-// working folder, NVRTC can only have had it from the kernel, so an output
-// that names it would be handed to a lookup elsewhere.
+// Returns why the result cannot be stored (working_folder_named_unkeyed).
 std::string key_beneath_working_folder(const cache::CompileRequest& request,
                                        const NvrtcOutput& out,
                                        std::vector<cache::ManifestProbe>* probes) {
@@ -165,14 +202,7 @@ std::string key_beneath_working_folder(const cache::CompileRequest& request,
     }
   }
   relative_to_program_folder(cwd, not_its, probes);
-  if (!request_names(request, cwd)) {
-    for (const std::string* text : {&out.image, &out.ptx, &out.log}) {
-      if (output_names(*text, cwd)) {
-        return "NVRTC's output names the working folder " + cwd + ", which is not keyed";
-      }
-    }
-  }
-  return "";
+  return working_folder_named_unkeyed(request, out);
 }
 
 // A served compile (CompileOptions::served): the toolkit's folders are keyed

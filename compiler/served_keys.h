@@ -24,6 +24,16 @@ constexpr char kToolkitFolderOption[] = "--kcache-toolkit-folder=";
 // This process's working folder (absolute), or empty.
 std::string working_folder();
 
+// The working folder as NVRTC spells it in the names it writes (-G and
+// -lineinfo line tables): $PWD where it is an absolute name of the working
+// folder without "." or ".." parts (a folder reached through a link keeps
+// the link's name, as a shell's $PWD does), else working_folder().
+std::string working_folder_spelling();
+
+// The option that keys the working folder's spelling where it is not
+// working_folder() (a link): outputs that name files name it.
+constexpr char kWorkingFolderSpellingOption[] = "--kcache-working-folder-spelling=";
+
 // Whether `path` is `folder` or beneath it (lexically).
 bool beneath(const std::string& path, const std::string& folder);
 

@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "common/stamp_trust.h"
 #include "compiler/lookup_record.h"
 #include "compiler/seal/seal.h"
 #include "compiler/time_macros.h"
@@ -492,6 +493,48 @@ bool of_a_process(const std::string& path) {
   return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos;
 }
 
+std::string served_working_folder() {
+  char cwd[PATH_MAX];
+  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string("/");
+}
+
+// The stamp a lookup may take for the bytes (probes_hold), where the rule
+// says it stands for them (common/stamp_trust.h): else none (mtime and ctime
+// 0, which no file has), and every lookup reads and hashes the file again.
+void keep_stamp_if_it_stands(const std::string& path, uint64_t mtime_ns, uint64_t ctime_ns,
+                             int64_t started_ns, cache::ManifestProbe* p) {
+  const FileStamp stamp{p->dev, p->ino, p->size, mtime_ns, ctime_ns};
+  const bool stands = stamp_stands_for_bytes(stamp, path, started_ns);
+  p->mtime_ns = stands ? mtime_ns : 0;
+  p->ctime_ns = stands ? ctime_ns : 0;
+}
+
+// A folder on `path`'s way below the working folder `cwd` (each lexical
+// folder above it: the link and what it leads to) whose ctime is not older
+// than `started_ns`, or nullopt. A file NVRTC only looked at is classified
+// after the compile by what is there now: a folder renamed into place
+// meanwhile (`mv staged inc`) keeps its files' ctime but changes its own.
+// The working folder and those above it are not looked at: a program's log
+// written there changes them, and none of them moves while the process works
+// in it.
+std::optional<std::string> folder_changed_since(const std::string& path, const std::string& cwd,
+                                                int64_t started_ns) {
+  for (size_t slash = path.rfind('/'); slash != std::string::npos && slash > 0;
+       slash = path.rfind('/', slash - 1)) {
+    const std::string folder = path.substr(0, slash);
+    if (cwd == folder || (cwd.size() > folder.size() && cwd.compare(0, folder.size(), folder) == 0 &&
+                          cwd[folder.size()] == '/')) {
+      break;
+    }
+    for (bool follow : {false, true}) {
+      struct stat st;
+      int r = follow ? ::stat(folder.c_str(), &st) : ::lstat(folder.c_str(), &st);
+      if (r != 0 || static_cast<int64_t>(ns_of(st.st_ctim)) >= started_ns) return folder;
+    }
+  }
+  return std::nullopt;
+}
+
 // A file NVRTC looked at, keyed by its bytes and stamps into `p`. Nothing
 // (nullopt) when keyed; else why not: empty where the file went meanwhile
 // (the lookup's stat cannot match), else why the result is not storable.
@@ -512,13 +555,18 @@ std::optional<std::string> key_present_file(const std::string& path, const Stat&
     return path + " uses a time macro";
   }
   if (stat_of(path).ctime_ns != st.ctime_ns) return path + " changed while kcache read it";
+  std::optional<std::string> folder;
+  if (c.served) folder = folder_changed_since(path, served_working_folder(), started_ns);
+  if (folder) {
+    return path + " is there now, but " + *folder +
+           " changed while NVRTC compiled (renamed into place?): NVRTC may have found it absent";
+  }
   p->present = true;
   p->content = xxh3_128(*content);
   p->dev = st.dev;
   p->ino = st.ino;
   p->size = st.size;
-  p->mtime_ns = st.mtime_ns;
-  p->ctime_ns = st.ctime_ns;
+  keep_stamp_if_it_stands(path, st.mtime_ns, st.ctime_ns, started_ns, p);
   return std::nullopt;
 }
 
@@ -715,8 +763,7 @@ void add_served(const std::vector<ServedFile>& served, const ProbeContext& c, in
     p.dev = f.dev;
     p.ino = f.ino;
     p.size = f.size;
-    p.mtime_ns = f.mtime_ns;
-    p.ctime_ns = f.ctime_ns;
+    keep_stamp_if_it_stands(f.path, f.mtime_ns, f.ctime_ns, started_ns, &p);
     if (static_cast<int64_t>(std::min<uint64_t>(f.ctime_ns, INT64_MAX)) >= started_ns) {
       into->unkeyable = f.path + " changed while NVRTC compiled";
       continue;
@@ -817,7 +864,7 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     }
     std::optional<DiskPath> disk = disk_path(p.path, c);
     if (!disk) return false;
-    if (p.has_folder) {
+    if (p.has_folder && !recording_lookup()) {
       if (p.present || p.folder_depth >= disk->components.size()) return false;
       std::string folder = disk->folder(p.folder_depth);
       auto it = folders.find(folder);
@@ -833,9 +880,9 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     const std::string path = disk->full();
     if (!p.present) continue;
     present.emplace_back(p.content, FileIdentity{p.dev, p.ino}, FileIdentity{st.dev, st.ino});
-    if (st.dev == p.dev && st.ino == p.ino && st.size == p.size && st.mtime_ns == p.mtime_ns &&
-        st.ctime_ns == p.ctime_ns) {
-      continue;  // no write leaves all of these unchanged
+    if (p.ctime_ns != 0 && st.dev == p.dev && st.ino == p.ino && st.size == p.size &&
+        st.mtime_ns == p.mtime_ns && st.ctime_ns == p.ctime_ns) {
+      continue;  // a stamp kept only where it stands for the bytes (keep_stamp_if_it_stands)
     }
     std::optional<std::string> content;
     try {

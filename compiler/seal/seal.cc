@@ -1,5 +1,7 @@
 #include "compiler/seal/seal.h"
 
+#include "common/stamp_trust.h"
+
 #include <dirent.h>
 #include <elf.h>
 #include <link.h>
@@ -325,15 +327,11 @@ struct Snapshot {
 // layout as kServedRecord, checked again after the sealed thread ended.
 constexpr int32_t kServedKnownRecord = -3;
 
-std::atomic<int64_t> settle_margin_ns{int64_t{2} * 1000000000};
 
 // Snapshots this process has taken before (serving). A file whose stat
 // (device, inode, size, mtime, ctime) is as it was when its snapshot was
-// hashed, and whose ctime was already older than the settle margin then,
-// still has those bytes: no write leaves all five unchanged, and a write
-// within the file system's timestamp granularity of the stat cannot go
-// unseen once that much time has passed (ccache's "too new", as lookup
-// records). So the supervisor installs such a file itself, not a copy:
+// hashed, and whose stamp stood for its bytes then (common/stamp_trust.h:
+// older than the writeback window), still has those bytes. So the supervisor installs such a file itself, not a copy:
 // the ~500 toolkit headers a CUB compile reads again at every compile cost
 // no memfd, copy or hash. A write while NVRTC reads it is found after the
 // compile (check_known_files: its stat or its bytes changed), and the file
@@ -346,6 +344,7 @@ class SnapshotCache {
  public:
   static SnapshotCache* acquire() {
     static SnapshotCache* cache = [] {
+      writeback_window_ns();  // read now: the supervisor reads no file of its own
       const char* off = ::getenv("KCACHE_SNAPSHOT_REUSE");
       if (off && std::strcmp(off, "off") == 0) return static_cast<SnapshotCache*>(nullptr);
       auto* made = new SnapshotCache;  // lives as long as the process
@@ -356,24 +355,6 @@ class SnapshotCache {
     return cache;
   }
   void release() { busy_.store(false, std::memory_order_release); }
-
-  // Whether a file system (statfs's f_type) answers stat from the inode
-  // itself, with ctime from this machine's clock at every change.
-  static bool stat_is_fresh_on(uint64_t type) {
-    switch (type) {
-      case 0xEF53:      // ext2, ext3, ext4
-      case 0x58465342:  // xfs
-      case 0x9123683E:  // btrfs
-      case 0x01021994:  // tmpfs
-      case 0x794C7630:  // overlayfs (containers)
-      case 0xF2F52010:  // f2fs
-      case 0x2FC12FC1:  // zfs
-      case 0x73717368:  // squashfs (read-only)
-        return true;
-      default:
-        return false;
-    }
-  }
 
   // The snapshot of `path` taken when the file had the stat `st`, if any.
   const Snapshot* find(const char* path, size_t len, const struct stat& st) const {
@@ -389,11 +370,7 @@ class SnapshotCache {
 
   // Keeps `snap`, taken of `path` at `now_ns`, if the file had settled.
   void remember(const char* path, size_t len, const Snapshot& snap, int64_t now_ns) {
-    const int64_t margin = settle_margin_ns.load(std::memory_order_relaxed);
-    if (snap.ctime_ns > static_cast<uint64_t>(INT64_MAX) ||
-        static_cast<int64_t>(snap.ctime_ns) + margin >= now_ns) {
-      return;
-    }
+    if (!stamp_settled(snap.mtime_ns, snap.ctime_ns, now_ns)) return;
     Entry* e = slot(path, len);
     if (!e) return;
     if (!e->used) {
@@ -1047,7 +1024,7 @@ class Supervisor {
     // Kept known only on a local file system (SnapshotCache says why).
     struct statfs fs;
     const bool keep = known_ && raw_syscall(SYS_fstatfs, src, reinterpret_cast<long>(&fs)) == 0 &&
-                      SnapshotCache::stat_is_fresh_on(static_cast<uint64_t>(fs.f_type));
+                      stamps_trusted_on_type(static_cast<uint64_t>(fs.f_type));
     long answer = fill_and_send(req, src, static_cast<int>(mem), st, flags, abs_len,
                                 keep ? static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec
                                      : -1);
@@ -1552,7 +1529,7 @@ struct SealedStart {
 
 }  // namespace
 
-void set_snapshot_settle_margin_for_testing(int64_t ns) { settle_margin_ns = ns; }
+void set_snapshot_settle_margin_for_testing(int64_t ns) { set_writeback_window_for_testing(ns); }
 
 SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn) {
   // Everything the supervisor will use is made before the sealed thread can

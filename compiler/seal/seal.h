@@ -88,11 +88,11 @@ constexpr const char* kProcessFiles[] = {"/proc/sys/vm/overcommit_memory",
 // the file's stat when it was opened.
 //
 // `known`: served from the file itself, not a copy. This process took a
-// snapshot of it before, when it already had this stat and had not changed
-// for two seconds; a file with the same stat has the same bytes (no write
-// leaves device, inode, size, mtime and ctime all as they were, on the local
-// file systems this is done for). Its stat and its bytes are checked again
-// after `fn` returned (a write through a shared mapping changes no stamp).
+// snapshot of it before, when it already had this stat and that stat stood
+// for its bytes (common/stamp_trust.h: older than the writeback window, on a
+// file system whose stamps hold). Its stat and its bytes are checked again
+// after `fn` returned (a write through a shared mapping within the window
+// changes no stamp).
 // `ctime_ns` UINT64_MAX: the file changed
 // while it was read (a copy that grew or shrank, a known file written to);
 // what `fn` read is then not known. KCACHE_SNAPSHOT_REUSE=off takes a copy
@@ -140,8 +140,8 @@ constexpr int kSealDepth = 32;
 
 SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn);
 
-// Tests that edit files faster than two seconds apart: how long a file must
-// have been unchanged before its snapshot is served again from the file.
+// Tests that edit files faster than the writeback window: the window of
+// common/stamp_trust.h (shared with lookup records and manifests).
 void set_snapshot_settle_margin_for_testing(int64_t ns);
 
 // Whether this kernel can seal at all (Landlock and seccomp user

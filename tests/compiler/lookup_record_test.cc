@@ -52,16 +52,19 @@ TEST_F(LookupRecordTest, AnEditedFileIsNoLongerAsRecorded) {
   EXPECT_FALSE(disk_unchanged(*probes, ""));
 }
 
-TEST_F(LookupRecordTest, AnAbsentNameIsAnsweredByItsFolderUntilTheNameAppears) {
+TEST_F(LookupRecordTest, AnAbsentNameIsCheckedByItsOwnStatNotByItsFolder) {
   std::string dir = test_dir();
   write(dir, "inc/other.cuh", "");
   age();
-  // Two names absent in inc/, one beneath a missing folder of inc/: one
-  // folder answers for all three.
   auto probes = observe({dir + "/inc/a.cuh", dir + "/inc/b.cuh", dir + "/inc/sub/c.cuh"});
   ASSERT_TRUE(probes);
-  EXPECT_EQ(probes->size(), 1u);
-  EXPECT_TRUE((*probes)[0].has_folder);
+  ASSERT_EQ(probes->size(), 3u);
+  for (const cache::ManifestProbe& p : *probes) {
+    EXPECT_FALSE(p.present);
+    EXPECT_FALSE(p.has_folder) << p.path;
+  }
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "inc/log.txt", "");  // another name in the folder: no concern of the record
   EXPECT_TRUE(disk_unchanged(*probes, ""));
   write(dir, "inc/sub/c.cuh", "");
   EXPECT_FALSE(disk_unchanged(*probes, ""));
@@ -110,6 +113,31 @@ TEST_F(LookupRecordTest, PathsBeneathTheProgramFolderAreRecordedRelativeToIt) {
   auto outside_only = observe({outside}, dir + "/p1");
   ASSERT_TRUE(outside_only);
   EXPECT_TRUE(disk_unchanged(*outside_only, dir + "/p2"));
+}
+
+// A name its manifest keyed by its absolute name (a computed __has_include
+// built by token pasting) is checked by that name in every folder: here the
+// program's folder is reached through the link L1, and a program under L2
+// (the same folder) looks the record up after L1 was retargeted.
+TEST_F(LookupRecordTest, ANameItsManifestKeyedAbsolutelyStaysAbsoluteInTheRecord) {
+  std::string dir = test_dir();
+  write(dir, "A/y.h", "#define VALUE 1\n");
+  write(dir, "B/keep", "");
+  ASSERT_EQ(::symlink((dir + "/A").c_str(), (dir + "/L1").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/A").c_str(), (dir + "/L2").c_str()), 0);
+  age();
+  const std::string keyed = dir + "/L1/y.h";
+  DiskObservations seen;
+  struct stat st;
+  observed_stat(keyed, &st);
+  auto probes = seen.probes(dir + "/L1", {keyed});
+  ASSERT_TRUE(probes);
+  ASSERT_EQ(probes->size(), 2u);
+  EXPECT_TRUE(disk_unchanged(*probes, dir + "/L2"));
+  ASSERT_EQ(::unlink((dir + "/L1").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/B").c_str(), (dir + "/L1").c_str()), 0);
+  EXPECT_FALSE(disk_unchanged(*probes, dir + "/L2"))
+      << "the answer came from " << keyed << ", which is absent now";
 }
 
 TEST_F(LookupRecordTest, OnlyTheOutermostRecordingRecords) {

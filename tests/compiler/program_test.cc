@@ -51,8 +51,6 @@ TEST(ProgramOptionsTest, WhatKcacheCannotKeyIsRefusedSayingWhy) {
   };
   const Case cases[] = {
       {{"-arch=sm_90", "-dlto"}, "option -dlto: its LTO-IR embeds the working directory"},
-      {{"-arch=sm_90", "-lineinfo"}, "option -lineinfo: its line table names the working"},
-      {{"-arch=sm_90", "-G"}, "option -G: its debug information"},
       {{"-arch=sm_90", "--pch-dir=/tmp/p"}, "option --pch-dir=/tmp/p: precompiled headers"},
       {{"-arch=sm_90", "-include", "x.h"}, "option -include: it includes a file"},
       {{"-arch=sm_90", "-I"}, "option -I: no value follows it"},
