@@ -149,10 +149,10 @@ std::string kind_assert(const std::string& shown, size_t i, const PtxParam& p) {
                      "): argument " + std::to_string(i + 1) +
                      " is an integer, an enum or a pointer (pass a float or double, e.g. "
                      "2.0f, not 2)"
-               : "takes an integer (" + describe_param(p) + "): argument " +
-                     std::to_string(i + 1) +
-                     " is a floating-point number (convert it, e.g. static_cast<int>(x), or "
-                     "check the order of the arguments)";
+               : std::string(p.size == 8 ? "takes an integer or a pointer (" : "takes an integer (") +
+                     describe_param(p) + "): argument " + std::to_string(i + 1) +
+                     " is a floating-point number (check the order of the arguments; convert "
+                     "one on purpose, e.g. static_cast<int>(x))";
   return "      static_assert(sizeof(" + arg + ") != " + std::to_string(p.size) + " || !" +
          (floating ? "integer_or_pointer<" : "floating_point<") + arg + ">, " +
          string_literal("kcache: kernel " + shown + ", " + param_label(i, p) + " " + what) +
