@@ -127,8 +127,8 @@ std::string param_label(size_t i, const PtxParam& p) {
 }
 
 std::string size_assert(const std::string& shown, size_t i, const PtxParam& p) {
-  return "      static_assert(sizeof(std::tuple_element_t<" + std::to_string(i) + ", A>) == " +
-         std::to_string(p.size) + ", " +
+  return "      static_assert(sizeof(std::tuple_element_t<" + std::to_string(i) +
+         ", A>) == " + std::to_string(p.size) + ", " +
          string_literal("kcache: kernel " + shown + ", " + param_label(i, p) + " is " +
                         std::to_string(p.size) + (p.size == 1 ? " byte" : " bytes") +
                         ": argument " + std::to_string(i + 1) +
@@ -145,18 +145,18 @@ std::string kind_assert(const std::string& shown, size_t i, const PtxParam& p) {
   const bool floating = kind == ParamKind::floating;
   const std::string arg = "std::tuple_element_t<" + std::to_string(i) + ", A>";
   const std::string what =
-      floating ? "takes a floating-point number (" + describe_param(p) +
-                     "): argument " + std::to_string(i + 1) +
-                     " is an integer, an enum or a pointer (pass a float or double, e.g. "
-                     "2.0f, not 2)"
-               : std::string(p.size == 8 ? "takes an integer or a pointer (" : "takes an integer (") +
-                     describe_param(p) + "): argument " + std::to_string(i + 1) +
-                     " is a floating-point number (check the order of the arguments; convert "
-                     "one on purpose, e.g. static_cast<int>(x))";
+      floating
+          ? "takes a floating-point number (" + describe_param(p) + "): argument " +
+                std::to_string(i + 1) +
+                " is an integer, an enum or a pointer (pass a float or double, e.g. "
+                "2.0f, not 2)"
+          : std::string(p.size == 8 ? "takes an integer or a pointer (" : "takes an integer (") +
+                describe_param(p) + "): argument " + std::to_string(i + 1) +
+                " is a floating-point number (check the order of the arguments; convert "
+                "one on purpose, e.g. static_cast<int>(x))";
   return "      static_assert(sizeof(" + arg + ") != " + std::to_string(p.size) + " || !" +
          (floating ? "integer_or_pointer<" : "floating_point<") + arg + ">, " +
-         string_literal("kcache: kernel " + shown + ", " + param_label(i, p) + " " + what) +
-         ");\n";
+         string_literal("kcache: kernel " + shown + ", " + param_label(i, p) + " " + what) + ");\n";
 }
 
 // One kernel's type: its name for Module::function, its parameters' PTX

@@ -119,7 +119,8 @@ TEST(CodegenTest, HeaderChecksArgumentKindsWhereThePtxTypeRulesThemOut) {
 
 TEST(CodegenTest, DescribesOnlyWhatThePtxTypeTells) {
   auto describe = [](const char* ptx) {
-    return describe_param(ptx_entries(std::string(".entry k(") + ptx + ")").entries.at(0).params.at(0));
+    return describe_param(
+        ptx_entries(std::string(".entry k(") + ptx + ")").entries.at(0).params.at(0));
   };
   EXPECT_EQ(describe(".param .u32 a"), "a 32-bit integer or enum");
   EXPECT_EQ(describe(".param .s32 a"), "a 32-bit integer or enum");
