@@ -359,7 +359,8 @@ std::string generate_header(const EmbedInfo& info) {
               ".\n// Look them up by name (Module::function(\"name\")).\n";
   } else {
     std::string types, constants;
-    std::vector<std::string> taken;
+    // The kind traits (kKindTraits) share the namespace: a kernel of their name gets _2.
+    std::vector<std::string> taken = {"integer_or_pointer", "floating_point"};
     for (const KernelInfo& k : info.kernels.kernels) {
       std::string id = kernel_identifier(k);
       std::string unique = id;

@@ -117,6 +117,18 @@ TEST(CodegenTest, HeaderChecksArgumentKindsWhereThePtxTypeRulesThemOut) {
       << h;
 }
 
+TEST(CodegenTest, AKernelNamedAsAKindTraitDoesNotClashWithIt) {
+  EmbedInfo info;
+  info.symbol = "k_bundle";
+  info.kernels = kernel_list(".visible .entry floating_point(.param .f32 x)\n", {});
+  std::string h = generate_header(info);
+  EXPECT_NE(h.find("inline constexpr bool floating_point ="), std::string::npos) << h;
+  EXPECT_NE(h.find("inline constexpr entry_types::floating_point_2 floating_point_2{};"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(h.find("return \"floating_point\";"), std::string::npos) << h;
+}
+
 TEST(CodegenTest, DescribesOnlyWhatThePtxTypeTells) {
   auto describe = [](const char* ptx) {
     return describe_param(
