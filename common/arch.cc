@@ -30,4 +30,30 @@ std::optional<Arch> parse_arch(std::string_view name) {
   return arch;
 }
 
+std::optional<std::string> suggest_arch(std::string_view typed) {
+  if (typed.size() > 32 || parse_arch(typed)) return std::nullopt;
+  std::string lower;
+  for (char c : typed) lower += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  std::string_view rest = lower;
+  std::string out;
+  for (const char* prefix : {"sm", "compute"}) {
+    if (rest.substr(0, std::string_view(prefix).size()) == prefix) {
+      out = std::string(prefix) + "_";
+      rest.remove_prefix(std::string_view(prefix).size());
+      break;
+    }
+  }
+  if (out.empty()) return std::nullopt;
+  for (char c : rest) {
+    if (c != '_' && c != '-' && c != '.' && c != ' ') out += c;
+  }
+  if (!parse_arch(out)) return std::nullopt;
+  return out;
+}
+
+std::string did_you_mean_arch(std::string_view typed) {
+  std::optional<std::string> meant = suggest_arch(typed);
+  return meant ? " (did you mean " + *meant + "?)" : "";
+}
+
 }  // namespace kcache

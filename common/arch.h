@@ -15,6 +15,7 @@
 #include "common/cxx17.h"  // first: says so in one line below C++17
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace kcache {
@@ -32,5 +33,16 @@ struct Arch {
 
 // nullopt for anything the grammar above does not produce.
 std::optional<Arch> parse_arch(std::string_view name);
+
+// The arch a near miss of the grammar meant: `typed` lower-cased, with the
+// separator after "sm"/"compute" and any '_', '-', '.' or space among its
+// digits dropped, when that is an arch ("sm90", "SM_90", "sm-90a",
+// "sm_9.0", "compute90" give "sm_90", "sm_90a", "compute_90"). nullopt when
+// `typed` is an arch already or nothing near it is.
+std::optional<std::string> suggest_arch(std::string_view typed);
+
+// " (did you mean sm_90?)" for a near miss (suggest_arch), else "": for the
+// messages that refuse an arch.
+std::string did_you_mean_arch(std::string_view typed);
 
 }  // namespace kcache

@@ -326,7 +326,7 @@ Target parse_target(const std::string& arch, cache::TargetKind kind) {
   const std::string prefix = kind == cache::TargetKind::cubin ? "sm_" : "compute_";
   auto bad = [&](const std::string& why) {
     return InvalidArgument(
-        "\"" + arch + "\" " + why +
+        "\"" + arch + "\" " + why + did_you_mean_arch(arch) +
         (kind == cache::TargetKind::cubin
              ? ": --arch takes real architectures such as sm_80, sm_90, sm_90a (one cubin each)"
              : ": --ptx takes a virtual architecture such as compute_90"));

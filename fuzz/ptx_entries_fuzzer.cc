@@ -55,6 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check(unit != 0, "a parameter's type is a known one");
       check(p.size != 0 && p.size % unit == 0 && p.size <= kMaxEntryParamBytes, "size");
       check(p.align != 0, "alignment");
+      check(ptx_param_kind(p) == ParamKind::bits || p.size == unit,
+            "an integer or floating kind only for one scalar, never an array");
     }
   }
   // The header declares each kernel once (names made unique).

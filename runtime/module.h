@@ -109,8 +109,14 @@ class Function {
 
 // A kernel named through the header cuda_kernel generates
 // (<symbol>_kernels::saxpy, compiler/image/codegen.h): Module::function returns
-// one, and launch() checks its arguments' count and sizes at compile time,
-// each mismatch a static_assert naming the parameter. A Function otherwise.
+// one, and launch() checks its arguments at compile time, each mismatch a
+// static_assert naming the parameter by index and PTX name: their count, each
+// one's size, and each one's kind where the parameter's PTX type rules it out
+// (an integer, enum or pointer for a .f32/.f64 parameter, a floating-point
+// number for a .u32/.s32/.u64 one: so an int and a float swapped do not
+// compile). Nothing the PTX cannot tell is refused: int and unsigned (both
+// .u32), a pointer and a 64-bit integer such as CUdeviceptr (both .u64), or
+// any value of a struct's size (a .b8 array). A Function otherwise.
 template <typename Entry>
 class Kernel : public Function {
  public:
@@ -213,8 +219,9 @@ void launch(StreamRef stream, const LaunchConfig& config, const Function& functi
   launch_raw(stream, config, function, pointers);
 }
 
-// A kernel of a generated header: its arguments checked at compile time
-// first (the generated static_asserts), then as any launch.
+// A kernel of a generated header: its arguments' count, sizes and kinds
+// checked at compile time first (the generated static_asserts, see Kernel),
+// then as any launch.
 template <typename Entry, typename... Args>
 void launch(StreamRef stream, const LaunchConfig& config, const Kernel<Entry>& kernel,
             const Args&... args) {

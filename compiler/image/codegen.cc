@@ -117,13 +117,61 @@ std::string mangled_function_name(std::string_view symbol) {
 
 std::string string_literal(std::string_view text) { return "\"" + escape_for_literal(text) + "\""; }
 
-// One kernel's type: its name for Module::function, and the compile-time
-// check of launch()'s arguments.
+// "parameter 1 (saxpy_param_1, .u64)", for the static_assert messages.
+std::string param_label(size_t i, const PtxParam& p) {
+  std::string type = p.type;
+  if (ptx_type_size(p.type) != 0 && p.size != ptx_type_size(p.type)) {
+    type += "[" + std::to_string(p.size / ptx_type_size(p.type)) + "]";
+  }
+  return "parameter " + std::to_string(i) + " (" + p.name + ", " + type + ")";
+}
+
+std::string size_assert(const std::string& shown, size_t i, const PtxParam& p) {
+  return "      static_assert(sizeof(std::tuple_element_t<" + std::to_string(i) +
+         ", A>) == " + std::to_string(p.size) + ", " +
+         string_literal("kcache: kernel " + shown + ", " + param_label(i, p) + " is " +
+                        std::to_string(p.size) + (p.size == 1 ? " byte" : " bytes") +
+                        ": argument " + std::to_string(i + 1) +
+                        " has another size (pass the parameter's exact type, e.g. float "
+                        "not double)") +
+         ");\n";
+}
+
+// The kind check of one parameter, only where its PTX type rules a kind out
+// and only once the sizes agree (a size mismatch has its own message).
+std::string kind_assert(const std::string& shown, size_t i, const PtxParam& p) {
+  const ParamKind kind = ptx_param_kind(p);
+  if (kind == ParamKind::bits) return {};
+  const bool floating = kind == ParamKind::floating;
+  const std::string arg = "std::tuple_element_t<" + std::to_string(i) + ", A>";
+  const std::string what =
+      floating
+          ? "takes a floating-point number (" + describe_param(p) + "): argument " +
+                std::to_string(i + 1) +
+                " is an integer, an enum or a pointer (pass a float or double, e.g. "
+                "2.0f, not 2)"
+          : std::string(p.size == 8 ? "takes an integer or a pointer (" : "takes an integer (") +
+                describe_param(p) + "): argument " + std::to_string(i + 1) +
+                " is a floating-point number (check the order of the arguments; convert "
+                "one on purpose, e.g. static_cast<int>(x))";
+  return "      static_assert(sizeof(" + arg + ") != " + std::to_string(p.size) + " || !" +
+         (floating ? "integer_or_pointer<" : "floating_point<") + arg + ">, " +
+         string_literal("kcache: kernel " + shown + ", " + param_label(i, p) + " " + what) + ");\n";
+}
+
+// One kernel's type: its name for Module::function, its parameters' PTX
+// types, and the compile-time check of launch()'s arguments.
 std::string entry_type(const std::string& identifier, const KernelInfo& k) {
   const std::string shown = comment_line(k.name_expression.empty() ? k.symbol : k.name_expression);
   const size_t n = k.params.size();
-  std::string sizes;
-  for (const PtxParam& p : k.params) sizes += (sizes.empty() ? "" : ", ") + std::to_string(p.size);
+  std::string sizes, types, listing;
+  for (size_t i = 0; i < n; ++i) {
+    const PtxParam& p = k.params[i];
+    sizes += (i ? ", " : "") + std::to_string(p.size);
+    types += std::string(i ? ", " : "") + "\"" + p.type + (p.pointer ? " .ptr" : "") + "\"";
+    listing += "  //   " + std::to_string(i) + " " + p.name + ": " + p.type +
+               (p.pointer ? " .ptr" : "") + ", " + describe_param(p) + "\n";
+  }
   std::string out = "struct " + identifier + " {\n" +
                     "  using kcache_entry_point = void;\n"
                     "  // " + comment_line(k.symbol) + " in the image.\n" +
@@ -131,7 +179,13 @@ std::string entry_type(const std::string& identifier, const KernelInfo& k) {
                     string_literal(k.name_expression.empty() ? k.symbol : k.name_expression) +
                     "; }\n"
                     "  static constexpr std::size_t param_count = " + std::to_string(n) + ";\n";
-  if (n) out += "  static constexpr std::size_t param_sizes[] = {" + sizes + "};\n";
+  if (n) {
+    out += "  static constexpr std::size_t param_sizes[] = {" + sizes + "};\n" +
+           "  // Its parameters as the PTX declares them, and what that tells of the\n"
+           "  // argument (a .b8 array is a struct, union or array; .u64 a pointer or a\n"
+           "  // 64-bit integer; .u32 an int, unsigned or enum):\n" +
+           listing + "  static constexpr const char* param_types[] = {" + types + "};\n";
+  }
   out += "  template <typename... Args>\n  static constexpr bool check() {\n";
   out += "    static_assert(sizeof...(Args) == " + std::to_string(n) + ", " +
          string_literal("kcache: kernel " + shown + " takes " + std::to_string(n) +
@@ -143,25 +197,26 @@ std::string entry_type(const std::string& identifier, const KernelInfo& k) {
     out += "    if constexpr (sizeof...(Args) == " + std::to_string(n) + ") {\n" +
            "      using A = std::tuple<Args...>;\n";
     for (size_t i = 0; i < n; ++i) {
-      const PtxParam& p = k.params[i];
-      std::string type = p.type;
-      if (ptx_type_size(p.type) != 0 && p.size != ptx_type_size(p.type)) {
-        type += "[" + std::to_string(p.size / ptx_type_size(p.type)) + "]";
-      }
-      out += "      static_assert(sizeof(std::tuple_element_t<" + std::to_string(i) + ", A>) == " +
-             std::to_string(p.size) + ", " +
-             string_literal("kcache: kernel " + shown + ", parameter " + std::to_string(i) + " (" +
-                            p.name + ", " + type + ") is " + std::to_string(p.size) +
-                            (p.size == 1 ? " byte" : " bytes") + ": argument " + std::to_string(i + 1) +
-                            " has another size (pass the parameter's exact type, e.g. float "
-                            "not double)") +
-             ");\n";
+      out += size_assert(shown, i, k.params[i]) + kind_assert(shown, i, k.params[i]);
     }
     out += "    }\n";
   }
   out += "    return true;\n  }\n};\n";
   return out;
 }
+
+// The argument kinds a PTX type can rule out (ptx_entries.h, ParamKind), as
+// the generated checks name them. An argument is deduced without const or
+// reference; the traits see through volatile.
+constexpr const char* kKindTraits =
+    "// The argument kinds a parameter's PTX type rules out: an integer, an enum\n"
+    "// or a pointer for a .f parameter, a floating-point number for a .u or .s one.\n"
+    "template <typename T>\n"
+    "inline constexpr bool integer_or_pointer =\n"
+    "    std::is_integral_v<T> || std::is_enum_v<T> || std::is_pointer_v<T> ||\n"
+    "    std::is_member_pointer_v<T> || std::is_null_pointer_v<T>;\n"
+    "template <typename T>\n"
+    "inline constexpr bool floating_point = std::is_floating_point_v<T>;\n\n";
 
 }  // namespace
 
@@ -189,6 +244,29 @@ KernelList kernel_list(std::string_view ptx,
     out.kernels.push_back(std::move(k));
   }
   return out;
+}
+
+std::string describe_param(const PtxParam& p) {
+  const std::string t = p.type;
+  switch (ptx_param_kind(p)) {
+    case ParamKind::floating:
+      if (t == ".f32") return "a float";
+      if (t == ".f64") return "a double";
+      if (t == ".f16x2" || t == ".bf16x2") return "two 16-bit floating-point numbers";
+      return "a 16-bit floating-point number";
+    case ParamKind::integer:
+      if (p.pointer) return "a pointer";
+      if (p.size == 8) return "a pointer or a 64-bit integer";
+      if (p.size == 4) return "a 32-bit integer or enum";
+      if (p.size == 1) return "a bool, char or 8-bit integer";
+      return "a 16-bit integer";
+    case ParamKind::bits:
+      break;
+  }
+  if (p.size != ptx_type_size(t)) {
+    return std::to_string(p.size) + " bytes: a struct, union or array";
+  }
+  return std::to_string(p.size * 8) + " bits of any kind";
 }
 
 std::string kernel_identifier(const KernelInfo& k) {
@@ -281,7 +359,8 @@ std::string generate_header(const EmbedInfo& info) {
               ".\n// Look them up by name (Module::function(\"name\")).\n";
   } else {
     std::string types, constants;
-    std::vector<std::string> taken;
+    // The kind traits (kKindTraits) share the namespace: a kernel of their name gets _2.
+    std::vector<std::string> taken = {"integer_or_pointer", "floating_point"};
     for (const KernelInfo& k : info.kernels.kernels) {
       std::string id = kernel_identifier(k);
       std::string unique = id;
@@ -294,17 +373,18 @@ std::string generate_header(const EmbedInfo& info) {
     }
     kernels = "\n// Its kernels, from the .entry declarations of its PTX. Name them through\n"
               "// these (a misspelt one does not compile); kcache::runtime::launch checks\n"
-              "// the number and size of the arguments at compile time:\n"
+              "// the number, size and kind of the arguments at compile time:\n"
               "//   kcache::runtime::Kernel k = module.function(" + kernels_ns + "::<kernel>);\n"
               "//   kcache::runtime::launch(stream, config, k, args...);\n"
-              "namespace " + kernels_ns + " {\nnamespace entry_types {\n\n" + types +
+              "namespace " + kernels_ns + " {\nnamespace entry_types {\n\n" + kKindTraits + types +
               "\n}  // namespace entry_types\n\n" + constants + "}  // namespace " + kernels_ns +
               "\n";
   }
   return summary(info) +
          "#pragma once\n\n"
          "#include <cstddef>\n"
-         "#include <tuple>\n\n"
+         "#include <tuple>\n"
+         "#include <type_traits>\n\n"
          "#include \"bundle/embedded.h\"\n\n" +
          open +
          "// The kernel bundle (.kcb bytes, static storage), registered at static\n"

@@ -60,12 +60,26 @@ std::string generate_source(std::string_view bytes, const EmbedInfo& info);
 // The .h declaring `const kcache::bundle::EmbeddedBundle& <symbol>();` and,
 // in namespace <symbol>_kernels, one constant per kernel of info.kernels:
 //   inline constexpr entry_types::saxpy saxpy{};
-// whose type says the kernel's name and checks launch() arguments (count,
-// each size) with a static_assert naming the parameter. The C++ name is the
-// symbol for an extern "C" kernel, the name expression made an identifier
-// ("scale<float>" -> scale_float), else the function's name read from its
-// mangling; a repeated one gets _2, _3, ...
+// whose type says the kernel's name and its parameters' PTX types
+// (param_types), and checks launch() arguments with a static_assert naming
+// the parameter (its index and PTX name; the C++ name is not in the PTX):
+//   - the count, and each argument's size;
+//   - its kind, where the PTX type rules one out (ptx_param_kind): an
+//     integer, enum or pointer for a .f16/.bf16/.f32/.f64 parameter, a
+//     floating-point number for a .u/.s one. Nothing else is rejected, since
+//     the PTX cannot tell it wrong: int, unsigned and an enum share .u32, a
+//     pointer and a 64-bit integer .u64 (so a CUdeviceptr passes for a
+//     pointer), a .b type or a .b8 array (a struct) takes any value of its
+//     size, and a class type (a __half for a .f16) always passes.
+// The kernel's C++ name is the symbol for an extern "C" kernel, the name
+// expression made an identifier ("scale<float>" -> scale_float), else the
+// function's name read from its mangling; a repeated one gets _2, _3, ...
 std::string kernel_identifier(const KernelInfo& kernel);
+
+// What a parameter's PTX type tells of its argument, for the header's
+// comments and messages: "a float", "a pointer or a 64-bit integer",
+// "a 32-bit integer or enum", "12 bytes: a struct, union or array".
+std::string describe_param(const PtxParam& param);
 
 // The .h declaring the accessor and the kernels (above).
 std::string generate_header(const EmbedInfo& info);

@@ -114,6 +114,14 @@ PtxEntries fail(const Lexer& lex, const std::string& what) {
 
 size_t ptx_type_size(std::string_view type) { return ptx_entries_reader::type_size(type); }
 
+ParamKind ptx_param_kind(const PtxParam& param) {
+  std::string_view type = param.type;
+  if (ptx_type_size(type) == 0 || param.size != ptx_type_size(type)) return ParamKind::bits;
+  if (type[1] == 'f' || type.substr(0, 3) == ".bf") return ParamKind::floating;
+  if (type[1] == 'u' || type[1] == 's') return ParamKind::integer;
+  return ParamKind::bits;
+}
+
 PtxEntries ptx_entries(std::string_view ptx) {
   using namespace ptx_entries_reader;
   PtxEntries out;
@@ -150,7 +158,7 @@ PtxEntries ptx_entries(std::string_view ptx) {
             return fail(lex, "a bad .align in a parameter of " + entry.name);
           }
         } else if (is_qualifier(t)) {
-          continue;
+          p.pointer = p.pointer || t == ".ptr";
         } else if (p.type.empty() && type_size(t) != 0) {
           p.type = std::string(t);
         } else {

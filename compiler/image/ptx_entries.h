@@ -30,10 +30,11 @@
 namespace kcache::compiler {
 
 struct PtxParam {
-  std::string name;  // "saxpy_param_0"
-  std::string type;  // ".f32", ".b8" (of an array or struct)
-  size_t size = 0;   // bytes: the type's times the array count
-  size_t align = 0;  // .align, else the type's size
+  std::string name;      // "saxpy_param_0"
+  std::string type;      // ".f32", ".b8" (of an array or struct)
+  size_t size = 0;       // bytes: the type's times the array count
+  size_t align = 0;      // .align, else the type's size
+  bool pointer = false;  // the .ptr attribute: certainly a pointer (NVRTC never writes it)
 };
 
 struct PtxEntry {
@@ -57,5 +58,19 @@ PtxEntries ptx_entries(std::string_view ptx);
 
 // The bytes of a PTX parameter type (".f32": 4), 0 for another word.
 size_t ptx_type_size(std::string_view type);
+
+// What a parameter's PTX type says of the C++ value passed for it. PTX gives
+// its width and, for the .u, .s and .f types, whether its bits are an integer
+// or a floating-point number; nothing finer. NVRTC declares int, unsigned and
+// an enum alike .u32, a pointer and a 64-bit integer alike .u64 (the .ptr
+// attribute is hand-written PTX's), and a struct, union or array as an
+// `.align N .b8 name[size]` array whose members it does not say:
+//   floating: .f16 .bf16 .f32 .f64 .f16x2 .bf16x2  never an integer, an enum
+//             or a pointer (a class such as __half may hold its bits)
+//   integer:  .u8-.u64 .s8-.s64                     never a floating-point
+//             number (an integer, an enum, a pointer, a class)
+//   bits:     .b8-.b128 and every array             any value of its size
+enum class ParamKind { bits, integer, floating };
+ParamKind ptx_param_kind(const PtxParam& param);
 
 }  // namespace kcache::compiler

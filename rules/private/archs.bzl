@@ -16,6 +16,21 @@ def _arch_order(arch):
     digits = "".join([c for c in arch.elems() if c.isdigit()])
     return (int(digits) if digits else 0, arch[-1] if not arch[-1].isdigit() else "")
 
+def _suggestion(typed, valid):
+    """' (did you mean "sm_90"?)' for a near miss in `valid`, else "".
+
+    As common/arch.h's suggest_arch: lower case, and the separator after
+    "sm"/"compute" and any "_", "-", "." or space among the digits dropped.
+    """
+    lower = typed.lower()
+    for prefix in ["sm", "compute"]:
+        if lower.startswith(prefix):
+            rest = "".join([c for c in lower[len(prefix):].elems() if c not in "_-. "])
+            meant = prefix + "_" + rest
+            if meant != typed and meant in valid:
+                return " (did you mean \"{}\"?)".format(meant)
+    return ""
+
 def _valid_list(archs):
     return ", ".join(sorted(archs, key = _arch_order))
 
@@ -28,7 +43,7 @@ def validate_archs(label, archs):
         seen[arch] = True
         if arch in REAL_ARCHS:
             continue
-        hint = ""
+        hint = _suggestion(arch, REAL_ARCHS)
         if arch.startswith("compute_"):
             hint = " (\"{}\" is a virtual arch: put it in ptx, not archs)".format(arch)
         fail("cuda_kernel {}: unknown arch \"{}\"{}. Valid archs for CUDA {}: {}".format(
@@ -43,7 +58,7 @@ def validate_ptx(label, ptx):
     """Fails, listing the valid virtual archs, unless `ptx` is empty or one of them."""
     if not ptx or ptx in VIRTUAL_ARCHS:
         return
-    hint = ""
+    hint = _suggestion(ptx, VIRTUAL_ARCHS)
     if ptx.startswith("sm_"):
         hint = " (\"{}\" is a real arch: put it in archs; ptx takes compute_XY)".format(ptx)
     fail("cuda_kernel {}: unknown ptx arch \"{}\"{}. Valid virtual archs for CUDA {}: {}, or \"none\"".format(

@@ -31,6 +31,23 @@ TEST(ArchTest, RejectsEverythingOutsideTheGrammar) {
   EXPECT_FALSE(parse_arch(std::string_view("sm_90\0", 6)).has_value());
 }
 
+TEST(ArchTest, ANearMissSuggestsTheArchItMeant) {
+  EXPECT_EQ(suggest_arch("sm90"), "sm_90");
+  EXPECT_EQ(suggest_arch("SM_90"), "sm_90");
+  EXPECT_EQ(suggest_arch("sm-90a"), "sm_90a");
+  EXPECT_EQ(suggest_arch("sm_9.0"), "sm_90");
+  EXPECT_EQ(suggest_arch("Sm100F"), "sm_100f");
+  EXPECT_EQ(suggest_arch("compute90"), "compute_90");
+  EXPECT_EQ(suggest_arch("compute_9_0"), "compute_90");
+  EXPECT_EQ(did_you_mean_arch("sm90"), " (did you mean sm_90?)");
+  // Valid already, or nothing near: no suggestion.
+  for (const char* none : {"sm_90", "compute_90a", "sm9", "sm_9000", "gfx90a", "90", "sm_90b",
+                           "../sm_90", "", "smart"}) {
+    EXPECT_FALSE(suggest_arch(none).has_value()) << none;
+    EXPECT_EQ(did_you_mean_arch(none), "") << none;
+  }
+}
+
 // Whatever it accepts is safe as a file name part and in a log line.
 TEST(ArchTest, EveryAcceptedNameIsLowerCaseAlphanumericAndUnderscore) {
   for (int n = 0; n < 1000; ++n) {

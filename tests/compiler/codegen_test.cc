@@ -78,6 +78,73 @@ TEST(CodegenTest, HeaderDeclaresEachKernelWithItsParameterSizes) {
   EXPECT_NE(h.find("parameter 0 (saxpy_param_0, .f32) is 4 bytes"), std::string::npos) << h;
 }
 
+// k(int n, float scale, float* p, S s, double d) as NVRTC declares it.
+constexpr const char* kMixedPtx =
+    ".visible .entry k(.param .u32 k_param_0, .param .f32 k_param_1, .param .u64 k_param_2,\n"
+    "  .param .align 4 .b8 k_param_3[8], .param .f64 k_param_4, .param .b32 k_param_5)\n";
+
+TEST(CodegenTest, HeaderChecksArgumentKindsWhereThePtxTypeRulesThemOut) {
+  EmbedInfo info;
+  info.symbol = "k_bundle";
+  info.kernels = kernel_list(kMixedPtx, {});
+  ASSERT_TRUE(info.kernels.known) << info.kernels.why;
+  std::string h = generate_header(info);
+  EXPECT_NE(h.find("#include <type_traits>"), std::string::npos) << h;
+  // An int parameter: no floating-point argument, named by index and PTX name.
+  EXPECT_NE(h.find("static_assert(sizeof(std::tuple_element_t<0, A>) != 4 || "
+                   "!floating_point<std::tuple_element_t<0, A>>, \"kcache: kernel k, parameter 0 "
+                   "(k_param_0, .u32) takes an integer (a 32-bit integer or enum): argument 1 is "
+                   "a floating-point number"),
+            std::string::npos)
+      << h;
+  // A float parameter: no integer, enum or pointer.
+  EXPECT_NE(h.find("static_assert(sizeof(std::tuple_element_t<1, A>) != 4 || "
+                   "!integer_or_pointer<std::tuple_element_t<1, A>>, \"kcache: kernel k, "
+                   "parameter 1 (k_param_1, .f32) takes a floating-point number (a float): "
+                   "argument 2 is an integer, an enum or a pointer"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(h.find("!floating_point<std::tuple_element_t<2, A>>"), std::string::npos) << h;
+  EXPECT_NE(h.find("!integer_or_pointer<std::tuple_element_t<4, A>>"), std::string::npos) << h;
+  // A struct's bytes and untyped bits: any value of their size.
+  EXPECT_EQ(h.find("std::tuple_element_t<3, A>>"), std::string::npos) << h;
+  EXPECT_EQ(h.find("std::tuple_element_t<5, A>>"), std::string::npos) << h;
+  EXPECT_NE(h.find("param_types[] = {\".u32\", \".f32\", \".u64\", \".b8\", \".f64\", "
+                   "\".b32\"};"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(h.find("//   3 k_param_3: .b8, 8 bytes: a struct, union or array\n"), std::string::npos)
+      << h;
+}
+
+TEST(CodegenTest, AKernelNamedAsAKindTraitDoesNotClashWithIt) {
+  EmbedInfo info;
+  info.symbol = "k_bundle";
+  info.kernels = kernel_list(".visible .entry floating_point(.param .f32 x)\n", {});
+  std::string h = generate_header(info);
+  EXPECT_NE(h.find("inline constexpr bool floating_point ="), std::string::npos) << h;
+  EXPECT_NE(h.find("inline constexpr entry_types::floating_point_2 floating_point_2{};"),
+            std::string::npos)
+      << h;
+  EXPECT_NE(h.find("return \"floating_point\";"), std::string::npos) << h;
+}
+
+TEST(CodegenTest, DescribesOnlyWhatThePtxTypeTells) {
+  auto describe = [](const char* ptx) {
+    return describe_param(
+        ptx_entries(std::string(".entry k(") + ptx + ")").entries.at(0).params.at(0));
+  };
+  EXPECT_EQ(describe(".param .u32 a"), "a 32-bit integer or enum");
+  EXPECT_EQ(describe(".param .s32 a"), "a 32-bit integer or enum");
+  EXPECT_EQ(describe(".param .u64 a"), "a pointer or a 64-bit integer");
+  EXPECT_EQ(describe(".param .u64 .ptr .global .align 4 a"), "a pointer");
+  EXPECT_EQ(describe(".param .f32 a"), "a float");
+  EXPECT_EQ(describe(".param .f64 a"), "a double");
+  EXPECT_EQ(describe(".param .u8 a"), "a bool, char or 8-bit integer");
+  EXPECT_EQ(describe(".param .b32 a"), "32 bits of any kind");
+  EXPECT_EQ(describe(".param .align 8 .b8 a[24]"), "24 bytes: a struct, union or array");
+}
+
 TEST(CodegenTest, WithoutPtxTheHeaderSaysWhyItDeclaresNoKernels) {
   EmbedInfo info;
   info.symbol = "k_bundle";

@@ -286,6 +286,8 @@ TEST_F(CompilerTest, MalformedArchSaysWhatAValidOneLooksLike) {
     return "no error";
   };
   EXPECT_TRUE(contains(message(kernel("saxpy.cu", {"sm90"})), "such as sm_80"));
+  EXPECT_TRUE(contains(message(kernel("saxpy.cu", {"sm90"})),
+                       "\"sm90\" is not an architecture name (did you mean sm_90?)"));
   EXPECT_TRUE(contains(message(kernel("saxpy.cu", {"compute_90"})), "use --ptx compute_90"));
   EXPECT_TRUE(contains(message(kernel("saxpy.cu", {}, "sm_90")), "use --arch sm_90"));
   EXPECT_TRUE(contains(message(kernel("saxpy.cu", {})), "nothing to compile"));

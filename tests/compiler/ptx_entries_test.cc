@@ -87,6 +87,30 @@ TEST(PtxEntriesTest, WhatItDoesNotUnderstandIsAFailureWithAReason) {
   }
 }
 
+TEST(PtxEntriesTest, ParamKindsAreOnlyWhatThePtxTypeTells) {
+  PtxEntries r = ptx_entries(
+      ".visible .entry k(.param .u32 n, .param .f32 s, .param .u64 p, .param .u64 .ptr .global "
+      ".align 8 q, .param .f64 d, .param .s16 h, .param .b32 bits, .param .align 4 .b8 st[8], "
+      ".param .u32 arr[2], .param .f16 hf, .param .bf16x2 bf)");
+  ASSERT_TRUE(r.ok) << r.why;
+  const std::vector<PtxParam>& p = r.entries[0].params;
+  ASSERT_EQ(p.size(), 11u);
+  EXPECT_EQ(ptx_param_kind(p[0]), ParamKind::integer);  // int, unsigned, an enum
+  EXPECT_EQ(ptx_param_kind(p[1]), ParamKind::floating);
+  EXPECT_EQ(ptx_param_kind(p[2]), ParamKind::integer);  // a pointer or a 64-bit integer
+  EXPECT_FALSE(p[2].pointer) << "NVRTC's .u64 says nothing of a pointer";
+  EXPECT_EQ(ptx_param_kind(p[3]), ParamKind::integer);  // a CUdeviceptr is an integer too
+  EXPECT_TRUE(p[3].pointer);
+  EXPECT_EQ(p[3].align, 8u);
+  EXPECT_EQ(ptx_param_kind(p[4]), ParamKind::floating);
+  EXPECT_EQ(ptx_param_kind(p[5]), ParamKind::integer);
+  EXPECT_EQ(ptx_param_kind(p[6]), ParamKind::bits) << ".b32: untyped bits, a float or an int";
+  EXPECT_EQ(ptx_param_kind(p[7]), ParamKind::bits) << "a struct's .b8 array";
+  EXPECT_EQ(ptx_param_kind(p[8]), ParamKind::bits) << "an array of any type";
+  EXPECT_EQ(ptx_param_kind(p[9]), ParamKind::floating);
+  EXPECT_EQ(ptx_param_kind(p[10]), ParamKind::floating);
+}
+
 TEST(PtxEntriesTest, TypeSizes) {
   EXPECT_EQ(ptx_type_size(".u8"), 1u);
   EXPECT_EQ(ptx_type_size(".f16"), 2u);

@@ -209,6 +209,8 @@ def cuda_kernel_test_suite(name):
         "unknown_ptx": ({"ptx": "compute_91"}, "unknown ptx arch \"compute_91\""),
         "real_in_ptx": ({"ptx": "sm_90"}, "is a real arch: put it in archs; ptx takes compute_XY"),
         "duplicate_arch": ({"archs": ["sm_80", "sm_80"]}, "arch \"sm_80\" is listed twice"),
+        "misspelt_arch": ({"archs": ["sm90"]}, "unknown arch \"sm90\" (did you mean \"sm_90\"?). Valid archs for CUDA"),
+        "misspelt_ptx": ({"ptx": "Compute-90"}, "unknown ptx arch \"Compute-90\" (did you mean \"compute_90\"?)"),
     }
     cuda_kernel(name = "no_srcs", srcs = [], tags = ["manual"])
     failure_test(
