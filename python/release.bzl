@@ -2,8 +2,8 @@
 built optimized whatever the command line's -c.
 
 `release_file(name, src)` is `src`'s one file built in the release
-configuration: -c opt (a whole-process hit is mostly start-up and hashing,
-about twice as fast as fastbuild's), and an rpath that finds the libraries a
+configuration: -c opt (every hit is a whole kcache process: at -c opt it takes
+0.71-0.74x fastbuild's CPU time, docs/PERFORMANCE.md), and an rpath that finds the libraries a
 wheel bundles in the prefix's lib/ folder: `$ORIGIN/../lib` from bin/kcache,
 `$ORIGIN/..` from lib/kcache/ (the drop-in and the gRPC plugin). Both entries
 are in every file because one configuration builds all three: a second
