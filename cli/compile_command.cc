@@ -166,8 +166,10 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
         return programs->answer(request);
       };
       int rc = compiler::run_nvrtc_worker_loop(0, 1, *pch_dir, *idle_exit_ms, other);
-      programs->flush();  // an idle exit, or its input ended first
-      return rc;
+      // An idle exit, or its input ended before the thread above saw it:
+      // the same end as the thread's (no exit handler racing its flush).
+      programs->flush();
+      ::_exit(rc);
     };
   });
 }
