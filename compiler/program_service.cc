@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <map>
 #include <utility>
@@ -150,6 +151,8 @@ ProgramAnswer decode_program_answer(std::string_view bytes) {
 struct ProgramService::State {
   std::vector<std::string> notices;  // said with the next answer
   std::unique_ptr<cache::Storage> storage;
+  // `storage` once made, for flush() on another thread.
+  std::atomic<cache::Storage*> made{nullptr};
   // Where NVRTC runs, sealed: a miss's compile and its name check's at
   // once (NVRTC serializes compiles within one process).
   std::unique_ptr<NvrtcPool> pool;
@@ -163,7 +166,7 @@ ProgramService::ProgramService(std::vector<std::string> worker_command)
 ProgramService::~ProgramService() = default;
 
 void ProgramService::flush() {
-  if (state_->storage) state_->storage->flush();
+  if (cache::Storage* storage = state_->made.load()) storage->flush();
 }
 
 ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
@@ -180,6 +183,7 @@ ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
   if (!s.storage) {
     s.storage = std::make_unique<cache::Storage>(cache::storage_options_or_local_only(
         [&s](const std::string& w) { s.notices.push_back("cache settings: " + w); }));
+    s.made = s.storage.get();
   }
   std::unique_ptr<Compiler>& compiler = s.compilers[q.nvrtc_path];
   if (!compiler) {
