@@ -26,6 +26,7 @@
 #include "common/error.h"
 #include "compiler/compiler.h"
 #include "compiler/nvrtc/nvrtc_worker.h"
+#include "compiler/program_service.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::cli {
@@ -143,17 +144,32 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
       // Descriptors a program that started this left open (posix_spawn
       // cannot close them) are not this process's to hold.
       ::syscall(SYS_close_range, 3, ~0U, 0);
+      // The drop-in's whole program compiles (program_service.h): the
+      // store lives here, never in the program. Never destroyed: the
+      // thread below may flush it while a compile runs.
+      auto* programs = new compiler::ProgramService(worker_command());
       // A pool child is nobody's child (NvrtcPool's spawn_worker: init
       // adopts it), so it watches its stdin instead: when the pool's end
-      // closes (the pool retired it, or its process ended) it exits, even
-      // in the middle of a compile nobody will read.
-      std::thread([] {
+      // closes (the pool retired it, or its process ended) it writes the
+      // store's counters and exits, even in the middle of a compile nobody
+      // will read.
+      std::thread([programs] {
         pollfd in{0, POLLRDHUP, 0};
         while (::poll(&in, 1, -1) < 0 && errno == EINTR) {
         }
+        programs->flush();
         ::_exit(1);
       }).detach();
-      return compiler::run_nvrtc_worker_loop(0, 1, *pch_dir, *idle_exit_ms);
+      compiler::OtherRequests other = [programs](std::string_view request)
+          -> std::optional<std::string> {
+        if (!compiler::is_program_request(request)) return std::nullopt;
+        return programs->answer(request);
+      };
+      int rc = compiler::run_nvrtc_worker_loop(0, 1, *pch_dir, *idle_exit_ms, other);
+      // An idle exit, or its input ended before the thread above saw it:
+      // the same end as the thread's (no exit handler racing its flush).
+      programs->flush();
+      ::_exit(rc);
     };
   });
 }

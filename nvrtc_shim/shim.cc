@@ -11,21 +11,14 @@
 //
 // Nothing is loaded before the first call: a process that links NVRTC and
 // hits the cache never dlopens the real library for its compiles.
-#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <nvrtc.h>
-#include <poll.h>
 #include <stdlib.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -33,15 +26,12 @@
 #include <pthread.h>
 #include <set>
 #include <string>
-#include <tuple>
 #include <vector>
 
-#include "cache/config.h"
-#include "cache/storage.h"
 #include "common/error.h"
 #include "compiler/nvrtc/nvrtc_pool.h"
 #include "compiler/program.h"
-#include "compiler/time_macros.h"
+#include "compiler/program_service.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::nvrtc_shim {
@@ -52,16 +42,17 @@ namespace {
 // in both processes, so a forked child never waits on a lock that a thread
 // it does not have holds (a compile was under way in the parent: the child's
 // own first compile hung for good). In the order they nest.
-std::mutex compiler_mutex;  // cache_compiler()'s making
-compiler::Compiler* made_compiler = nullptr;  // cache_compiler()'s, once made
+std::mutex compiler_mutex;  // cache_pool()'s making
 std::mutex said_mutex;      // say()'s
 
-void say(const std::string& line) {
+// Says `line` on stderr once per `reason` (default: the line itself) in
+// this process, whichever threads meet it.
+void say(const std::string& line, const std::string& reason = "") {
   const char* quiet = ::getenv("KCACHE_QUIET");
   if (quiet && *quiet && std::strcmp(quiet, "0") != 0) return;
   static std::set<std::string> said;  // once per kind of trouble
   std::lock_guard<std::mutex> lock(said_mutex);
-  if (said.size() > 64 || !said.insert(line).second) return;
+  if (said.size() > 64 || !said.insert(reason.empty() ? line : reason).second) return;
   std::fprintf(stderr, "kcache nvrtc: %s\n", line.c_str());
 }
 
@@ -225,82 +216,59 @@ std::string kcache_exe(std::string* looked) {
   return "";
 }
 
-// The compile processes' pool (cache_compiler() makes it) and the binary.
+// The compile processes (made at the first compile) and their binary.
 compiler::NvrtcPool* compile_pool = nullptr;
-cache::Storage* cache_storage = nullptr;  // cache_compiler()'s
 std::string compile_exe;
-// A compile process that ends without answering this many times in a row
-// (a kcache binary that cannot run here) is not started again.
+// Compile processes that end (or stop) without answering this many times
+// in a row (a kcache binary that cannot run here) are not started again.
 constexpr int kMaxCompileProcessDeaths = 3;
 
-// The compiler every program compiles through, made at the first compile;
-// null (with the reason said once) where kcache cannot work here.
+// The pool every program compiles through; null (with the reason said once)
+// where kcache cannot work here.
 //
-// Hits are answered in this process from the store, without NVRTC. Misses
-// compile in kcache's compile processes (a pool of `kcache __nvrtc-worker`
-// children started with posix_spawn, kept for the life of this process),
-// which hold the seal and NVRTC: nothing of either ever runs in the program
-// that loaded this library (no seccomp filter, Landlock domain or
-// no_new_privs on any of its threads, its working folder and environment
-// untouched).
-compiler::Compiler* make_cache_compiler() {
-    try {
-      compiler::Toolkit toolkit = compiler::find_toolkit("");
-      const RealPath& r = real_path();
-      if (!r.error.empty()) {
-        say(r.error);
-        return nullptr;
-      }
-      std::string looked;
-      std::string exe = kcache_exe(&looked);
-      if (exe.empty()) {
-        say("compiles are not cached: kcache's compile process was not found (looked for " +
-            looked + "); run the program with `kcache run --`, or set KCACHE_EXE to the kcache binary");
-        return nullptr;
-      }
-      // The real library is the one compiled with and identified (by its
-      // file: a hit does not load it).
-      if (real_path_of(r.path) != real_path_of(toolkit.nvrtc.path)) {
-        toolkit.nvrtc = compiler::fingerprint_library(r.path);
-      }
-      // Never destroyed: a host's exit() runs static destructors while its
-      // other threads may still look entries up in the same SQLite
-      // connection (a hang or a crash, found by a review). Its counters are
-      // written at exit instead, under its lock (Storage::flush).
-      auto* storage = new cache::Storage(cache::storage_options_or_local_only(
-          [](const std::string& w) { say("cache settings: " + w); }));
-      cache_storage = storage;
-      // Only in this process: a fork's child that exits has no counters of
-      // the parent's, and must not wait on the store's index (a review).
-      static const pid_t made_in = ::getpid();
-      ::atexit([] {
-        if (::getpid() == made_in) cache_storage->flush();
-      });
-      // Never freed: a program's exit must not wait for its compile
-      // processes, which end when their input closes with this process.
-      auto* pool = new compiler::NvrtcPool({exe, "__nvrtc-worker"}, "");
-      auto* out = new compiler::Compiler(std::move(toolkit), storage);
-      out->use_pool(pool);
-      compile_pool = pool;
-      compile_exe = exe;
-      return out;
-    } catch (const std::exception& e) {
-      say(std::string("compiles are not cached: ") + e.what());
-      return nullptr;
-    }
+// This process holds no store: no SQLite, no blob, no remote, no exit
+// handler (compiler/program_service.h says why). Every compile, hit or
+// miss, is answered by kcache's compile processes (`kcache __nvrtc-worker`,
+// started as posix_spawn starts a child and adopted by init: never the
+// program's children), which hold the store, the seal and NVRTC. This
+// process keeps only its socket and pipe to each, close-on-exec and
+// checked by their identity before each use (NvrtcPool).
+compiler::NvrtcPool* make_compile_pool() {
+  const RealPath& r = real_path();
+  if (!r.error.empty()) {
+    say(r.error);
+    return nullptr;
+  }
+  std::string looked;
+  std::string exe = kcache_exe(&looked);
+  if (exe.empty()) {
+    say("compiles are not cached: kcache's compile process was not found (looked for " +
+        looked + "); run the program with `kcache run --`, or set KCACHE_EXE to the kcache binary");
+    return nullptr;
+  }
+  try {
+    // Never freed: a program's exit must not wait for its compile
+    // processes, which end when their input closes with this process.
+    auto* pool = new compiler::NvrtcPool({exe, "__nvrtc-worker"}, "");
+    compile_exe = exe;
+    return pool;
+  } catch (const std::exception& e) {
+    say(std::string("compiles are not cached: ") + e.what());
+    return nullptr;
+  }
 }
 
 // Made under compiler_mutex, not as a function's static: a host that forks
 // while another thread makes it would leave its child waiting on the
 // static's guard for good.
-compiler::Compiler* cache_compiler() {
+compiler::NvrtcPool* cache_pool() {
   static bool tried = false;  // made, or said why not
   std::lock_guard<std::mutex> lock(compiler_mutex);
   if (!tried) {
     tried = true;
-    made_compiler = make_cache_compiler();
+    compile_pool = make_compile_pool();
   }
-  return made_compiler;
+  return compile_pool;
 }
 
 // ---- Programs ---------------------------------------------------------------
@@ -348,8 +316,10 @@ const std::string& display_name(const Program* p) {
   return p->source.name.empty() ? default_name : p->source.name;
 }
 
-nvrtcResult compile_real(Program* p, int n, const char* const* options, const std::string& why) {
-  if (!why.empty()) say("compiled without the cache: " + why);
+// `said_as`: the reason `why` is said once under (default: its words).
+nvrtcResult compile_real(Program* p, int n, const char* const* options, const std::string& why,
+                         const std::string& said_as = "") {
+  if (!why.empty()) say("compiled without the cache: " + why, said_as);
   record_stat("real", display_name(p), why);
   nvrtcResult r = make_real(p);
   if (r != NVRTC_SUCCESS) return r;
@@ -357,221 +327,94 @@ nvrtcResult compile_real(Program* p, int n, const char* const* options, const st
   return KCACHE_REAL(nvrtcCompileProgram, p->real, n, options);
 }
 
-// Descriptors 0-2 the host closed stay closed across a compile, and are
-// the host's alone meanwhile. SQLite keeps no database on them: it parks
-// /dev/null on each one it is given (its robust_open) and leaves it there,
-// so the host's next open() would no longer get 0, 1 or 2 (issue 27's
-// review). So for the compile each closed one holds a placeholder of
-// kcache's (a memfd: an inode of its own), which SQLite and the pool never
-// get; afterwards a placeholder still in place is closed, and one the host
-// replaced meanwhile (dup2 of its own /dev/null over it) is left alone.
-// One set of placeholders for all compiles running at once: made by the
-// first, closed by the last (a compile that started while others held them
-// sees 0-2 taken, and the host's own descriptors are never touched). Only
-// until the store's files are open: SQLite opens them once (and again only
-// where the index is deleted under it), and a program that puts its own
-// /dev/null on 0-2 later (a daemon: open() three times) must get 0, 1, 2.
-class ClosedStdioKept {
- public:
-  explicit ClosedStdioKept(bool needed) : needed_(needed) {
-    if (!needed_) return;
-    std::lock_guard<std::mutex> lock(m_);
-    if (users_++ > 0) return;
-    pollfd fds[3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}};  // a closed one answers POLLNVAL
-    if (::poll(fds, 3, 0) < 0) return;
-    if (!(fds[0].revents & POLLNVAL) && !(fds[1].revents & POLLNVAL) &&
-        !(fds[2].revents & POLLNVAL)) {
-      return;  // the usual case: one system call
-    }
-    // Each new descriptor takes the lowest free number: fill the free
-    // ones below 3 without ever replacing one (the host may open its own
-    // meanwhile).
-    for (int i = 0; i < 3; ++i) {
-      int fd = static_cast<int>(::syscall(SYS_memfd_create, "kcache-stdio", MFD_CLOEXEC));
-      if (fd < 0) break;
-      struct stat st;
-      if (fd > 2 || ::fstat(fd, &st) != 0) {
-        ::close(fd);
-        break;
-      }
-      held_[n_++] = {fd, st.st_dev, st.st_ino};
-    }
-  }
-  static void lock_for_fork() { m_.lock(); }
-  static void unlock_after_fork() { m_.unlock(); }
-
-  ~ClosedStdioKept() {
-    if (!needed_) return;
-    std::lock_guard<std::mutex> lock(m_);
-    if (--users_ > 0) return;
-    for (int i = 0; i < n_; ++i) {
-      struct stat st;
-      if (::fstat(held_[i].fd, &st) == 0 && st.st_dev == held_[i].dev &&
-          st.st_ino == held_[i].ino) {
-        ::close(held_[i].fd);
-      }
-    }
-    n_ = 0;
-  }
-
- private:
-  struct Held {
-    int fd;
-    dev_t dev;
-    ino_t ino;
-  };
-  bool needed_;
-  static inline std::mutex m_;
-  static inline int users_ = 0;
-  static inline Held held_[3] = {};
-  static inline int n_ = 0;
-};
-
-// The regular files this process has open beneath `folder` (the store's,
-// real), by descriptor, with what each is.
-using OpenFiles = std::vector<std::tuple<int, dev_t, ino_t>>;
-
-OpenFiles open_files_beneath(const std::string& folder) {
-  OpenFiles out;
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (!dir || folder.empty()) {
-    if (dir) ::closedir(dir);
-    return out;
-  }
-  while (dirent* e = ::readdir(dir)) {
-    char* end = nullptr;
-    long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end || fd == ::dirfd(dir)) continue;
-    char target[PATH_MAX];
-    ssize_t n = ::readlink(("/proc/self/fd/" + std::string(e->d_name)).c_str(), target,
-                           sizeof target - 1);
-    if (n <= 0) continue;
-    const std::string path(target, static_cast<size_t>(n));
-    struct stat st;
-    if (path.compare(0, folder.size() + 1, folder + "/") == 0 &&
-        ::fstat(static_cast<int>(fd), &st) == 0 && S_ISREG(st.st_mode)) {
-      out.emplace_back(static_cast<int>(fd), st.st_dev, st.st_ino);
-    }
-  }
-  ::closedir(dir);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-// The store's folder, real: empty until the store is open.
-std::string store_folder() {
-  cache::Store* store = cache_storage ? cache_storage->local() : nullptr;
-  if (!store) return "";
-  char real[PATH_MAX];
-  return ::realpath(store->dir().c_str(), real) ? std::string(real) : store->dir();
-}
-
-// The files the store keeps open in this process (SQLite's index and its
-// WAL: the files beneath the store's folder). A host that closes or replaces
-// descriptors it did not open (close_range, dup2 over them) would have
-// SQLite read and write its files through the same numbers (issue 27's
-// review: 57 KB written into the host's file). Checked before each compile
-// (an fstat each); once one is not what it was while the store has not let
-// go of them itself, nothing here touches the store again and every compile
-// goes to the real NVRTC.
-struct StoreFiles {
-  std::mutex m;
-  bool broken = false;
-  OpenFiles kept;           // empty until a compile opened the store's files
-  uint64_t let_go = 0;      // the store's files_let_go() when `kept` was taken
-  int taken_after = 0;      // compiles after which `kept` was taken
-};
-StoreFiles* const store_files_state = new StoreFiles;  // never destroyed: used until exit
-StoreFiles& store_files() { return *store_files_state; }
-
-// The first of `kept` that is not what it was, or -1.
-int changed_file(const OpenFiles& kept) {
-  for (const auto& [fd, dev, ino] : kept) {
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino) return fd;
-  }
-  return -1;
-}
-
-// Before a compile: false once the store's files are not what they were
-// (said once). Where the store let go of them itself (it reopens a deleted
-// or replaced index: cache/store.cc) its files are taken again.
-bool store_files_intact() {
-  StoreFiles& f = store_files();
-  std::lock_guard<std::mutex> lock(f.m);
-  if (f.broken) return false;
-  cache::Store* store = cache_storage ? cache_storage->local() : nullptr;
-  if (!store) return true;
-  if (store->files_let_go() != f.let_go) {
-    f.let_go = store->files_let_go();
-    f.kept = open_files_beneath(store_folder());
-    return true;
-  }
-  if (int fd = changed_file(f.kept); fd >= 0) {
-    f.broken = true;
-    say("compiles are not cached from now on: the program closed or replaced the store's "
-        "open files (descriptor " + std::to_string(fd) + ")");
-  }
-  return !f.broken;
-}
-
-// After a compile: the store's files as its first compiles leave them
-// (SQLite opens its WAL at the first transaction, not with the index).
-void note_store_files() {
-  StoreFiles& f = store_files();
-  std::lock_guard<std::mutex> lock(f.m);
-  cache::Store* store = cache_storage ? cache_storage->local() : nullptr;
-  if (f.broken || !store || f.taken_after >= 3) return;
-  ++f.taken_after;
-  f.let_go = store->files_let_go();
-  f.kept = open_files_beneath(store_folder());
-}
 
 // The host's fork(): every lock above taken first, in the order they nest,
 // and released in both processes (see compiler_mutex). Registered when the
-// library loads; a fork then waits for at most one store write or the
-// making of the compiler.
+// library loads; a fork then waits for at most the making of the pool or a
+// child's start.
 void lock_for_fork() {
   compiler_mutex.lock();
-  store_files().m.lock();
-  ClosedStdioKept::lock_for_fork();
-  if (made_compiler) made_compiler->lock_for_fork();
-  if (cache_storage) cache_storage->lock_for_fork();
   if (compile_pool) compile_pool->lock_for_fork();
-  compiler::local_time_mutex().lock();  // leaves: nothing is taken under them
   said_mutex.lock();
 }
 void unlock_after_fork(bool child) {
   said_mutex.unlock();
-  compiler::local_time_mutex().unlock();
   if (compile_pool) compile_pool->unlock_after_fork(child);
-  if (cache_storage) cache_storage->unlock_after_fork();
-  if (made_compiler) made_compiler->unlock_after_fork(child);
-  ClosedStdioKept::unlock_after_fork();
-  store_files().m.unlock();
   compiler_mutex.unlock();
 }
 const bool fork_safety =
     ::pthread_atfork(lock_for_fork, [] { unlock_after_fork(false); }, [] { unlock_after_fork(true); }) == 0;
 
-nvrtcResult compile_kept(Program* p, int n, const char* const* options);
+// This process's working folder, absolute, or empty (deleted, too long).
+std::string working_folder() {
+  char cwd[PATH_MAX];
+  return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
+}
 
-// Whether the store's files may still be opened by this compile.
-bool store_files_unknown() {
-  StoreFiles& f = store_files();
-  std::lock_guard<std::mutex> lock(f.m);
-  return f.taken_after == 0;
+// The real NVRTC's answer after kcache's compile process did not answer:
+// said once per reason in this process, whatever thread meets it.
+nvrtcResult compile_unanswered(Program* p, int n, const char* const* options,
+                               const std::exception& e) {
+  const bool stopped = dynamic_cast<const compiler::CompileProcessStopped*>(&e) != nullptr;
+  if (stopped) {
+    say(std::string("compiled without the cache: ") + e.what() +
+            "; the real NVRTC answers, and a new compile process starts for the next compile",
+        "stopped");
+  } else {
+    say("compiled without the cache: kcache's compile process (" + compile_exe +
+            ") ended without answering; the real NVRTC answers, and after " +
+            std::to_string(kMaxCompileProcessDeaths) +
+            " in a row every compile (a new compile process starts for the next one)",
+        "ended");
+  }
+  return compile_real(p, n, options, "");
+}
+
+// One compile through kcache's compile processes (program_service.h).
+nvrtcResult compile_cached(Program* p, int n, const char* const* options,
+                           const std::vector<std::string>& given, bool lean) {
+  compiler::ProgramRequest request;
+  request.program = p->source;
+  request.options = given;
+  request.lean = lean;
+  request.nvrtc_path = real_path().path;
+  request.working_dir = working_folder();
+  if (request.working_dir.empty()) {
+    return compile_real(p, n, options, "the working folder has no name (deleted?)");
+  }
+  compiler::ProgramAnswer answer;
+  try {
+    answer = compiler::decode_program_answer(
+        compile_pool->exchange(compiler::encode_program_request(request)));
+  } catch (const compiler::CompileProcessStopped& e) {
+    return compile_unanswered(p, n, options, e);
+  } catch (const std::exception& e) {
+    if (compile_pool->deaths_in_a_row() == 0) return compile_real(p, n, options, e.what());
+    return compile_unanswered(p, n, options, e);
+  }
+  for (const std::string& notice : answer.notices) say(notice);
+  // Where the compile processes cannot seal NVRTC nothing is stored: said
+  // once, one line for every compile it concerns (a failed one then goes to
+  // the real NVRTC under the same reason); a hit still is one.
+  if (!answer.unsealed.empty() && !(answer.result && answer.result->hit)) {
+    say("compiles are not cached: " + answer.unsealed, "unsealed");
+  }
+  if (!answer.result) {
+    return compile_real(p, n, options, answer.error, answer.unsealed.empty() ? "" : "unsealed");
+  }
+  compiler::ProgramResult& result = *answer.result;
+  p->record = std::move(result.record);
+  p->lowered_names = std::move(result.lowered_names);
+  p->compiled = true;
+  record_stat(
+      result.hit ? "hit" : "miss", display_name(p),
+      result.key.hex() + (result.not_stored.empty() ? "" : " not stored: " + result.not_stored) +
+          (result.any_name ? " any-name" : "") + (result.name_dependent ? " name-dependent" : "") +
+          " ms=" + std::to_string(result.compile_ms));
+  return static_cast<nvrtcResult>(p->record.compile_result);
 }
 
 nvrtcResult compile(Program* p, int n, const char* const* options) {
-  ClosedStdioKept stdio(store_files_unknown());
-  if (!store_files_intact()) return compile_real(p, n, options, "");
-  nvrtcResult r = compile_kept(p, n, options);
-  note_store_files();
-  return r;
-}
-
-nvrtcResult compile_kept(Program* p, int n, const char* const* options) {
   if (p->real || p->compiled || n < 0 || (n > 0 && !options)) {
     return compile_real(p, n, options, "");  // NVRTC's own answer to an unusual call
   }
@@ -581,47 +424,18 @@ nvrtcResult compile_kept(Program* p, int n, const char* const* options) {
     if (!options[i]) return compile_real(p, n, options, "");
     given.emplace_back(options[i]);
   }
+  // Mapped here too, so that an option kcache cannot make exact costs no
+  // round trip (the compile process maps them again, for its key).
   compiler::ProgramOptions mapped = compiler::program_options(p->source, given);
   if (!mapped.unsupported.empty()) return compile_real(p, n, options, mapped.unsupported);
+  if (!cache_pool()) return compile_real(p, n, options, "");  // the reason was said once
+  if (compile_pool->deaths_in_a_row() >= kMaxCompileProcessDeaths) {
+    return compile_real(p, n, options, "");  // said once (compile_unanswered)
+  }
   // Lean CUBINs only when asked: a lean one lacks the internal variables its
   // kernels do not reference, which a program may still look up by name.
   const char* lean = ::getenv("KCACHE_SHIM_LEAN");
-  mapped.options.lean = lean && std::strcmp(lean, "1") == 0;
-  compiler::Compiler* c = cache_compiler();
-  if (!c) return compile_real(p, n, options, "");  // the reason was said once
-  if (compile_pool->deaths_in_a_row() >= kMaxCompileProcessDeaths) {
-    return compile_real(p, n, options, "");  // said once, below
-  }
-  try {
-    compiler::ProgramResult result = compiler::compile_program(*c, mapped.options);
-    p->record = std::move(result.record);
-    p->lowered_names = std::move(result.lowered_names);
-    p->compiled = true;
-    // Where the compile process cannot seal NVRTC nothing is stored: say
-    // so once (the same words each time), as before the first compile.
-    static const std::string kUnsealed = "NVRTC could not be sealed: ";
-    if (result.not_stored.compare(0, kUnsealed.size(), kUnsealed) == 0) {
-      say("compiles are not cached: " + result.not_stored);
-    }
-    record_stat(
-        result.hit ? "hit" : "miss", display_name(p),
-        result.key.hex() + (result.not_stored.empty() ? "" : " not stored: " + result.not_stored) +
-            (result.any_name ? " any-name" : "") +
-            (result.name_dependent ? " name-dependent" : "") + " ms=" +
-            std::to_string(result.compile_ms));
-    return static_cast<nvrtcResult>(p->record.compile_result);
-  } catch (const std::exception& e) {
-    int deaths = compile_pool->deaths_in_a_row();
-    if (deaths == 0) return compile_real(p, n, options, e.what());
-    // Its compile process ended without answering: the same words each time.
-    say(deaths >= kMaxCompileProcessDeaths
-            ? "compiles are not cached: kcache's compile process (" + compile_exe +
-                  ") ended without answering " + std::to_string(deaths) +
-                  " times in a row; the real NVRTC compiles from now on"
-            : "compiled without the cache: kcache's compile process (" + compile_exe +
-                  ") ended without answering; it is started again for the next compile");
-    return compile_real(p, n, options, "");
-  }
+  return compile_cached(p, n, options, given, lean && std::strcmp(lean, "1") == 0);
 }
 
 // The answer of one recorded output (PTX, CUBIN, ...).

@@ -12,8 +12,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <cstring>
 #include <cerrno>
+#include <cstdio>
 #include <iterator>
 #include <thread>
 
@@ -28,6 +30,61 @@ namespace kcache::compiler {
 // How long a new worker has to say it is one (kcache starts in milliseconds).
 constexpr int kHelloMs = 5000;
 
+namespace {
+
+// The environment a worker starts with (spawn_worker's: no LD_PRELOAD, its
+// own PWD), hashed: a child started before the program changed its
+// environment reads other settings (the store, the time zone) than the
+// program now would, so it is not used again.
+size_t environment_hash() {
+  std::string all;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) == 0 || std::strncmp(*e, "PWD=", 4) == 0) continue;
+    all += *e;
+    all += '\0';
+  }
+  return std::hash<std::string>()(all);
+}
+
+// Whether process `pid` is stopped (by a signal, or traced): its state in
+// /proc/PID/stat, after the last ')' of its name.
+bool process_stopped(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  const char* paren = std::strrchr(buf, ')');
+  return paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't');
+}
+
+enum class Wait { ready, stopped, timed_out };
+
+// Waits until `fd`, process `pid`'s output, has something to read (or
+// hung up), at most `limit_ms` (-1: no limit); `stopped` once `pid` was
+// found stopped at two checks in a row: a stopped process answers nobody
+// until someone continues it, which may be never.
+Wait wait_readable(int fd, pid_t pid, int limit_ms, int check_ms) {
+  int waited = 0, stopped_checks = 0;
+  for (;;) {
+    int slice = limit_ms < 0 ? check_ms : std::min(check_ms, limit_ms - waited);
+    pollfd p{fd, POLLIN, 0};
+    int polled = ::poll(&p, 1, slice);
+    if (polled < 0 && errno == EINTR) continue;
+    if (polled != 0) return Wait::ready;  // readable, hung up, or a bad descriptor: read says
+    waited += slice;
+    stopped_checks = pid > 0 && process_stopped(pid) ? stopped_checks + 1 : 0;
+    if (stopped_checks >= 2) return Wait::stopped;
+    if (limit_ms >= 0 && waited >= limit_ms) return Wait::timed_out;
+  }
+}
+
+}  // namespace
+
 struct NvrtcPool::Child {
   pid_t pid = -1;
   int to = -1;      // its stdin (a socket: writes never raise SIGPIPE)
@@ -35,6 +92,7 @@ struct NvrtcPool::Child {
   std::string key;  // the options it compiled with last (its PCH's)
   dev_t to_dev = 0, from_dev = 0;  // what `to` and `from` were when made
   ino_t to_ino = 0, from_ino = 0;
+  size_t environment = 0;  // environment_hash() when it started
 
   void remember_ends() {
     struct stat st;
@@ -92,15 +150,18 @@ int NvrtcPool::started() const {
 
 std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
   int n;
+  const size_t environment = environment_hash();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (::getpid() != owner_) forget_the_parents_children();
     while (std::unique_ptr<Child> c = take_idle(key)) {
-      if (!c->ended()) {
+      if (!c->ended() && c->environment == environment) {
         taken_.insert(c.get());
         return c;
       }
-      c->stop();  // ended idle (NvrtcPool's idle exit): not a death
+      // Ended idle (NvrtcPool's idle exit), or started with another
+      // environment: not a death.
+      c->stop();
       --live_;
     }
     n = started_++;
@@ -313,6 +374,7 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::start_child(int n, const std::strin
     throw IoError(errno_message("cannot create a pipe", "", err));
   }
   auto c = std::make_unique<Child>();
+  c->environment = environment_hash();
   int rc = spawn_worker(std::move(args), cwd, in[0], out[1], &c->pid);
   ::close(in[0]);
   ::close(out[1]);
@@ -328,12 +390,9 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::start_child(int n, const std::strin
   c->remember_ends();
   // Its first frame says it is kcache's worker: a KCACHE_EXE that is some
   // other program (or hangs) must not hold the program's compile for good.
-  pollfd ready{c->from, POLLIN, 0};
-  int polled;
-  while ((polled = ::poll(&ready, 1, kHelloMs)) < 0 && errno == EINTR) {
-  }
+  Wait waited = wait_readable(c->from, c->pid, kHelloMs, kStoppedCheckMs);
   std::string hello;
-  if (polled != 1 || read_frame(c->from, hello) != Frame::ok || hello != kWorkerHello) {
+  if (waited != Wait::ready || read_frame(c->from, hello) != Frame::ok || hello != kWorkerHello) {
     // Not kcache's worker: it may never read its input (so never end by
     // itself). Just started and alive, so its pid is still its own.
     if (c->pid > 0) ::kill(c->pid, SIGKILL);
@@ -360,13 +419,12 @@ void NvrtcPool::retire(std::unique_ptr<Child> child) {
   --live_;
 }
 
-NvrtcOutput NvrtcPool::compile(const std::string& nvrtc_path, const NvrtcInput& input) {
-  std::string key;
-  for (const std::string& o : input.options) key += o + '\n';
+// A child of ours to send `key`'s request to. Idle children whose ends the
+// host took are dropped (their processes ended with the host's close); a
+// new child's ends are ours, unless the host is closing descriptors under
+// us right now: then this throws and the caller answers otherwise.
+std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_ours(const std::string& key) {
   std::unique_ptr<Child> child = take(key);
-  // Idle children whose ends the host took are dropped (their processes
-  // ended with the host's close); a new child's ends are ours, unless the
-  // host is closing descriptors under us right now: then the real NVRTC.
   for (int tries = 0; !child->ends_are_ours(); ++tries) {
     retire(std::move(child));
     if (tries > max_children_) {
@@ -374,14 +432,52 @@ NvrtcOutput NvrtcPool::compile(const std::string& nvrtc_path, const NvrtcInput& 
     }
     child = take(key);
   }
+  return child;
+}
+
+std::string NvrtcPool::await_answer(std::unique_ptr<Child>& child, const std::string& request) {
   std::string response;
-  if (!write_frame(child->to, encode_worker_request(nvrtc_path, input), /*socket=*/true) ||
-      read_frame(child->from, response) != Frame::ok) {
-    // It died (NVRTC crashed, out of memory) or broke the framing: this
-    // compile fails with what happened; the next one starts a new child.
-    retire(std::move(child));
-    ++deaths_in_a_row_;
-    return decode_worker_response("", kWorkerGone, input);  // throws
+  if (write_frame(child->to, request, /*socket=*/true)) {
+    const pid_t pid = child->pid;
+    if (wait_readable(child->from, pid, -1, kStoppedCheckMs) == Wait::stopped) {
+      // Stopped, so still alive: `pid` is still its own.
+      ::kill(pid, SIGKILL);
+      retire(std::move(child));
+      ++deaths_in_a_row_;
+      throw CompileProcessStopped("kcache's compile process (pid " + std::to_string(pid) +
+                                  ") was stopped (SIGSTOP, a debugger or a cgroup freezer) and "
+                                  "was given up");
+    }
+    if (read_frame(child->from, response) == Frame::ok) return response;
+  }
+  // It died (NVRTC crashed, out of memory) or broke the framing: this
+  // request fails; the next one starts a new child.
+  retire(std::move(child));
+  ++deaths_in_a_row_;
+  throw IoError("kcache's compile process ended without answering (crashed, out of memory or "
+                "killed)");
+}
+
+std::string NvrtcPool::exchange(const std::string& request) {
+  // One kind of child for every program compile (no PCH: nothing to prefer).
+  std::unique_ptr<Child> child = take_ours("program");
+  std::string response = await_answer(child, request);
+  deaths_in_a_row_ = 0;
+  give_back(std::move(child));
+  return response;
+}
+
+NvrtcOutput NvrtcPool::compile(const std::string& nvrtc_path, const NvrtcInput& input) {
+  std::string key;
+  for (const std::string& o : input.options) key += o + '\n';
+  std::unique_ptr<Child> child = take_ours(key);
+  std::string response;
+  try {
+    response = await_answer(child, encode_worker_request(nvrtc_path, input));
+  } catch (const CompileProcessStopped&) {
+    throw;
+  } catch (const IoError&) {
+    return decode_worker_response("", kWorkerGone, input);  // throws what happened
   }
   try {
     NvrtcOutput out = decode_worker_response(response, 0, input);

@@ -28,9 +28,18 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "compiler/nvrtc/nvrtc.h"
 
 namespace kcache::compiler {
+
+// A compile process that stopped answering: stopped (SIGSTOP, a debugger, a
+// cgroup freezer) while this process waited for it. It is killed; the
+// caller answers otherwise (the drop-in: the real NVRTC).
+class CompileProcessStopped : public IoError {
+ public:
+  explicit CompileProcessStopped(const std::string& message) : IoError(message) {}
+};
 
 class NvrtcPool {
  public:
@@ -56,6 +65,16 @@ class NvrtcPool {
   // else takes the idle child unused the longest.
   NvrtcOutput compile(const std::string& nvrtc_path, const NvrtcInput& input);
 
+  // Thread-safe. Sends one request of another kind (a program compile,
+  // program_service.h) to a child and returns its answer. Throws IoError if
+  // the child died or broke the framing (counted in deaths_in_a_row), and
+  // CompileProcessStopped if it stopped (counted too).
+  std::string exchange(const std::string& request);
+
+  // While a child works, this process checks it every this many
+  // milliseconds: a child found stopped twice in a row is given up.
+  static constexpr int kStoppedCheckMs = 100;
+
   // Children started so far (restarts included), for tests.
   int started() const;
   // Exchanges in a row in which a child died or answered nothing (0 after
@@ -78,6 +97,9 @@ class NvrtcPool {
  private:
   struct Child;
   std::unique_ptr<Child> take(const std::string& key);
+  std::unique_ptr<Child> take_ours(const std::string& key);
+  // Its answer's frame, or throws (see exchange); retires a failed child.
+  std::string await_answer(std::unique_ptr<Child>& child, const std::string& request);
   void forget_the_parents_children();
   std::unique_ptr<Child> take_idle(const std::string& key);
   std::unique_ptr<Child> start_child(int n, const std::string& key);

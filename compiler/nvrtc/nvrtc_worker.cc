@@ -198,7 +198,8 @@ int run_nvrtc_worker(int in_fd, int out_fd) {
   return write_all(out_fd, answer(read_all(in_fd), "")) ? 0 : 1;
 }
 
-int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir, int idle_exit_ms) {
+int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir, int idle_exit_ms,
+                          const OtherRequests& other) {
   // NVRTC writes its PCH work files to $TMPDIR, and the seal lets it write
   // only beneath the PCH folder (pch.h). This process exists for compiles.
   if (!pch_dir.empty()) ::setenv("TMPDIR", pch_dir.c_str(), 1);
@@ -220,7 +221,9 @@ int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir, int
       case Frame::ok:
         break;
     }
-    if (!write_frame(out_fd, answer(request, pch_dir))) return 1;
+    std::optional<std::string> answered;
+    if (other) answered = other(request);
+    if (!write_frame(out_fd, answered ? *answered : answer(request, pch_dir))) return 1;
   }
 }
 

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,9 +40,12 @@ int run_nvrtc_worker(int in_fd, int out_fd);
 // non-empty, compiles reuse NVRTC's precompiled headers there (pch.h).
 // Returns 0 at EOF, 1 on a broken frame or a failed write.
 // `idle_exit_ms` > 0: ends after that long without a request (a worker of a
-// program that adopts orphans: NvrtcPool).
+// program that adopts orphans: NvrtcPool). `other`: answers a request of
+// another kind (the drop-in's whole program compiles, program_service.h), or
+// nothing for one it does not know, which is then an NVRTC request.
+using OtherRequests = std::function<std::optional<std::string>(std::string_view request)>;
 int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir,
-                          int idle_exit_ms = 0);
+                          int idle_exit_ms = 0, const OtherRequests& other = nullptr);
 
 // The first frame a looping worker writes, before any request: the pool
 // waits for it (a binary that is not kcache's worker never writes it).

@@ -82,6 +82,24 @@ int landlock_abi() {
   return abi < 0 ? 0 : static_cast<int>(abi);
 }
 
+// A system call of the seal's refused with `err`, in words: a kernel without
+// it answers ENOSYS (or EOPNOTSUPP: Landlock built but off), while EPERM or
+// EACCES come from a seccomp filter this process inherited from the program
+// that started it (its own sandbox), which no kcache setting can lift.
+std::string refused_by(const char* call, int err, const std::string& otherwise) {
+  if (err != EPERM && err != EACCES) return otherwise;
+  return std::string("a seccomp filter of the program that started kcache (inherited by its "
+                     "compile process) refused ") +
+         call + " (" + (err == EPERM ? "EPERM" : "EACCES") + ")";
+}
+
+// Why Landlock cannot be used here: after landlock_abi() gave 0.
+std::string no_landlock_reason() {
+  long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, kLandlockCreateRulesetVersion);
+  return refused_by("landlock_create_ruleset", abi < 0 ? errno : 0,
+                    "the kernel has no Landlock (needs Linux 5.13+ with landlock in lsm=)");
+}
+
 // Every file-system right this kernel's Landlock knows: all of them are
 // handled (denied unless a rule allows them).
 uint64_t handled_rights(int abi) {
@@ -109,7 +127,7 @@ class Fd {
 // Restricts the calling thread to `policy`. Returns an empty string, or why not.
 std::string restrict_with_landlock(const SealPolicy& policy) {
   int abi = landlock_abi();
-  if (abi < 1) return "the kernel has no Landlock (needs Linux 5.13+ with landlock in lsm=)";
+  if (abi < 1) return no_landlock_reason();
   LandlockRulesetAttr attr{handled_rights(abi)};
   Fd ruleset(static_cast<int>(::syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0)));
   if (ruleset.get() < 0) return std::string("landlock_create_ruleset: ") + std::strerror(errno);
@@ -204,7 +222,9 @@ int install_supervision(std::string* why) {
     fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &prog);
   }
   if (fd < 0) {
-    *why = std::string("seccomp user notification refused: ") + std::strerror(errno);
+    const int err = errno;
+    *why = refused_by("seccomp", err,
+                      std::string("seccomp user notification refused: ") + std::strerror(err));
     return -1;
   }
   // Linux 6.6+: the kernel switches straight between the compiling thread
@@ -1401,7 +1421,7 @@ bool seal_available(std::string* why) {
     } else {
       std::thread probe([&a] {
         if (landlock_abi() < 1) {
-          a.reason = "the kernel has no Landlock (needs Linux 5.13+ with landlock in lsm=)";
+          a.reason = no_landlock_reason();
           return;
         }
         int fd = install_supervision(&a.reason);

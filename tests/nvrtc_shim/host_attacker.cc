@@ -9,6 +9,9 @@
 #include <nvrtc.h>
 
 #include <dirent.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -280,6 +283,110 @@ void keep_apart(const std::string& tag, int children) {
       std::rename((out_dir + "/" + file).c_str(), (work_dir + "/" + file).c_str());
     }
   }
+}
+
+// ---- What the host holds of kcache's (thin_client_test) ---------------------
+
+// The bytes a host writes into each of its own files.
+std::string own_bytes(int i) {
+  std::string s;
+  for (int k = 0; k < 64 * 1024; ++k) s += static_cast<char>('a' + (k + i) % 26);
+  return s;
+}
+
+// Refuses seccomp() and Landlock's calls with EPERM in this process and
+// every process it starts, as a program's own sandbox may.
+bool refuse_seccomp_and_landlock() {
+  sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_seccomp, 3, 0),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 444, 2, 0),  // landlock_create_ruleset
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 445, 1, 0),  // landlock_add_rule
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 446, 0, 1),  // landlock_restrict_self
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog prog{static_cast<unsigned short>(std::size(code)), code};
+  return ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) == 0;
+}
+
+// Stops every compile process of this run after `after_ms` (a debugger, a
+// cgroup freezer) and returns them, for the caller to continue.
+std::vector<pid_t> stop_compile_processes(int after_ms) {
+  ::usleep(after_ms * 1000);
+  std::vector<pid_t> stopped = compile_processes();
+  for (pid_t p : stopped) ::kill(p, SIGSTOP);
+  return stopped;
+}
+
+// Returns -1 for a name that is not one of these cases.
+int thin_client_case(const std::string& name) {
+  if (name == "host_files_after_miss") {
+    // A daemon's start: a compile, every descriptor it did not open
+    // closed, its own files opened (taking the lowest numbers) and
+    // written, then exit(): every exit handler runs with them open.
+    compile("a", kernel("ka", 1), "a.cu");
+    ::syscall(SYS_close_range, 3u, ~0u, 0u);
+    for (int i = 0; i < 8; ++i) {
+      int fd = ::open((work_dir + "/own" + std::to_string(i)).c_str(),
+                      O_RDWR | O_CREAT | O_TRUNC, 0644);
+      const std::string bytes = own_bytes(i);
+      if (fd < 0 || ::write(fd, bytes.data(), bytes.size()) != static_cast<ssize_t>(bytes.size())) {
+        problem("cannot write own file " + std::to_string(i));
+      }
+    }
+    return 0;
+  }
+  if (name == "no_store_files_open") {
+    // A miss, a hit of the same program, a failed compile: no file of the
+    // store is open in this process afterwards.
+    two_compiles("");
+    compile("again", kernel("ka", 1), "a.cu");
+    const char* store = std::getenv("KCACHE_DIR");
+    char real[4096];
+    std::string folder = store && ::realpath(store, real) ? real : "(no store)";
+    for (auto& [fd, what] : open_fds()) {
+      if (what.rfind(folder + "/", 0) == 0 || what.find("sqlite") != std::string::npos) {
+        problem("the host holds a store file: fd " + std::to_string(fd) + " " + what);
+      }
+    }
+    return 0;
+  }
+  if (name == "stopped_compile_process") {
+    // Its compile processes stopped while it compiles: the host still gets
+    // an answer, and continues them afterwards (a debugger detaching).
+    compile("warm", kernel("warm", 1), "warm.cu");
+    std::vector<pid_t> stopped;
+    std::thread stopper([&stopped] { stopped = stop_compile_processes(300); });
+    compile("slow", slow_kernel("slow", 3000), "slow.cu");
+    stopper.join();
+    for (pid_t p : stopped) ::kill(p, SIGCONT);
+    compile("after", kernel("after", 2), "after.cu");
+    return 0;
+  }
+  if (name == "seccomp_refuses_seal") {
+    if (!refuse_seccomp_and_landlock()) problem("cannot install the seccomp filter");
+    two_compiles("");
+    return 0;
+  }
+  if (name == "threads8_no_compile_process") {
+    // Compile processes that never start (a KCACHE_EXE that exits at once),
+    // met by 8 threads at once.
+    ::setenv("KCACHE_EXE", "/bin/true", 1);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t) {
+      ts.emplace_back([t] {
+        for (int i = 0; i < 3; ++i) {
+          const std::string tag = "t" + std::to_string(t) + "_" + std::to_string(i);
+          compile(tag, kernel("k" + tag, t), "t.cu");
+        }
+      });
+    }
+    for (auto& th : ts) th.join();
+    return 0;
+  }
+  return -1;
 }
 
 int run_case(const std::string& name) {
@@ -839,6 +946,7 @@ int run_case(const std::string& name) {
     while (std::getline(st, line)) if (line.rfind("VmRSS", 0) == 0) std::fprintf(stderr, "leak_300: %s\n", line.c_str());
     return 0;
   }
+  if (int rc = thin_client_case(name); rc >= 0) return rc;
   std::fprintf(stderr, "host_attacker: unknown case %s\n", name.c_str());
   return 2;
 }

@@ -1,0 +1,91 @@
+// An NVRTC program's whole compile through the cache (program.h), answered
+// in kcache's own compile process for the drop-in libnvrtc in someone else's
+// program (nvrtc_shim/).
+//
+// Why a process of kcache's: the store (SQLite's index and WAL, the blobs, a
+// remote) holds descriptors, locks and an exit-time flush. In the host they
+// are the host's to close, replace or inherit: a host that closes every
+// descriptor above 2 and opens its own files had SQLite's WAL frames written
+// into them at exit, and one that closed them waited on SQLite's busy loop.
+// So the host keeps only its pipe and socket to the compile processes it
+// already starts for misses (`kcache __nvrtc-worker --loop`, NvrtcPool: not
+// its children, adopted by init), and each of those answers the whole
+// compile: lookup, hit, sealed compile, store. A dedicated server shared by
+// hosts would need a rendezvous (a socket path), its own lifetime and an
+// identity check of who asks; the pool's processes have all three already:
+// one host each, ended when its end closes, started by posix_spawn from the
+// host's own environment.
+//
+// What only the host knows travels in the request: the program (source,
+// name, headers, name expressions), its options as given, the lean choice,
+// the real NVRTC's path and the host's working folder, which the process
+// makes its own for the request (a relative -I, a relative program name and
+// the lookup records' stats are taken from it). The host's environment is
+// the process's: NvrtcPool starts a new one when the host's has changed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/program.h"
+
+namespace kcache::compiler {
+
+struct ProgramRequest {
+  ProgramSource program;
+  std::vector<std::string> options;  // as the program passed them
+  bool lean = false;
+  std::string nvrtc_path;   // the real NVRTC, compiled with and identified
+  std::string working_dir;  // the host's, absolute
+};
+
+// What the host gets back: the result, or why the real NVRTC must answer.
+struct ProgramAnswer {
+  std::optional<ProgramResult> result;
+  std::string error;  // empty with a result
+  // Messages for the host to say once (cache settings it could not use).
+  std::vector<std::string> notices;
+  // Why NVRTC cannot be sealed in the compile processes (nothing is
+  // stored), or empty: the one reason behind every such answer.
+  std::string unsealed;
+};
+
+std::string encode_program_request(const ProgramRequest& request);
+// Throws CorruptError for bytes that are not one.
+ProgramRequest decode_program_request(std::string_view bytes);
+// Whether `bytes` is a program request (and not an NVRTC worker request).
+bool is_program_request(std::string_view bytes);
+std::string encode_program_answer(const ProgramAnswer& answer);
+// Throws CorruptError for bytes that are not one.
+ProgramAnswer decode_program_answer(std::string_view bytes);
+
+// The compile process's side: holds the store and a Compiler (made at the
+// first request) for the life of the process. Not thread-safe: the worker
+// loop answers one request at a time.
+class ProgramService {
+ public:
+  // `worker_command`: the compile processes NVRTC runs in, sealed
+  // (NvrtcPool's children of this process), so that a miss and its name
+  // check compile at once.
+  explicit ProgramService(std::vector<std::string> worker_command);
+  ~ProgramService();
+
+  // Answers one encoded request (never throws: errors are answers).
+  std::string answer(std::string_view request);
+  // Writes the store's buffered counters and access times; thread-safe
+  // against answer() (the store's own lock). At the process's end.
+  void flush();
+
+ private:
+  struct State;
+  ProgramAnswer compile(const ProgramRequest& request);
+  std::vector<std::string> worker_command_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kcache::compiler
