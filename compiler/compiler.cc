@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -97,6 +98,12 @@ std::string absolute_path(const std::string& path) {
   if (!::getcwd(cwd, sizeof cwd)) return path;
   return path.empty() ? std::string(cwd) : std::string(cwd) + "/" + path;
 }
+
+// A miss's reasons (TargetResult::miss_reason) that name no path: a set held
+// but its entry is gone (evicted, cleared), or nothing was found at all.
+constexpr char kNotInStore[] = "not in store";
+constexpr char kNothingStored[] =
+    "nothing stored for this source text, these options and this toolkit";
 
 // How many times one target may go back to NVRTC with headers it asked for.
 // Each round adds at least one header, so this bounds a runaway only; a
@@ -264,8 +271,9 @@ Hash128 full_key(cache::CompileRequest request, const std::vector<ResolvedHeader
 
 // Replays a manifest set against the disk: the headers it hands when every
 // ask resolves to the recorded names and contents, else nullopt.
+// `why`: what did not resolve the same, as a user reads it (a miss's reason).
 std::optional<std::vector<ResolvedHeader>> replay(const AskContext& c,
-                                                  const cache::ManifestSet& set) {
+                                                  const cache::ManifestSet& set, std::string* why) {
   std::vector<ResolvedHeader> have;
   try {
     for (const cache::ManifestAsk& recorded : set) {
@@ -277,23 +285,37 @@ std::optional<std::vector<ResolvedHeader>> replay(const AskContext& c,
       std::optional<std::string> includer_path;
       std::optional<std::vector<ResolvedHeader>> got =
           resolve_ask(c, a, have, &searched, &includer_path, &refused);
-      if (!got || got->size() != recorded.headers.size()) return std::nullopt;
+      if (!got || got->size() != recorded.headers.size()) {
+        *why = "the headers \"" + a.name + "\" brings changed";
+        return std::nullopt;
+      }
       for (size_t i = 0; i < got->size(); ++i) {
         const ResolvedHeader& h = (*got)[i];
         if (h.name != recorded.headers[i].name ||
             xxh3_64(h.content) != recorded.headers[i].content_hash) {
+          *why = h.path + " changed";
           return std::nullopt;
         }
       }
       for (ResolvedHeader& h : *got) have.push_back(std::move(h));
     }
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    *why = e.what();
     return std::nullopt;  // unreadable, ambiguous: the compile will say so
   }
-  if (!probes_hold(set.probes, c.probes)) return std::nullopt;
+  if (!probes_hold(set.probes, c.probes, why)) return std::nullopt;
   // Such a compile is never stored, but a sloppy one may have been.
-  if (c.check_time_macros && any_uses_time_macros(have)) return std::nullopt;
+  if (c.check_time_macros && any_uses_time_macros(have)) {
+    *why = "a header it includes uses __TIME__ or __TIMESTAMP__";
+    return std::nullopt;
+  }
   return have;
+}
+
+// The source's name an entry keeps for `kcache ls` (never keyed), where an
+// entry may hold it.
+std::string listed_name(const std::string& name) {
+  return cache::Entry::keeps_source_name(name) ? name : std::string();
 }
 
 // Once per process: results are compiled but not cached without the seal.
@@ -909,11 +931,8 @@ bool Compiler::record_hit(const CompileOptions& options, const Prepared& p,
       const Target& t = p.targets[i];
       const cache::ManifestResult& recorded = set.results[i];
       if (recorded.cubin != (t.kind == cache::TargetKind::cubin) || recorded.arch != t.arch) break;
-      std::optional<cache::Entry> e = storage_->get(recorded.key);
-      if (!e) {
-        storage_->count("misses", -1);  // evicted: the long way counts this lookup
-        break;
-      }
+      std::optional<cache::Entry> e = storage_->get(recorded.key, cache::Store::Access::uncounted);
+      if (!e) break;  // evicted: the long way decides
       if (!entry_answers(options, t, recorded.key, *e)) break;
       TargetResult r;
       r.target = t;
@@ -922,13 +941,9 @@ bool Compiler::record_hit(const CompileOptions& options, const Prepared& p,
       found.push_back(std::move(r));
     }
     if (found.size() == p.targets.size()) {
-      storage_->count("lookup_record_hits", static_cast<int64_t>(found.size()));
+      for (TargetResult& r : found) r.found_by = FoundBy::lookup_record;
       *out = std::move(found);
       return true;
-    }
-    for (const TargetResult& r : found) {  // the long way counts these again
-      storage_->count("hits", -1);
-      storage_->count("compile_ms_saved", -static_cast<int64_t>(r.compile_ms));
     }
   }
   return false;
@@ -988,7 +1003,7 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
 }
 
 void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
-                       std::vector<TargetResult>* out, bool* through_asks, bool counted) {
+                       std::vector<TargetResult>* out, bool* through_asks) {
   const IncludeGraph& includes = prepared.includes;
   cache::CompileRequest& request = prepared.request;
   const std::set<std::string> base_names = handed_names(includes);
@@ -1007,12 +1022,15 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
     request.target = t.kind;
     request.arch = t.arch;
     r.key = cache::compute_key(request);
-    int lookups = 0;
+    // Why it is no hit: the first thing found that no longer held (the
+    // newest manifest set's changed path, an entry no longer stored).
+    std::string why;
     auto lookup = [&](const Hash128& key) {
-      ++lookups;
-      if (std::optional<cache::Entry> e = storage_->get(key)) {
+      // Counted by the caller, once the lookup is decided (count_lookups).
+      if (std::optional<cache::Entry> e = storage_->get(key, cache::Store::Access::uncounted)) {
         if (entry_answers(options, t, key, *e)) take_entry(key, std::move(*e), &r);
       }
+      if (!r.hit && why.empty()) why = kNotInStore;
     };
     // The scanner key, then its manifest's sets; for a program that may
     // share its entry with every name, first all that for no name.
@@ -1021,28 +1039,42 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
       // A served compile's entry is always under the key of what NVRTC read
       // (settle_entry): its manifest first, never a get of a key nothing is
       // stored under (with a remote, a round trip and its library loaded).
-      if (!options.served()) lookup(scanner_key);
+      // An unserved one stored directly under it: not found is no reason
+      // yet, its manifest may say more.
+      if (!options.served()) {
+        lookup(scanner_key);
+        if (why == kNotInStore) why.clear();
+      }
       if (r.hit) return;
       if (std::optional<cache::Manifest> m = storage_->get_manifest(cache::manifest_key(scanner_key))) {
         for (const cache::ManifestSet& set : m->sets()) {
-          std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set);
-          if (!have) continue;
+          std::string set_why;
+          std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set, &set_why);
+          if (!have) {
+            if (why.empty()) why = set_why;
+            continue;
+          }
           // Under the worker, a set that read an undeclared file is no hit:
           // a sandboxed build would not find it (the compile says so).
           if (options.serve && options.may_read &&
               !undeclared_files(options.may_read, present_files(set.probes)).empty()) {
+            if (why.empty()) why = "a file it read is not among the action's inputs";
             continue;
           }
           lookup(full_key(req, *have, set, prepared.today));
           if (r.hit) {
-            if (counted) storage_->count("manifest_hits", 1);
+            r.found_by = FoundBy::manifest;
             if (through_asks && !have->empty()) *through_asks = true;
             return;
           }
         }
       }
     };
-    if (storage_ && !prepared.uses_time) {  // a hit would be another second's __TIME__
+    if (!storage_) {
+      why = "no store";
+    } else if (prepared.uses_time) {  // a hit would be another second's __TIME__
+      why = "it uses __TIME__ or __TIMESTAMP__ (never cached)";
+    } else {
       if (options.name_free) {
         // The request made nameless in place and back: a copy would copy
         // every header's bytes.
@@ -1055,20 +1087,22 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
         r.any_name = r.hit;
       }
       if (!r.hit) look_up_request(request);
-      // The store counted each get as a hit or a miss; one target is one
-      // lookup, so the misses on the way to its answer are taken back (all
-      // of it for a lookup that is not the program's).
-      if (!counted) {
-        storage_->count("hits", -static_cast<int64_t>(r.hit));
-        storage_->count("compile_ms_saved", -static_cast<int64_t>(r.hit ? r.compile_ms : 0));
-        storage_->count("misses", -(lookups - static_cast<int>(r.hit)));
-      } else if (lookups != 1) {
-        // None (a served lookup whose manifest is not there yet) is a miss
-        // the store did not count.
-        storage_->count("misses", 1 - lookups);
-      }
     }
+    if (!r.hit) r.miss_reason = why.empty() ? kNothingStored : why;
     out->push_back(std::move(r));
+  }
+}
+
+// Once per target, where its lookup was decided (ccache's statistics): a hit
+// and the NVRTC time it saves, or a miss.
+void Compiler::count_lookups(const std::vector<TargetResult>& targets) {
+  if (!storage_) return;
+  for (const TargetResult& r : targets) {
+    storage_->count(r.hit ? "hits" : "misses", 1);
+    if (!r.hit) continue;
+    storage_->count("compile_ms_saved", r.compile_ms);
+    if (r.found_by == FoundBy::lookup_record) storage_->count("lookup_record_hits", 1);
+    if (r.found_by == FoundBy::manifest) storage_->count("manifest_hits", 1);
   }
 }
 
@@ -1081,7 +1115,7 @@ void Compiler::record_after_store(const CompileOptions& options, const Prepared&
   bool through_asks = false;
   DiskObservations seen;
   resolve(options, &p);
-  look_up(options, p, &found, &through_asks, /*counted=*/false);
+  look_up(options, p, &found, &through_asks);
   if (!std::all_of(found.begin(), found.end(), [](const TargetResult& r) { return r.hit; })) {
     return;
   }
@@ -1091,7 +1125,22 @@ void Compiler::record_after_store(const CompileOptions& options, const Prepared&
   write_lookup_record(options, p, seen, found);
 }
 
+std::vector<TargetResult> Compiler::explain(const CompileOptions& options) {
+  std::vector<TargetResult> found;
+  Prepared prepared = prepare_head(options);
+  if (records_apply(options) && record_hit(options, prepared, &found)) return found;
+  resolve(options, &prepared);
+  bool through_asks = false;
+  look_up(options, prepared, &found, &through_asks);
+  return found;
+}
+
 CompileResult Compiler::compile(const CompileOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  auto lookup_done = [&started](CompileResult* r) {
+    r->lookup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                            started).count();
+  };
   CompileResult result;
   result.source_name = options.logical_name();
   result.compiler_identity = identity_;
@@ -1099,6 +1148,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
   const bool recorded = records_apply(options);
   // The lookup record first (lookup_record.h): no include is resolved on its hit.
   if (recorded && record_hit(options, prepared, &result.targets)) {
+    count_lookups(result.targets);
+    lookup_done(&result);
     return finish(options, std::move(result));
   }
   {
@@ -1107,7 +1158,9 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     if (recorded) seen.emplace();
     resolve(options, &prepared);
     bool through_asks = false;
-    look_up(options, prepared, &result.targets, &through_asks, /*counted=*/true);
+    look_up(options, prepared, &result.targets, &through_asks);
+    count_lookups(result.targets);
+    lookup_done(&result);
     bool all_hit = std::all_of(result.targets.begin(), result.targets.end(),
                                [](const TargetResult& r) { return r.hit; });
     if (seen && all_hit) {
@@ -1629,13 +1682,15 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
       r->key = any_key;
       r->any_name = true;
       m->shared.emplace(r->key, r->target.kind, r->target.arch, r->compile_ms, now,
-                        std::move(*shared), out.lowered_names, lean);
+                        std::move(*shared), out.lowered_names, lean, std::string(),
+                        listed_name(options.shared_name));
     }
   }
   // NVRTC's warnings, shown again on a hit (a program's are in its record).
   std::string log = !out.program && cache::Entry::keeps_log(out.log) ? out.log : "";
   r->entry.emplace(r->key, r->target.kind, r->target.arch, r->compile_ms, now, std::move(payload),
-                   std::move(out.lowered_names), lean, std::move(log));
+                   std::move(out.lowered_names), lean, std::move(log),
+                   listed_name(options.logical_name()));
 }
 
 CompileResult Compiler::finish(const CompileOptions& options, CompileResult result) const {
