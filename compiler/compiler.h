@@ -43,6 +43,7 @@
 
 #include "cache/entry.h"
 #include "cache/key.h"
+#include "cache/lookup_note.h"
 #include "cache/manifest.h"
 #include "cache/program_record.h"
 #include "cache/storage.h"
@@ -225,7 +226,9 @@ class Compiler {
 
   // What compile() would find now, per target (cubins in --arch order, then
   // PTX): its key, whether it hits and a miss's reason, without compiling,
-  // counting or writing anything. Throws what compile() throws before NVRTC.
+  // counting, or writing a lookup record or note (what it finds is used, as
+  // a lookup uses it: LRU order, a remote hit copied to the local store).
+  // Throws what compile() throws before NVRTC.
   std::vector<TargetResult> explain(const CompileOptions& options);
 
   // The key of each target (cubins in --arch order, then PTX), as compile()
@@ -280,6 +283,12 @@ class Compiler {
   void look_up(const CompileOptions& options, Prepared& p, std::vector<TargetResult>* out,
                bool* through_asks);
   void count_lookups(const std::vector<TargetResult>& targets);
+  // Lookup notes (cache/lookup_note.h): a miss's reason where nothing
+  // stored matched. The key of a source's note, the note of this lookup,
+  // and writing it after a stored miss (best effort).
+  Hash128 note_key(const CompileOptions& options) const;
+  cache::LookupNote lookup_note(const CompileOptions& options, const Prepared& p) const;
+  void write_note(const CompileOptions& options, const Prepared& p);
   // Lookup records (lookup_record.h): whether a compile has them (a store,
   // no may_read, not KCACHE_LOOKUP_RECORDS=off); what its record key hashes
   // but the program's name; and the key, for its name or (`any_name`, a

@@ -218,7 +218,8 @@ TEST(EntryTest, LoweredNamesWithControlCharactersAreCorrupt) {
 std::string with_lean_fields(uint8_t flags, int64_t bytes_removed, uint32_t variables_removed) {
   std::string bytes = sample().encoded();
   const size_t payload = sample().payload().size();
-  const size_t at = bytes.size() - 8 - payload - 8 - (4 + sample().log().size()) - LeanRecord::kSize;
+  const size_t at = bytes.size() - 8 - payload - 8 - (4 + sample().source_name().size()) -
+                    (4 + sample().log().size()) - LeanRecord::kSize;
   ByteWriter record;
   record.u8(flags);
   record.u64(static_cast<uint64_t>(bytes_removed));
