@@ -76,11 +76,14 @@ constexpr CounterLabel kCounterLabels[] = {
     {"hits", "Hits", false},
     {"misses", "Misses", false},
     {"stored", "Stored", false},
-    {"compile_ms_saved", "Compile time saved", true},
+    // NVRTC's times of compiles summed: compiles that ran in parallel (a
+    // build's actions) overlap, so the wall time saved is less (`kcache run`
+    // gives it where it can be known).
+    {"compile_ms_saved", "NVRTC time saved, summed", true},
     {"manifest_hits", "Hits through manifests", false},
     {"lookup_record_hits", "Hits through lookup records", false},
     {"nvrtc_invocations", "NVRTC invocations", false},
-    {"nvrtc_ms", "NVRTC compile time", true},
+    {"nvrtc_ms", "NVRTC time spent, summed", true},
     {"nvrtc_failures", "NVRTC compile errors", false},
     {"uncached_compiles", "Compiled, not cached", false},
     {"uncached_time_macros", "Uncached: time macros", false},
