@@ -115,8 +115,10 @@ std::string options_changed(const std::vector<std::string>& before,
     if (std::find(now.begin(), now.end(), o) == now.end()) dropped += (dropped.empty() ? "" : " ") + o;
   }
   if (added.empty() && dropped.empty()) return "their order";
-  return added + (added.empty() || dropped.empty() ? "" : "; ") +
-         (dropped.empty() ? "" : "dropped " + dropped);
+  std::string out = added + (added.empty() || dropped.empty() ? "" : "; ") +
+                    (dropped.empty() ? "" : "dropped " + dropped);
+  constexpr size_t kMaxShown = 120;  // one line of a summary
+  return out.size() > kMaxShown ? out.substr(0, kMaxShown - 3) + "..." : out;
 }
 
 // A path as a user reads it: beneath the working folder relative to it.
