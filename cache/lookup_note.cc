@@ -35,7 +35,8 @@ void write_note_list(ByteWriter& w, const std::vector<std::string>& items, const
   w.u32(static_cast<uint32_t>(items.size()));
   for (const std::string& s : items) {
     std::string problem = note_text_problem(s);
-    if (!problem.empty()) throw InvalidArgument(std::string("a lookup note's ") + field + ": " + problem);
+    if (!problem.empty())
+      throw InvalidArgument(std::string("a lookup note's ") + field + ": " + problem);
     w.str(s);
   }
 }
@@ -47,8 +48,7 @@ std::string read_note_text(ByteReader& r, const char* field) {
   return std::string(text);
 }
 
-std::vector<std::string> read_note_list(ByteReader& r, const char* count_field,
-                                        const char* field) {
+std::vector<std::string> read_note_list(ByteReader& r, const char* count_field, const char* field) {
   uint32_t n = r.u32(count_field);
   if (n > kMaxNoteItems || n > r.remaining() / 4) r.fail(std::string(count_field) + " too large");
   std::vector<std::string> items;
@@ -106,7 +106,8 @@ LookupNote LookupNote::decode(std::string_view bytes, const std::string& what) {
   note.targets = read_note_list(body, "target count", "target");
   std::vector<std::string> paths = read_note_list(body, "header count", "header");
   if (body.remaining() / 8 < paths.size()) body.fail("header hashes past the end");
-  for (std::string& path : paths) note.headers.emplace_back(std::move(path), body.u64("header hash"));
+  for (std::string& path : paths)
+    note.headers.emplace_back(std::move(path), body.u64("header hash"));
   if (body.remaining() != 0) body.fail("bytes after the targets");
   return note;
 }

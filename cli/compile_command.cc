@@ -137,10 +137,10 @@ int run_explain(const GlobalOptions& global, const CompileCommand& c) {
                               {"miss_reason", t.miss_reason},
                               {"compile_ms", t.compile_ms}});
     } else {
-      std::printf("kcache explain: %s %s %-5s %s\n", options.logical_name().c_str(),
-                  t.target.arch.c_str(), cache::to_string(t.target.kind),
-                  t.hit ? ("hit  " + t.key.hex()).c_str()
-                        : ("miss (" + t.miss_reason + ")").c_str());
+      std::printf(
+          "kcache explain: %s %s %-5s %s\n", options.logical_name().c_str(), t.target.arch.c_str(),
+          cache::to_string(t.target.kind),
+          t.hit ? ("hit  " + t.key.hex()).c_str() : ("miss (" + t.miss_reason + ")").c_str());
     }
   }
   if (global.format == "json") {

@@ -14,9 +14,9 @@ namespace {
 constexpr size_t kCubinElfHeaderBytes = 64;
 constexpr size_t kCubinSectionHeaderBytes = 64;
 constexpr size_t kCubinSymbolBytes = 24;
-constexpr uint32_t kCubinSymtab = 2;        // SHT_SYMTAB
-constexpr uint8_t kCubinFunction = 2;       // STT_FUNC
-constexpr uint8_t kCubinEntryFlag = 0x10;   // STO_CUDA_ENTRY
+constexpr uint32_t kCubinSymtab = 2;       // SHT_SYMTAB
+constexpr uint8_t kCubinFunction = 2;      // STT_FUNC
+constexpr uint8_t kCubinEntryFlag = 0x10;  // STO_CUDA_ENTRY
 
 template <typename T>
 std::optional<T> cubin_read(std::string_view bytes, uint64_t at) {
@@ -62,7 +62,10 @@ std::optional<std::string> cubin_name(std::string_view elf, const CubinSection& 
 
 std::vector<std::string> cubin_kernels(std::string_view elf) {
   std::vector<std::string> kernels;
-  if (elf.size() < kCubinElfHeaderBytes || elf.substr(0, 4) != std::string_view("\x7f" "ELF", 4) ||
+  if (elf.size() < kCubinElfHeaderBytes ||
+      elf.substr(0, 4) != std::string_view("\x7f"
+                                           "ELF",
+                                           4) ||
       elf[4] != 2 || elf[5] != 1) {  // ELFCLASS64, little-endian
     return kernels;
   }

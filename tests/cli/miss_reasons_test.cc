@@ -4,10 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "cache/store.h"
 #include "common/file_system.h"
@@ -45,8 +44,8 @@ class MissReasonsTest : public ::testing::Test {
   }
 
   CommandResult compile(std::vector<std::string> more = {}) {
-    std::vector<std::string> args = {"compile", src_, "--arch", "sm_80", "-o", dir_ + "/k.kcb",
-                                     "-v"};
+    std::vector<std::string> args = {"compile",       src_, "--arch", "sm_80", "-o",
+                                     dir_ + "/k.kcb", "-v"};
     args.insert(args.end(), more.begin(), more.end());
     return kcache(args);
   }
@@ -128,9 +127,10 @@ TEST_F(MissReasonsTest, ExplainSaysHitOrMissAndWhyWithoutCompiling) {
 }
 
 TEST_F(MissReasonsTest, LsNamesEachEntrysSourceAndKernels) {
-  ASSERT_EQ(kcache({"compile", src_, "--arch", "sm_80", "--ptx", "compute_80", "-o", dir_ + "/k.kcb"})
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      kcache({"compile", src_, "--arch", "sm_80", "--ptx", "compute_80", "-o", dir_ + "/k.kcb"})
+          .exit_code,
+      0);
   CommandResult ls = kcache({"ls"});
   ASSERT_EQ(ls.exit_code, 0) << ls.err;
   EXPECT_TRUE(contains(ls.out, "SOURCE")) << ls.out;

@@ -21,7 +21,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "nvrtc_one: %s\n", ::dlerror());
     return 2;
   }
-  auto create = reinterpret_cast<decltype(&nvrtcCreateProgram)>(::dlsym(nvrtc, "nvrtcCreateProgram"));
+  auto create =
+      reinterpret_cast<decltype(&nvrtcCreateProgram)>(::dlsym(nvrtc, "nvrtcCreateProgram"));
   auto compile =
       reinterpret_cast<decltype(&nvrtcCompileProgram)>(::dlsym(nvrtc, "nvrtcCompileProgram"));
   auto destroy =
