@@ -102,7 +102,7 @@ void record_stat(const char* what, const std::string& name,
   ::close(fd);
 }
 
-// A monotonic time in seconds and a wall time in ms, as the stats lines give them.
+// The stats lines' numbers: CLOCK_MONOTONIC in seconds, and one value in a format.
 double monotonic_s() {
   struct timespec t;
   ::clock_gettime(CLOCK_MONOTONIC, &t);
