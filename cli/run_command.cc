@@ -14,7 +14,8 @@
 // ($KCACHE_SHIM_STATS: the user's file if set, else a private temporary one).
 // So kcache waits for CMD rather than exec'ing it: signals sent to kcache are
 // passed on, and CMD's exit status is kcache's (death by a signal: the same
-// signal, else 128 + N). KCACHE_QUIET=1: no line, and CMD replaces kcache.
+// signal, else 128 + N). KCACHE_QUIET=1 or -q: no line, and CMD replaces
+// kcache; -v: one line per compile before the summary (docs/WHY.md).
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -408,7 +409,7 @@ void add_run_command(CLI::App& app, Dispatch& dispatch) {
   CLI::App* cmd = app.add_subcommand(
       "run",
       "Run a program with kcache's drop-in libnvrtc first on LD_LIBRARY_PATH and in LD_PRELOAD: "
-      "its NVRTC compiles go through the cache (kcache run -- CMD [ARGS...]).");
+      "its NVRTC compiles go through the cache (kcache run [-v | -q] -- CMD [ARGS...]).");
   auto command = std::make_shared<std::vector<std::string>>();
   auto verbose = std::make_shared<bool>(false);
   auto quiet = std::make_shared<bool>(false);
