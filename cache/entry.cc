@@ -46,6 +46,19 @@ std::string log_problem(std::string_view log) {
   return "";
 }
 
+// A source's name is printed by `kcache ls`: bounded, no control characters
+// (empty: not known).
+std::string source_name_problem(std::string_view name) {
+  if (name.size() > kMaxNameBytes) {
+    return "source name is " + std::to_string(name.size()) + " bytes, more than " +
+           std::to_string(kMaxNameBytes);
+  }
+  if (find_control_character(name) != std::string_view::npos) {
+    return "source name \"" + escape_for_message(name) + "\" holds a control character";
+  }
+  return "";
+}
+
 uint8_t kind_byte(TargetKind kind) { return kind == TargetKind::ptx ? 1 : 2; }
 
 // Big-endian halves, so the 16 bytes read like the key's hex form.
@@ -67,7 +80,8 @@ Hash128 read_key(ByteReader& r) {
 
 Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
              int64_t created_unix_s, std::string_view payload,
-             std::vector<LoweredName> lowered_names, LeanRecord lean, std::string log)
+             std::vector<LoweredName> lowered_names, LeanRecord lean, std::string log,
+             std::string source_name)
     : key_(key),
       kind_(kind),
       arch_(std::move(arch)),
@@ -75,9 +89,11 @@ Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t com
       created_unix_s_(created_unix_s),
       lowered_names_(std::move(lowered_names)),
       lean_(lean),
-      log_(std::move(log)) {
+      log_(std::move(log)),
+      source_name_(std::move(source_name)) {
   std::string problem = lean_.problem();
   if (problem.empty()) problem = log_problem(log_);
+  if (problem.empty()) problem = source_name_problem(source_name_);
   if (!problem.empty()) throw InvalidArgument("cache entry for " + key_.hex() + ": " + problem);
   ByteWriter w;
   w.bytes(kEntryMagic);
@@ -95,6 +111,7 @@ Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t com
   }
   write_lean_record(w, lean_);
   w.str(log_);
+  w.str(source_name_);
   w.u64(payload.size());
   payload_offset_ = w.size();
   payload_size_ = payload.size();
@@ -105,6 +122,9 @@ Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t com
 }
 
 bool Entry::keeps_log(std::string_view log) { return log_problem(log).empty(); }
+bool Entry::keeps_source_name(std::string_view name) {
+  return source_name_problem(name).empty();
+}
 
 Entry Entry::decode(std::string encoded, const std::string& what) {
   std::string_view bytes(encoded);
@@ -166,6 +186,12 @@ Entry Entry::decode(std::string encoded, const std::string& what) {
     std::string problem = log_problem(log);
     if (!problem.empty()) body.fail(problem);
     entry.log_ = std::string(log);
+  }
+  if (version >= 4) {
+    std::string_view name = body.str("source name");
+    std::string problem = source_name_problem(name);
+    if (!problem.empty()) body.fail(problem);
+    entry.source_name_ = std::string(name);
   }
   uint64_t size = body.u64("payload size");
   if (size != body.remaining()) {

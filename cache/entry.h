@@ -7,13 +7,16 @@
 //   header   ::= magic:"KCENTRY\0"(8 bytes) format_version:u16 kind:u8(1=ptx, 2=cubin)
 //                reserved:u8(=0) key:bytes(16, high half first, big-endian) arch:str
 //                compile_ms:u32 created_unix_s:i64 lowered_names lean_record
-//                log payload_size:u64
+//                log source_name payload_size:u64
 //   lowered_names ::= count:u32 (name_expression:str lowered_name:str){count}
 //   lean_record   ::= common/lean_record.h (flags:u8 bytes_removed:i64
 //                     variables_removed:u32); from format_version 2 on: a
 //                     version 1 entry has none and reads as "unknown"
 //   log           ::= str, NVRTC's warnings (from format_version 3 on: an
 //                     older entry has none and reads as no warnings)
+//   source_name   ::= str, the name of the source compiled (from
+//                     format_version 4 on; empty: not given, as in an older
+//                     entry): for `kcache ls`, never part of the key
 //   payload  ::= bytes(payload_size)
 //   checksum ::= u64, XXH3-64 of header and payload
 //
@@ -42,8 +45,9 @@ namespace kcache::cache {
 
 // Bump me whenever the bytes written for the same Entry change, and add a
 // golden file (tests/cache/golden/): readers refuse newer versions.
-// Version 2 added the lean record, version 3 NVRTC's log.
-constexpr uint16_t kEntryFormatVersion = 3;
+// Version 2 added the lean record, version 3 NVRTC's log, version 4 the
+// source's name.
+constexpr uint16_t kEntryFormatVersion = 4;
 constexpr std::string_view kEntryMagic{"KCENTRY\0", 8};
 
 // A name expression and the mangled name NVRTC lowered it to ("scale<float>" ->
@@ -67,11 +71,14 @@ class Entry {
   Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
         int64_t created_unix_s, std::string_view payload,
         std::vector<LoweredName> lowered_names = {}, LeanRecord lean = {},
-        std::string log = {});
+        std::string log = {}, std::string source_name = {});
 
   // Whether an entry may keep `log` (bounded, no control character but
   // lines and tabs: it is printed on a hit).
   static bool keeps_log(std::string_view log);
+  // Whether an entry may keep `name` as its source's name (bounded, no
+  // control character).
+  static bool keeps_source_name(std::string_view name);
 
   // Parses and verifies `encoded`, taking ownership (no payload copy). Throws
   // CorruptError naming `what` (the key or the file) or IncompatibleVersionError.
@@ -86,6 +93,10 @@ class Entry {
   // NVRTC's log of the compile (its warnings): a hit shows them again, as the
   // miss did.
   const std::string& log() const { return log_; }
+  // The name of the source it was compiled from ("k.cu", an NVRTC program's
+  // name), bounded and without control characters; empty where it was not
+  // given or the entry is older than format 4.
+  const std::string& source_name() const { return source_name_; }
   // What the lean pass did to the payload; unknown() for a version 1 entry.
   const LeanRecord& lean() const { return lean_; }
   uint16_t format_version() const { return format_version_; }
@@ -104,6 +115,7 @@ class Entry {
   std::vector<LoweredName> lowered_names_;
   LeanRecord lean_;
   std::string log_;
+  std::string source_name_;
   uint16_t format_version_ = kEntryFormatVersion;
   std::string encoded_;
   size_t payload_offset_ = 0;

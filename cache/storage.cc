@@ -152,12 +152,12 @@ void Storage::probe_upload(const Hash128& key) {
                 "storage, a proxy in front); `kcache remote check` tries a write and a read");
 }
 
-std::optional<Entry> Storage::get(const Hash128& key) {
+std::optional<Entry> Storage::get(const Hash128& key, Store::Access access) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (local_) {
       try {
-        if (std::optional<Entry> entry = local_->get(key)) return entry;
+        if (std::optional<Entry> entry = local_->get(key, access)) return entry;
       } catch (const Error& e) {
         warn_once("get",
                   std::string("reading the cache failed: ") + e.what() + "; treating it as a miss");
@@ -166,7 +166,7 @@ std::optional<Entry> Storage::get(const Hash128& key) {
   }
   std::optional<Entry> entry = fetch_remote<Entry>([&] { return remote_->get(key); });
   if (!entry) return std::nullopt;
-  {
+  if (access == Store::Access::lookup) {
     std::lock_guard<std::mutex> lock(mutex_);
     count_locked("compile_ms_saved", entry->compile_ms());
   }

@@ -78,8 +78,10 @@ class Storage {
   Storage(StorageOptions options, std::unique_ptr<Remote> remote);
   ~Storage();
 
-  // A miss is nullopt; so is any cache failure (warned once).
-  std::optional<Entry> get(const Hash128& key);
+  // A miss is nullopt; so is any cache failure (warned once). `access`:
+  // Store::Access::lookup counts the hit or miss (and a remote hit's
+  // compile time saved) here; uncounted leaves that to the caller.
+  std::optional<Entry> get(const Hash128& key, Store::Access access = Store::Access::lookup);
   // Best effort: failures are warned once and otherwise ignored.
   void put(const Entry& entry);
   // Manifests (cache/manifest.h), under their manifest key, with the same

@@ -317,8 +317,10 @@ class SqliteStore : public Store {
           throw CorruptError("cache entry " + hex + " holds the entry for " + entry.key().hex());
         }
         if (access == Access::maintenance) return entry;
-        pending_counters_["hits"] += 1;
-        pending_counters_["compile_ms_saved"] += entry.compile_ms();
+        if (access == Access::lookup) {
+          pending_counters_["hits"] += 1;
+          pending_counters_["compile_ms_saved"] += entry.compile_ms();
+        }
         pending_touches_.push_back(hex);
         if (pending_touches_.size() >= kMaxPendingTouches) flush_or_drop();
         return entry;

@@ -123,6 +123,9 @@ class Store {
 
   enum class Access {
     lookup,       // a cache lookup: counted as a hit or miss, refreshes LRU order
+    // A lookup whose caller counts the outcome once it is decided (one
+    // target can take several gets): refreshes LRU order, counts nothing.
+    uncounted,
     maintenance,  // export, inspection: leaves statistics and LRU order alone
   };
   // A miss is nullopt. A corrupt entry (bad checksum, or holding another key)

@@ -26,6 +26,7 @@ enum ExitCode : int {
   kExitUsage = 2,          // bad flags or arguments
   kExitCompileFailed = 3,  // NVRTC rejected a source (its log is printed)
   kExitIncompatible = 4,   // the store or bundle is from a newer, incompatible kcache
+  kExitMiss = 5,           // `kcache explain`: a target would miss
 };
 
 struct GlobalOptions {
@@ -54,6 +55,7 @@ struct Dispatch {
 // Each verb file provides one of these.
 void add_admin_commands(CLI::App& app, Dispatch& dispatch);
 void add_compile_command(CLI::App& app, Dispatch& dispatch);
+void add_explain_command(CLI::App& app, Dispatch& dispatch);
 void add_prewarm_command(CLI::App& app, Dispatch& dispatch);
 void add_remote_command(CLI::App& app, Dispatch& dispatch);
 void add_bundle_command(CLI::App& app, Dispatch& dispatch);

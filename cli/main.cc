@@ -17,7 +17,8 @@ namespace {
 constexpr const char* kExitCodesHelp =
     "Exit codes: 0 success, 1 the operation failed (I/O, corrupt data, not found), "
     "2 bad flags or arguments, 3 NVRTC rejected a source, "
-    "4 store or bundle from a newer incompatible kcache.";
+    "4 store or bundle from a newer incompatible kcache, 5 `kcache explain`: a target would "
+    "miss.";
 
 int exit_code_for(const Error& e) {
   switch (e.kind()) {
@@ -49,6 +50,7 @@ int run(const std::vector<std::string>& args, const GlobalOptions& preset) {
   add_admin_commands(app, dispatch);
   add_remote_command(app, dispatch);
   add_compile_command(app, dispatch);
+  add_explain_command(app, dispatch);
   add_prewarm_command(app, dispatch);
   add_bundle_command(app, dispatch);
   add_run_command(app, dispatch);

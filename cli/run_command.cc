@@ -14,7 +14,8 @@
 // ($KCACHE_SHIM_STATS: the user's file if set, else a private temporary one).
 // So kcache waits for CMD rather than exec'ing it: signals sent to kcache are
 // passed on, and CMD's exit status is kcache's (death by a signal: the same
-// signal, else 128 + N). KCACHE_QUIET=1: no line, and CMD replaces kcache.
+// signal, else 128 + N). KCACHE_QUIET=1 or -q: no line, and CMD replaces
+// kcache; -v: one line per compile before the summary (docs/WHY.md).
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -24,13 +25,16 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
@@ -77,22 +81,20 @@ std::string shim_dir() {
                  "`, install it next to kcache, or set KCACHE_NVRTC_SHIM_DIR");
 }
 
-// The drop-in's lines, "hit NAME KEY ms=N", "miss NAME KEY[ not stored: WHY]
-// ms=N", "real NAME[ WHY]" (nvrtc_shim/shim.cc, record_stat), summed up.
+// The drop-in's lines (nvrtc_shim/shim.cc, record_stat: fields separated by
+// " | ", each labelled by its first words), summed up.
 struct RunStats {
   int hits = 0, misses = 0, not_cached = 0;
-  double saved_ms = 0;  // what the hits' compiles took when they were stored
-  double miss_ms = 0;   // what the misses took
-  std::map<std::string, int> why;  // not cached: reason -> compiles
+  double saved_ms = 0;     // what NVRTC took to make the hits' entries, summed
+  double hit_call_ms = 0;  // what the hits' calls took here, summed
+  double miss_ms = 0;      // what NVRTC took for the misses, summed
+  std::map<std::string, int> miss_why;  // a miss's reason -> compiles
+  std::map<std::string, int> why;       // not cached: reason -> compiles
+  // Every cached compile call, [start, end) in CLOCK_MONOTONIC ms: whether
+  // any two overlapped decides whether wall time saved is known.
+  std::vector<std::pair<double, double>> calls;
+  std::vector<std::string> lines;  // -v: one readable line per compile
 };
-
-bool is_hex_key(const std::string& word) {
-  if (word.size() != 32) return false;
-  for (char c : word) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  }
-  return true;
-}
 
 // A short reason: its first clause, at most 80 characters.
 std::string short_reason(std::string why) {
@@ -104,52 +106,75 @@ std::string short_reason(std::string why) {
   return why;
 }
 
+std::vector<std::string> split_fields(const std::string& line) {
+  std::vector<std::string> fields;
+  const std::string sep = " | ";
+  for (size_t at = 0;;) {
+    size_t end = line.find(sep, at);
+    fields.push_back(line.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) return fields;
+    at = end + sep.size();
+  }
+}
+
+// The number after `label` in the field that starts with it, if any.
+std::optional<double> labelled(const std::vector<std::string>& fields, const std::string& label) {
+  for (const std::string& f : fields) {
+    if (f.compare(0, label.size(), label) == 0) {
+      return std::strtod(f.c_str() + label.size(), nullptr);
+    }
+  }
+  return std::nullopt;
+}
+std::string labelled_text(const std::vector<std::string>& fields, const std::string& label) {
+  for (const std::string& f : fields) {
+    if (f.compare(0, label.size(), label) == 0) return f.substr(label.size());
+  }
+  return "";
+}
+
 void add_stat_line(RunStats& s, const std::string& line) {
-  std::vector<std::string> words;
-  for (size_t at = 0; at < line.size();) {
-    size_t end = line.find(' ', at);
-    if (end == std::string::npos) end = line.size();
-    words.push_back(line.substr(at, end - at));
-    at = end + 1;
-  }
-  if (words.empty()) return;
-  double ms = 0;
-  if (words.size() > 1 && words.back().rfind("ms=", 0) == 0) {
-    ms = std::strtod(words.back().c_str() + 3, nullptr);
-    words.pop_back();
-  }
-  const std::string& kind = words[0];
+  std::vector<std::string> f = split_fields(line);
+  if (f.size() < 2) return;
+  const std::string& kind = f[0];
+  const std::string& name = f[1];
   if (kind == "real") {
-    // The program's name is one word when NVRTC gave it none, else as given:
-    // the reason is what follows the name, which may hold spaces itself.
-    std::string rest = line.size() > 5 ? line.substr(5) : "";
-    size_t space = rest.find(' ');
+    const std::string why = labelled_text(f, "not cached: ");
     ++s.not_cached;
-    ++s.why[short_reason(space == std::string::npos ? "" : rest.substr(space + 1))];
+    ++s.why[short_reason(why)];
+    s.lines.push_back("not cached " + name + (why.empty() ? "" : " (" + why + ")"));
     return;
   }
   if (kind != "hit" && kind != "miss") return;
-  size_t key = 0;  // the key follows the name, which may hold spaces
-  for (size_t i = 1; i < words.size(); ++i) {
-    if (is_hex_key(words[i])) key = i;
+  const double took = labelled(f, "took ").value_or(0);
+  if (std::optional<double> started = labelled(f, "started at ")) {
+    s.calls.emplace_back(*started * 1000, *started * 1000 + took);
   }
-  if (key == 0) return;
   if (kind == "hit") {
+    const double saved = labelled(f, "saved ").value_or(0);
     ++s.hits;
-    s.saved_ms += ms;
+    s.saved_ms += saved;
+    s.hit_call_ms += took;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " (took %.1f ms, saved %.0f ms of NVRTC)", took, saved);
+    s.lines.push_back("hit " + name + buf);
     return;
   }
-  s.miss_ms += ms;
-  const std::string marker = " not stored: ";
-  size_t at = line.find(marker);
-  if (at == std::string::npos) {
+  const double nvrtc = labelled(f, "NVRTC took ").value_or(0);
+  const std::string reason = f.size() > 2 ? f[2] : "";
+  const std::string not_stored = labelled_text(f, "not stored: ");
+  s.miss_ms += nvrtc;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, ", NVRTC took %.0f ms", nvrtc);
+  s.lines.push_back("miss " + name + " (" + reason + ")" + buf +
+                    (not_stored.empty() ? "" : ", not stored: " + not_stored));
+  if (not_stored.empty()) {
     ++s.misses;
+    ++s.miss_why[reason];
     return;
   }
-  std::string why = line.substr(at + marker.size());
-  if (why.size() > 3 && why.rfind(" ms=") != std::string::npos) why.resize(why.rfind(" ms="));
   ++s.not_cached;
-  ++s.why[short_reason(why)];
+  ++s.why[short_reason(not_stored)];
 }
 
 std::string run_seconds(double ms) {
@@ -158,8 +183,29 @@ std::string run_seconds(double ms) {
   return buf;
 }
 
-// "kcache run: 7 NVRTC compiles: 5 hits, 1 miss, 1 not cached (-dlto: 1); 5
-// hits saved 1.20 s of NVRTC, the miss took 0.30 s".
+// Whether two compile calls ran at once (threads or processes of the program).
+bool calls_overlapped(std::vector<std::pair<double, double>> calls) {
+  std::sort(calls.begin(), calls.end());
+  for (size_t i = 1; i < calls.size(); ++i) {
+    if (calls[i].first < calls[i - 1].second) return true;
+  }
+  return false;
+}
+
+// "(inc/v.h changed)", "(inc/v.h changed: 2; not in store: 1)".
+std::string reasons(const std::map<std::string, int>& why, bool counts) {
+  std::string out;
+  for (const auto& [reason, count] : why) {
+    out += (out.empty() ? "" : "; ") + reason + (counts ? ": " + std::to_string(count) : "");
+  }
+  return " (" + out + ")";
+}
+
+// "kcache run: 7 NVRTC compiles: 5 hits, 1 miss (inc/v.h changed), 1 not
+// cached (-dlto: 1); wall time saved 1.18 s (the hits' NVRTC compiles took
+// 1.20 s when stored, their lookups 0.02 s), the misses' NVRTC took 0.30 s".
+// Wall time saved is known where no two compile calls overlapped; where they
+// ran in parallel, NVRTC's time is given as the sum it is.
 std::string summary_line(const RunStats& s) {
   const int total = s.hits + s.misses + s.not_cached;
   if (total == 0) {
@@ -170,18 +216,22 @@ std::string summary_line(const RunStats& s) {
     return std::to_string(count) + " " + (count == 1 ? one : many);
   };
   std::string line = "kcache run: " + n(total, "NVRTC compile", "NVRTC compiles") + ": " +
-                     n(s.hits, "hit", "hits") + ", " + n(s.misses, "miss", "misses") + ", " +
-                     std::to_string(s.not_cached) + " not cached";
-  if (!s.why.empty()) {
-    std::string why;
-    for (const auto& [reason, count] : s.why) {
-      why += (why.empty() ? "" : "; ") + reason + ": " + std::to_string(count);
-    }
-    line += " (" + why + ")";
+                     n(s.hits, "hit", "hits") + ", " + n(s.misses, "miss", "misses");
+  if (!s.miss_why.empty()) line += reasons(s.miss_why, s.miss_why.size() > 1);
+  line += ", " + std::to_string(s.not_cached) + " not cached";
+  if (!s.why.empty()) line += reasons(s.why, true);
+  const bool parallel = calls_overlapped(s.calls);
+  if (s.hits && !parallel) {
+    line += "; wall time saved " + run_seconds(std::max(0.0, s.saved_ms - s.hit_call_ms)) +
+            " (the hits' NVRTC compiles took " + run_seconds(s.saved_ms) +
+            " when stored, their lookups " + run_seconds(s.hit_call_ms) + ")";
+  } else if (s.hits) {
+    line += "; NVRTC time saved " + run_seconds(s.saved_ms) +
+            ", summed over compiles that ran in parallel (the wall time saved is less)";
   }
-  if (s.hits) line += "; hits saved " + run_seconds(s.saved_ms) + " of NVRTC";
   if (s.misses + s.not_cached > 0 && s.miss_ms > 0) {
-    line += std::string(s.hits ? ", " : "; ") + "misses took " + run_seconds(s.miss_ms);
+    line += std::string(s.hits ? ", " : "; ") + "the misses' NVRTC took " + run_seconds(s.miss_ms) +
+            (parallel ? " summed" : "");
   }
   return line;
 }
@@ -190,6 +240,9 @@ bool run_quiet() {
   const char* q = std::getenv("KCACHE_QUIET");
   return q && *q && std::strcmp(q, "0") != 0;
 }
+
+// -v: one line per compile before the summary; -q: none, as KCACHE_QUIET=1.
+enum class Verbosity { quiet, normal, verbose };
 
 pid_t g_child = 0;
 
@@ -226,10 +279,12 @@ int end_as(int status) {
   return 128 + sig;  // a signal whose default is not to end the process
 }
 
-int run_command(const std::vector<std::string>& command) {
+int run_command(const std::vector<std::string>& command, Verbosity verbosity) {
   if (command.empty()) {
     throw InvalidArgument("no command: kcache run -- CMD [ARGS...]");
   }
+  // The drop-in in the program is quiet too.
+  if (verbosity == Verbosity::quiet) ::setenv("KCACHE_QUIET", "1", 1);
   std::string path = shim_dir();
   const char* old = std::getenv("LD_LIBRARY_PATH");
   std::string value = old && *old ? path + ":" + old : path;
@@ -341,6 +396,9 @@ int run_command(const std::vector<std::string>& command) {
       }
     }
   }
+  if (verbosity == Verbosity::verbose) {
+    for (const std::string& line : stats.lines) std::fprintf(stderr, "kcache run: %s\n", line.c_str());
+  }
   std::fprintf(stderr, "%s\n", summary_line(stats).c_str());
   return end_as(status);
 }
@@ -351,12 +409,22 @@ void add_run_command(CLI::App& app, Dispatch& dispatch) {
   CLI::App* cmd = app.add_subcommand(
       "run",
       "Run a program with kcache's drop-in libnvrtc first on LD_LIBRARY_PATH and in LD_PRELOAD: "
-      "its NVRTC compiles go through the cache (kcache run -- CMD [ARGS...]).");
+      "its NVRTC compiles go through the cache (kcache run [-v | -q] -- CMD [ARGS...]).");
   auto command = std::make_shared<std::vector<std::string>>();
+  auto verbose = std::make_shared<bool>(false);
+  auto quiet = std::make_shared<bool>(false);
+  cmd->add_flag("-v,--verbose", *verbose,
+                "Before the summary, one line per compile: hit or miss, why it missed, times");
+  cmd->add_flag("-q,--quiet", *quiet, "No summary and no drop-in messages (KCACHE_QUIET=1)")
+      ->excludes(cmd->get_option("--verbose"));
   cmd->add_option("command", *command, "The program and its arguments, after --")->required();
-  cmd->callback([&dispatch, command] {
+  cmd->callback([&dispatch, command, verbose, quiet] {
     dispatch.verb = "run";
-    dispatch.action = [command] { return run_command(*command); };
+    dispatch.action = [command, verbose, quiet] {
+      return run_command(*command, *quiet     ? Verbosity::quiet
+                                   : *verbose ? Verbosity::verbose
+                                              : Verbosity::normal);
+    };
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "bundle/bundle.h"
+#include "cache/lookup_note.h"
 #include "cache/manifest.h"
 #include "cache/program_record.h"
 #include "common/arch.h"
@@ -96,6 +98,72 @@ std::string absolute_path(const std::string& path) {
   char cwd[PATH_MAX];
   if (!::getcwd(cwd, sizeof cwd)) return path;
   return path.empty() ? std::string(cwd) : std::string(cwd) + "/" + path;
+}
+
+// A miss's reasons (TargetResult::miss_reason) that name no path: a set held
+// but its entry is gone (evicted, cleared), or nothing was found at all.
+constexpr char kNotInStore[] = "not in store";
+
+// What `now` has that `before` has not: "-DN=4", "-DN=4; dropped -DN=3".
+std::string options_changed(const std::vector<std::string>& before,
+                            const std::vector<std::string>& now) {
+  std::string added, dropped;
+  for (const std::string& o : now) {
+    if (std::find(before.begin(), before.end(), o) == before.end()) added += (added.empty() ? "" : " ") + o;
+  }
+  for (const std::string& o : before) {
+    if (std::find(now.begin(), now.end(), o) == now.end()) dropped += (dropped.empty() ? "" : " ") + o;
+  }
+  if (added.empty() && dropped.empty()) return "their order";
+  std::string out = added + (added.empty() || dropped.empty() ? "" : "; ") +
+                    (dropped.empty() ? "" : "dropped " + dropped);
+  constexpr size_t kMaxShown = 120;  // one line of a summary
+  return out.size() > kMaxShown ? out.substr(0, kMaxShown - 3) + "..." : out;
+}
+
+// A path as a user reads it: beneath the working folder relative to it.
+std::string as_user_reads(const std::string& path) {
+  char cwd[PATH_MAX];
+  const std::string here = ::getcwd(cwd, sizeof cwd) ? cwd : "";
+  if (here.size() > 1 && path.compare(0, here.size() + 1, here + "/") == 0) {
+    return path.substr(here.size() + 1);
+  }
+  return path;
+}
+
+// The first header (in `now`'s order) that differs from `before`:
+// "inc/v.h changed", "inc/w.h is included now", "inc/x.h is no longer included".
+std::string headers_changed(const std::vector<std::pair<std::string, uint64_t>>& before,
+                            const std::vector<std::pair<std::string, uint64_t>>& now) {
+  auto find = [](const std::vector<std::pair<std::string, uint64_t>>& in, const std::string& p) {
+    return std::find_if(in.begin(), in.end(), [&p](const auto& h) { return h.first == p; });
+  };
+  for (const auto& [path, hash] : now) {
+    auto was = find(before, path);
+    if (was == before.end()) return as_user_reads(path) + " is included now";
+    if (was->second != hash) return as_user_reads(path) + " changed";
+  }
+  for (const auto& [path, hash] : before) {
+    if (find(now, path) == now.end()) return as_user_reads(path) + " is no longer included";
+  }
+  return "the headers' order";
+}
+
+// A miss's reason where nothing stored matched: what changed since the last
+// stored compile of the source (`last`), whose lookup started from `now`.
+std::string since_note(const std::optional<cache::LookupNote>& last, const cache::LookupNote& now,
+                       const CompileOptions& options, const Target& t) {
+  if (!last) return "new source";
+  if (last->toolkit != now.toolkit) return "toolkit changed";
+  if (last->source_hash != now.source_hash) return options.logical_name() + " changed";
+  if (last->headers != now.headers) return headers_changed(last->headers, now.headers);
+  if (last->options != now.options) {
+    return "options changed: " + options_changed(last->options, now.options);
+  }
+  if (std::find(last->targets.begin(), last->targets.end(), t.arch) == last->targets.end()) {
+    return "new target " + t.arch;
+  }
+  return kNotInStore;
 }
 
 // How many times one target may go back to NVRTC with headers it asked for.
@@ -264,8 +332,9 @@ Hash128 full_key(cache::CompileRequest request, const std::vector<ResolvedHeader
 
 // Replays a manifest set against the disk: the headers it hands when every
 // ask resolves to the recorded names and contents, else nullopt.
+// `why`: what did not resolve the same, as a user reads it (a miss's reason).
 std::optional<std::vector<ResolvedHeader>> replay(const AskContext& c,
-                                                  const cache::ManifestSet& set) {
+                                                  const cache::ManifestSet& set, std::string* why) {
   std::vector<ResolvedHeader> have;
   try {
     for (const cache::ManifestAsk& recorded : set) {
@@ -277,23 +346,37 @@ std::optional<std::vector<ResolvedHeader>> replay(const AskContext& c,
       std::optional<std::string> includer_path;
       std::optional<std::vector<ResolvedHeader>> got =
           resolve_ask(c, a, have, &searched, &includer_path, &refused);
-      if (!got || got->size() != recorded.headers.size()) return std::nullopt;
+      if (!got || got->size() != recorded.headers.size()) {
+        *why = "the headers \"" + a.name + "\" brings changed";
+        return std::nullopt;
+      }
       for (size_t i = 0; i < got->size(); ++i) {
         const ResolvedHeader& h = (*got)[i];
         if (h.name != recorded.headers[i].name ||
             xxh3_64(h.content) != recorded.headers[i].content_hash) {
+          *why = h.path + " changed";
           return std::nullopt;
         }
       }
       for (ResolvedHeader& h : *got) have.push_back(std::move(h));
     }
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    *why = e.what();
     return std::nullopt;  // unreadable, ambiguous: the compile will say so
   }
-  if (!probes_hold(set.probes, c.probes)) return std::nullopt;
+  if (!probes_hold(set.probes, c.probes, why)) return std::nullopt;
   // Such a compile is never stored, but a sloppy one may have been.
-  if (c.check_time_macros && any_uses_time_macros(have)) return std::nullopt;
+  if (c.check_time_macros && any_uses_time_macros(have)) {
+    *why = "a header it includes uses __TIME__ or __TIMESTAMP__";
+    return std::nullopt;
+  }
   return have;
+}
+
+// The source's name an entry keeps for `kcache ls` (never keyed), where an
+// entry may hold it.
+std::string listed_name(const std::string& name) {
+  return cache::Entry::keeps_source_name(name) ? name : std::string();
 }
 
 // Once per process: results are compiled but not cached without the seal.
@@ -928,11 +1011,8 @@ bool Compiler::record_hit(const CompileOptions& options, const Prepared& p,
       const Target& t = p.targets[i];
       const cache::ManifestResult& recorded = set.results[i];
       if (recorded.cubin != (t.kind == cache::TargetKind::cubin) || recorded.arch != t.arch) break;
-      std::optional<cache::Entry> e = storage_->get(recorded.key);
-      if (!e) {
-        storage_->count("misses", -1);  // evicted: the long way counts this lookup
-        break;
-      }
+      std::optional<cache::Entry> e = storage_->get(recorded.key, cache::Store::Access::uncounted);
+      if (!e) break;  // evicted: the long way decides
       if (!entry_answers(options, t, recorded.key, *e)) break;
       TargetResult r;
       r.target = t;
@@ -941,13 +1021,9 @@ bool Compiler::record_hit(const CompileOptions& options, const Prepared& p,
       found.push_back(std::move(r));
     }
     if (found.size() == p.targets.size()) {
-      storage_->count("lookup_record_hits", static_cast<int64_t>(found.size()));
+      for (TargetResult& r : found) r.found_by = FoundBy::lookup_record;
       *out = std::move(found);
       return true;
-    }
-    for (const TargetResult& r : found) {  // the long way counts these again
-      storage_->count("hits", -1);
-      storage_->count("compile_ms_saved", -static_cast<int64_t>(r.compile_ms));
     }
   }
   return false;
@@ -1007,7 +1083,7 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
 }
 
 void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
-                       std::vector<TargetResult>* out, bool* through_asks, bool counted) {
+                       std::vector<TargetResult>* out, bool* through_asks) {
   const IncludeGraph& includes = prepared.includes;
   cache::CompileRequest& request = prepared.request;
   const std::set<std::string> base_names = handed_names(includes);
@@ -1026,12 +1102,15 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
     request.target = t.kind;
     request.arch = t.arch;
     r.key = cache::compute_key(request);
-    int lookups = 0;
+    // Why it is no hit: the first thing found that no longer held (the
+    // newest manifest set's changed path, an entry no longer stored).
+    std::string why;
     auto lookup = [&](const Hash128& key) {
-      ++lookups;
-      if (std::optional<cache::Entry> e = storage_->get(key)) {
+      // Counted by the caller, once the lookup is decided (count_lookups).
+      if (std::optional<cache::Entry> e = storage_->get(key, cache::Store::Access::uncounted)) {
         if (entry_answers(options, t, key, *e)) take_entry(key, std::move(*e), &r);
       }
+      if (!r.hit && why.empty()) why = kNotInStore;
     };
     // The scanner key, then its manifest's sets; for a program that may
     // share its entry with every name, first all that for no name.
@@ -1040,16 +1119,26 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
       // A served compile's entry is always under the key of what NVRTC read
       // (settle_entry): its manifest first, never a get of a key nothing is
       // stored under (with a remote, a round trip and its library loaded).
-      if (!options.served()) lookup(scanner_key);
+      // An unserved one stored directly under it: not found is no reason
+      // yet, its manifest may say more.
+      if (!options.served()) {
+        lookup(scanner_key);
+        if (why == kNotInStore) why.clear();
+      }
       if (r.hit) return;
       if (std::optional<cache::Manifest> m = storage_->get_manifest(cache::manifest_key(scanner_key))) {
         for (const cache::ManifestSet& set : m->sets()) {
-          std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set);
-          if (!have) continue;
+          std::string set_why;
+          std::optional<std::vector<ResolvedHeader>> have = replay(ask_context, set, &set_why);
+          if (!have) {
+            if (why.empty()) why = set_why;
+            continue;
+          }
           // Under the worker, a set that read an undeclared file is no hit:
           // a sandboxed build would not find it (the compile says so).
           if (options.serve && options.may_read &&
               !undeclared_files(options.may_read, present_files(set.probes)).empty()) {
+            if (why.empty()) why = "a file it read is not among the action's inputs";
             continue;
           }
           lookup(full_key(req, *have, set, prepared.today));
@@ -1059,14 +1148,18 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
                 prepared.keyed_absolutely.insert(probe.path);
               }
             }
-            if (counted) storage_->count("manifest_hits", 1);
+            r.found_by = FoundBy::manifest;
             if (through_asks && !have->empty()) *through_asks = true;
             return;
           }
         }
       }
     };
-    if (storage_ && !prepared.uses_time) {  // a hit would be another second's __TIME__
+    if (!storage_) {
+      why = "no store";
+    } else if (prepared.uses_time) {  // a hit would be another second's __TIME__
+      why = "it uses __TIME__ or __TIMESTAMP__ (never cached)";
+    } else {
       if (options.name_free) {
         // The request made nameless in place and back: a copy would copy
         // every header's bytes.
@@ -1079,20 +1172,70 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
         r.any_name = r.hit;
       }
       if (!r.hit) look_up_request(request);
-      // The store counted each get as a hit or a miss; one target is one
-      // lookup, so the misses on the way to its answer are taken back (all
-      // of it for a lookup that is not the program's).
-      if (!counted) {
-        storage_->count("hits", -static_cast<int64_t>(r.hit));
-        storage_->count("compile_ms_saved", -static_cast<int64_t>(r.hit ? r.compile_ms : 0));
-        storage_->count("misses", -(lookups - static_cast<int>(r.hit)));
-      } else if (lookups != 1) {
-        // None (a served lookup whose manifest is not there yet) is a miss
-        // the store did not count.
-        storage_->count("misses", 1 - lookups);
-      }
     }
+    if (!r.hit) r.miss_reason = why;
     out->push_back(std::move(r));
+  }
+  // Nothing found that no longer held: the last stored compile of this
+  // source says what changed since (cache/lookup_note.h).
+  if (!storage_ || !storage_->local()) return;
+  std::optional<cache::LookupNote> last;
+  bool read = false;
+  for (TargetResult& r : *out) {
+    if (r.hit || !r.miss_reason.empty()) continue;
+    if (!read) last = cache::read_lookup_note(storage_->local()->dir(), note_key(options));
+    read = true;
+    r.miss_reason = since_note(last, lookup_note(options, prepared), options, r.target);
+  }
+}
+
+Hash128 Compiler::note_key(const CompileOptions& options) const {
+  ByteWriter w;
+  w.str("kcache lookup note v1");
+  w.str(options.source_path);
+  w.str(options.logical_name());
+  w.str(working_folder());
+  w.u8(options.program ? 1 : 0);
+  return xxh3_128(w.data());
+}
+
+cache::LookupNote Compiler::lookup_note(const CompileOptions& options, const Prepared& p) const {
+  cache::LookupNote note;
+  note.key = note_key(options);
+  note.source_hash = xxh3_128(p.source);
+  note.toolkit = keyed_identity_ + "; " + p.request.image_pass;
+  note.options = p.request.options;
+  for (const std::string& e : options.name_expressions) {
+    note.options.push_back("--name-expression=" + e);
+  }
+  for (const Target& t : p.targets) note.targets.push_back(t.arch);
+  for (const ResolvedHeader& h : p.includes.headers) {
+    note.headers.emplace_back(h.path.empty() ? h.name : absolute_path(h.path), xxh3_64(h.content));
+  }
+  return note;
+}
+
+// After a stored miss: the note a later miss of this source compares with.
+void Compiler::write_note(const CompileOptions& options, const Prepared& p) {
+  cache::Store* local = storage_ ? storage_->local() : nullptr;
+  if (!local || local->read_only()) return;
+  try {
+    cache::write_lookup_note(local->dir(), lookup_note(options, p));
+  } catch (const Error&) {
+    // A reason less precise later, nothing worse: no warning for it.
+  }
+}
+
+// Once per target, where its lookup was decided (ccache's statistics): a hit
+// and the NVRTC time it saves, or a miss.
+void Compiler::count_lookups(const std::vector<TargetResult>& targets) {
+  if (!storage_) return;
+  for (const TargetResult& r : targets) {
+    storage_->count(r.hit ? "hits" : "misses", 1);
+    if (!r.hit) continue;
+    storage_->count("compile_ms_saved", r.compile_ms);
+    if (r.found_by == FoundBy::lookup_record) storage_->count("lookup_record_hits", 1);
+    if (r.found_by == FoundBy::manifest) storage_->count("manifest_hits", 1);
   }
 }
 
@@ -1105,7 +1248,7 @@ void Compiler::record_after_store(const CompileOptions& options, const Prepared&
   bool through_asks = false;
   DiskObservations seen;
   resolve(options, &p);
-  look_up(options, p, &found, &through_asks, /*counted=*/false);
+  look_up(options, p, &found, &through_asks);
   if (!std::all_of(found.begin(), found.end(), [](const TargetResult& r) { return r.hit; })) {
     return;
   }
@@ -1115,7 +1258,22 @@ void Compiler::record_after_store(const CompileOptions& options, const Prepared&
   write_lookup_record(options, p, seen, found);
 }
 
+std::vector<TargetResult> Compiler::explain(const CompileOptions& options) {
+  std::vector<TargetResult> found;
+  Prepared prepared = prepare_head(options);
+  if (records_apply(options) && record_hit(options, prepared, &found)) return found;
+  resolve(options, &prepared);
+  bool through_asks = false;
+  look_up(options, prepared, &found, &through_asks);
+  return found;
+}
+
 CompileResult Compiler::compile(const CompileOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  auto lookup_done = [&started](CompileResult* r) {
+    r->lookup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                            started).count();
+  };
   CompileResult result;
   result.source_name = options.logical_name();
   result.compiler_identity = identity_;
@@ -1123,6 +1281,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
   const bool recorded = records_apply(options);
   // The lookup record first (lookup_record.h): no include is resolved on its hit.
   if (recorded && record_hit(options, prepared, &result.targets)) {
+    count_lookups(result.targets);
+    lookup_done(&result);
     return finish(options, std::move(result));
   }
   {
@@ -1131,7 +1291,9 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     if (recorded) seen.emplace();
     resolve(options, &prepared);
     bool through_asks = false;
-    look_up(options, prepared, &result.targets, &through_asks, /*counted=*/true);
+    look_up(options, prepared, &result.targets, &through_asks);
+    count_lookups(result.targets);
+    lookup_done(&result);
     bool all_hit = std::all_of(result.targets.begin(), result.targets.end(),
                                [](const TargetResult& r) { return r.hit; });
     if (seen && all_hit) {
@@ -1277,6 +1439,9 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
     }
   }
   store_misses(options, prepared, misses, result);
+  if (std::any_of(misses.begin(), misses.end(), [](const Miss& m) { return m.storable; })) {
+    write_note(options, prepared);
+  }
   // The next process finds it through a lookup record (lookup_record.h):
   // looked up once now as it would, recording what that looks at.
   if (storage_ && recorded &&
@@ -1653,13 +1818,15 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
       r->key = any_key;
       r->any_name = true;
       m->shared.emplace(r->key, r->target.kind, r->target.arch, r->compile_ms, now,
-                        std::move(*shared), out.lowered_names, lean);
+                        std::move(*shared), out.lowered_names, lean, std::string(),
+                        listed_name(options.shared_name));
     }
   }
   // NVRTC's warnings, shown again on a hit (a program's are in its record).
   std::string log = !out.program && cache::Entry::keeps_log(out.log) ? out.log : "";
   r->entry.emplace(r->key, r->target.kind, r->target.arch, r->compile_ms, now, std::move(payload),
-                   std::move(out.lowered_names), lean, std::move(log));
+                   std::move(out.lowered_names), lean, std::move(log),
+                   listed_name(options.logical_name()));
 }
 
 CompileResult Compiler::finish(const CompileOptions& options, CompileResult result) const {

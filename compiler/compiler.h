@@ -43,6 +43,7 @@
 
 #include "cache/entry.h"
 #include "cache/key.h"
+#include "cache/lookup_note.h"
 #include "cache/manifest.h"
 #include "cache/program_record.h"
 #include "cache/storage.h"
@@ -142,10 +143,21 @@ struct CompileOptions {
   }
 };
 
+// How a hit was found: its key as computed, a manifest's set replayed against
+// the disk (cache/manifest.h), or a lookup record (lookup_record.h).
+enum class FoundBy { key, manifest, lookup_record };
+
 struct TargetResult {
   Target target;
   Hash128 key;
   bool hit = false;
+  FoundBy found_by = FoundBy::key;  // a hit's
+  // A miss's reason in one line, as the lookup decided it: the first thing it
+  // found that no longer held ("inc/v.h changed", "inc/w.h appeared" from the
+  // newest manifest set; "not in store" where a set held but its entry is
+  // gone), else that nothing was stored for this source text, these options
+  // and this toolkit. Empty for a hit.
+  std::string miss_reason;
   // What NVRTC took: now on a miss, when it was stored on a hit (time saved).
   uint32_t compile_ms = 0;
   std::optional<cache::Entry> entry;  // the image and its lowered names
@@ -173,6 +185,9 @@ struct CompileResult {
   std::vector<cache::LoweredName> lowered_names;
   std::string warnings;  // NVRTC's log of the targets compiled now, if not empty
   std::string bundle;    // the serialized .kcb
+  // Wall time from compile()'s start until every target's lookup was
+  // decided: all a hit costs, before the bundle is made.
+  double lookup_ms = 0;
 
   int hits() const;
   int misses() const;
@@ -208,6 +223,13 @@ class Compiler {
 
   // Thread-safe: prewarm calls it from many threads.
   CompileResult compile(const CompileOptions& options);
+
+  // What compile() would find now, per target (cubins in --arch order, then
+  // PTX): its key, whether it hits and a miss's reason, without compiling,
+  // counting, or writing a lookup record or note (what it finds is used, as
+  // a lookup uses it: LRU order, a remote hit copied to the local store).
+  // Throws what compile() throws before NVRTC.
+  std::vector<TargetResult> explain(const CompileOptions& options);
 
   // The key of each target (cubins in --arch order, then PTX), as compile()
   // looks them up first, without asking the store or loading NVRTC. (A target
@@ -258,11 +280,18 @@ class Compiler {
   // (a served compile scans only now).
   std::vector<MissingInclude> missing_includes(const CompileOptions& options,
                                                const Prepared& p) const;
-  // Looks every target up, one TargetResult each (hit or not) appended to
-  // `out`; `through_asks`: a hit needed headers a manifest's asks brought.
-  // Not `counted`: the store's counters are left as they were.
+  // Looks every target up, one TargetResult each (hit, or a miss and its
+  // reason) appended to `out`; `through_asks`: a hit needed headers a
+  // manifest's asks brought. Counts nothing: count_lookups does, once.
   void look_up(const CompileOptions& options, Prepared& p, std::vector<TargetResult>* out,
-               bool* through_asks, bool counted);
+               bool* through_asks);
+  void count_lookups(const std::vector<TargetResult>& targets);
+  // Lookup notes (cache/lookup_note.h): a miss's reason where nothing
+  // stored matched. The key of a source's note, the note of this lookup,
+  // and writing it after a stored miss (best effort).
+  Hash128 note_key(const CompileOptions& options) const;
+  cache::LookupNote lookup_note(const CompileOptions& options, const Prepared& p) const;
+  void write_note(const CompileOptions& options, const Prepared& p);
   // Lookup records (lookup_record.h): whether a compile has them (a store,
   // no may_read, not KCACHE_LOOKUP_RECORDS=off); what its record key hashes
   // but the program's name; and the key, for its name or (`any_name`, a

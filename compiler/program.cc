@@ -395,6 +395,7 @@ ProgramResult compile_program(Compiler& compiler, const CompileOptions& options)
   out.name_dependent = target.name_dependent;
   out.key = target.key;
   out.not_stored = target.not_stored;
+  out.miss_reason = target.miss_reason;
   out.compile_ms = target.compile_ms;
   if (!out.hit && !out.not_stored.empty() && out.record.compile_result != cache::kNvrtcSuccess) {
     throw Error(ErrorKind::compile_failed, "a failed compile that was not stored (" +

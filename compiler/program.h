@@ -71,6 +71,7 @@ struct ProgramResult {
   bool name_dependent = false;
   Hash128 key;             // the entry's key
   std::string not_stored;  // a miss that was not stored: why
+  std::string miss_reason;  // a miss: why (TargetResult::miss_reason)
   uint32_t compile_ms = 0;  // NVRTC's time: now on a miss, when stored on a hit (saved)
 };
 

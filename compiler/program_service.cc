@@ -111,6 +111,7 @@ std::string encode_program_answer(const ProgramAnswer& a) {
   w.u64(p.key.low);
   w.str(p.not_stored);
   w.u32(p.compile_ms);
+  w.str(p.miss_reason);
   return w.take();
 }
 
@@ -143,6 +144,7 @@ ProgramAnswer decode_program_answer(std::string_view bytes) {
   p.key.low = r.u64("key");
   p.not_stored = std::string(r.str("why not stored"));
   p.compile_ms = r.u32("compile ms");
+  p.miss_reason = std::string(r.str("why it missed"));
   r.expect_end();
   a.result = std::move(p);
   return a;

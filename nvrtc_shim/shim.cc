@@ -56,25 +56,53 @@ void say(const std::string& line, const std::string& reason = "") {
   std::fprintf(stderr, "kcache nvrtc: %s\n", line.c_str());
 }
 
-// $KCACHE_SHIM_STATS names a file that gets one line per compile: "hit",
-// "miss" (the sealed NVRTC compiled it for the cache) or "real" (the real
-// NVRTC did, uncached), then the program's name, then what explains it (the
-// key; for a miss not stored, why), and for a hit or miss last "ms=N" (what
-// NVRTC took: now, or when the hit was stored). Tests and benchmarks count
-// NVRTC compiles by it; `kcache run` sums it up.
-void record_stat(const char* what, const std::string& name, const std::string& detail = "") {
+// $KCACHE_SHIM_STATS names a file that gets one line per compile, its
+// fields separated by " | ": what happened ("hit", "miss": the sealed NVRTC
+// compiled it for the cache, "real": the real NVRTC did, uncached), the
+// program's name, for a miss why it missed, then fields each labelled by
+// its first words:
+//   hit | NAME | saved N ms of NVRTC | took X ms | started at S s | key K [| SHARED]
+//   miss | NAME | REASON | NVRTC took N ms | took X ms | started at S s | key K
+//        [| not stored: WHY] [| SHARED]
+//   real | NAME [| not cached: WHY]
+// "saved": what NVRTC took when the hit was stored; "took": the compile
+// call's wall time here; "started at": CLOCK_MONOTONIC (one clock for every
+// process), so that `kcache run` can tell calls that overlapped. SHARED is
+// "any-name: one entry for every program folder" or "name-dependent: kept
+// under its own name". Tests and benchmarks count NVRTC compiles by it
+// ("^hit "); `kcache run` sums it up (cli/run_command.cc reads these
+// fields: keep the two in step).
+void record_stat(const char* what, const std::string& name,
+                 const std::vector<std::string>& fields = {}) {
   const char* path = ::getenv("KCACHE_SHIM_STATS");
   if (!path || !*path) return;
   int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return;
-  std::string line = std::string(what) + " " + name + (detail.empty() ? "" : " " + detail);
-  for (char& c : line) {
-    if (c == '\n') c = ' ';  // one line per compile, whatever a reason holds
+  // One line per compile, whatever a name or reason holds.
+  auto field = [](std::string text) {
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    return text;
+  };
+  std::string line = std::string(what) + " | " + field(name);
+  for (const std::string& f : fields) {
+    if (!f.empty()) line += " | " + field(f);
   }
   line += "\n";
   ssize_t ignored = ::write(fd, line.data(), line.size());  // one append: lines never mix
   (void)ignored;
   ::close(fd);
+}
+
+// The stats lines' numbers: CLOCK_MONOTONIC in seconds, and one value in a format.
+double monotonic_s() {
+  struct timespec t;
+  ::clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
+}
+std::string fixed(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, value);
+  return buf;
 }
 
 // ---- The real library -------------------------------------------------------
@@ -320,7 +348,7 @@ const std::string& display_name(const Program* p) {
 nvrtcResult compile_real(Program* p, int n, const char* const* options, const std::string& why,
                          const std::string& said_as = "") {
   if (!why.empty()) say("compiled without the cache: " + why, said_as);
-  record_stat("real", display_name(p), why);
+  record_stat("real", display_name(p), {why.empty() ? "" : "not cached: " + why});
   nvrtcResult r = make_real(p);
   if (r != NVRTC_SUCCESS) return r;
   p->compiled = true;
@@ -383,6 +411,7 @@ nvrtcResult compile_cached(Program* p, int n, const char* const* options,
     return compile_real(p, n, options, "the working folder has no name (deleted?)");
   }
   compiler::ProgramAnswer answer;
+  const double started_s = monotonic_s();
   try {
     answer = compiler::decode_program_answer(
         compile_pool->exchange(compiler::encode_program_request(request)));
@@ -406,11 +435,17 @@ nvrtcResult compile_cached(Program* p, int n, const char* const* options,
   p->record = std::move(result.record);
   p->lowered_names = std::move(result.lowered_names);
   p->compiled = true;
-  record_stat(
-      result.hit ? "hit" : "miss", display_name(p),
-      result.key.hex() + (result.not_stored.empty() ? "" : " not stored: " + result.not_stored) +
-          (result.any_name ? " any-name" : "") + (result.name_dependent ? " name-dependent" : "") +
-          " ms=" + std::to_string(result.compile_ms));
+  const double took_ms = (monotonic_s() - started_s) * 1000;
+  const std::string nvrtc_ms = std::to_string(result.compile_ms) + " ms";
+  record_stat(result.hit ? "hit" : "miss", display_name(p),
+              {result.hit ? "" : result.miss_reason,
+               result.hit ? "saved " + nvrtc_ms + " of NVRTC" : "NVRTC took " + nvrtc_ms,
+               fixed("took %.1f ms", took_ms), fixed("started at %.6f s", started_s),
+               "key " + result.key.hex(),
+               result.not_stored.empty() ? "" : "not stored: " + result.not_stored,
+               result.any_name         ? "any-name: one entry for every program folder"
+               : result.name_dependent ? "name-dependent: kept under its own name"
+                                       : ""});
   return static_cast<nvrtcResult>(p->record.compile_result);
 }
 

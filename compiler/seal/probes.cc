@@ -847,7 +847,28 @@ bool same_files_as_recorded(
   return true;
 }
 
-bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c) {
+namespace {
+
+// A probe's path as a user reads it: beneath the working folder relative to
+// it, else absolute.
+std::string shown_path(const DiskPath& disk) {
+  const std::string path = disk.full();
+  char here[PATH_MAX];
+  const std::string cwd = ::getcwd(here, sizeof here) ? here : "";
+  if (cwd.size() > 1 && path.compare(0, cwd.size() + 1, cwd + "/") == 0) {
+    return path.substr(cwd.size() + 1);
+  }
+  return path;
+}
+
+}  // namespace
+
+bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c,
+                 std::string* why) {
+  auto fails = [why](const std::string& reason) {
+    if (why) *why = reason;
+    return false;
+  };
   std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
   FolderHandles handles;
   std::vector<std::tuple<Hash128, FileIdentity, FileIdentity>> present;
@@ -858,14 +879,16 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
       // this process's environment.
       if (p.present || !driver_cache_path(p.path.substr(
                            std::char_traits<char>::length(kDriverCacheLabel)))) {
-        return false;
+        return fails("the driver's JIT cache folder changed");
       }
       continue;
     }
     std::optional<DiskPath> disk = disk_path(p.path, c);
-    if (!disk) return false;
+    if (!disk) return fails(p.path + " is not found where it was");
     if (p.has_folder && !recording_lookup()) {
-      if (p.present || p.folder_depth >= disk->components.size()) return false;
+      if (p.present || p.folder_depth >= disk->components.size()) {
+        return fails(p.path + " is not found where it was");
+      }
       std::string folder = disk->folder(p.folder_depth);
       auto it = folders.find(folder);
       if (it == folders.end()) it = folders.emplace(folder, folder_state(folder)).first;
@@ -875,7 +898,7 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     Stat st = handles.stat(*disk);
     if (st.file != p.present || st.other) {
       if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
-      return false;
+      return fails(shown_path(*disk) + (p.present ? " was removed" : " appeared"));
     }
     const std::string path = disk->full();
     if (!p.present) continue;
@@ -888,13 +911,13 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     try {
       content = read_input_file(path);
     } catch (const Error&) {
-      return false;
+      return fails(shown_path(*disk) + " cannot be read");
     }
-    if (!content || xxh3_128(*content) != p.content) return false;
+    if (!content || xxh3_128(*content) != p.content) return fails(shown_path(*disk) + " changed");
   }
   if (!same_files_as_recorded(std::move(present))) {
     if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: one file or two\n");
-    return false;
+    return fails("files read under two names are linked differently (one file or two copies)");
   }
   return true;
 }

@@ -90,8 +90,12 @@ void merge_earlier_round(const ClassifiedProbes& earlier, ClassifiedProbes* into
 
 // True if every recorded probe still holds on the disk: an absent path is
 // still no file; a present one has the recorded content (taken as unchanged
-// where its stat is the recorded one, else read and hashed).
-bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c);
+// where its stat is the recorded one, else read and hashed). Where one does
+// not hold, `why` (if given) gets the first that did not, as a user reads it
+// ("inc/v.h changed", "inc/w.h appeared"; beneath the working folder
+// relative to it): a miss's reason.
+bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeContext& c,
+                 std::string* why = nullptr);
 
 // `paths` (absolute, as NVRTC named them) less NVRTC's own business (its libraries,
 // the time zone, /proc, the loader's search: classify_probes leaves it

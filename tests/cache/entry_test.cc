@@ -22,7 +22,8 @@ Entry sample() {
                            "ELF cubin\0bytes",
                            16),
                {{"scale<float>", "_Z5scaleIfEvPT_S0_i"}}, kLean,
-               "k.cu(3): warning #177-D: variable \"unused\" was declared but never referenced\n");
+               "k.cu(3): warning #177-D: variable \"unused\" was declared but never referenced\n",
+               "kernels/k.cu");
 }
 
 std::string read_runfile(const std::string& path) {
@@ -92,6 +93,19 @@ TEST(EntryTest, TheLogRoundTripsAndOlderEntriesHaveNone) {
     Entry e = Entry::decode(read_runfile("tests/cache/golden/entry_v" + std::to_string(v) + ".bin"));
     EXPECT_EQ(e.log(), "") << v;
   }
+}
+
+// The source's name is kept for `kcache ls` (format 4); an older entry
+// reads as having none, and one a terminal would act on is refused.
+TEST(EntryTest, TheSourceNameRoundTripsAndOlderEntriesHaveNone) {
+  EXPECT_EQ(Entry::decode(sample().encoded()).source_name(), "kernels/k.cu");
+  for (uint16_t v : {1, 2, 3}) {
+    Entry e = Entry::decode(read_runfile("tests/cache/golden/entry_v" + std::to_string(v) + ".bin"));
+    EXPECT_EQ(e.source_name(), "") << v;
+  }
+  EXPECT_FALSE(Entry::keeps_source_name("k\x1b[2J.cu"));
+  EXPECT_THROW(Entry(kKey, TargetKind::ptx, "compute_90", 0, 0, "p", {}, {}, "", "a\nb"),
+               InvalidArgument);
 }
 
 TEST(EntryTest, ALogThatWouldMoveTheTerminalIsCorruptAndRefused) {
@@ -204,7 +218,8 @@ TEST(EntryTest, LoweredNamesWithControlCharactersAreCorrupt) {
 std::string with_lean_fields(uint8_t flags, int64_t bytes_removed, uint32_t variables_removed) {
   std::string bytes = sample().encoded();
   const size_t payload = sample().payload().size();
-  const size_t at = bytes.size() - 8 - payload - 8 - (4 + sample().log().size()) - LeanRecord::kSize;
+  const size_t at = bytes.size() - 8 - payload - 8 - (4 + sample().source_name().size()) -
+                    (4 + sample().log().size()) - LeanRecord::kSize;
   ByteWriter record;
   record.u8(flags);
   record.u64(static_cast<uint64_t>(bytes_removed));
