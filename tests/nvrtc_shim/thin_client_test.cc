@@ -130,7 +130,7 @@ TEST_F(ThinClientTest, TheHostHoldsNoStoreFile) {
   // host_attacker lists any descriptor beneath the store (or SQLite's) as
   // a problem of its state.
   run_all("no_store_files_open", [](const std::string& which, const HostRun& got) {
-    EXPECT_NE(got.stats.find(std::string(which) == "miss" ? "miss a.cu" : "hit a.cu"),
+    EXPECT_NE(got.stats.find(std::string(which) == "miss" ? "miss | a.cu" : "hit | a.cu"),
               std::string::npos)
         << which << ":\n" << got.stats;
   });
@@ -141,7 +141,7 @@ TEST_F(ThinClientTest, AStoppedCompileProcessGetsTheRealNvrtcsAnswerSaidOnce) {
     std::vector<std::string> lines = kcache_lines(got.err);
     if (std::string(which) == "miss") {
       // Stopped in the middle of its compile: the real NVRTC answered it.
-      EXPECT_NE(got.stats.find("real slow.cu"), std::string::npos) << got.stats;
+      EXPECT_NE(got.stats.find("real | slow.cu"), std::string::npos) << got.stats;
     }
     // Stopped while idle (the hit run) or busy: one line, naming the stop.
     ASSERT_EQ(lines.size(), 1u) << which << ":\n" << joined(lines);
