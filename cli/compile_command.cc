@@ -228,7 +228,11 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
         if (!compiler::is_program_request(request)) return std::nullopt;
         return programs->answer(request);
       };
-      int rc = compiler::run_nvrtc_worker_loop(0, 1, *pch_dir, *idle_exit_ms, other);
+      // Each compile's counters written once its answer is sent (a file under
+      // the store's deferred/, no index write): `kcache -s` right after the
+      // program ends sees them, without waiting for this process to end.
+      int rc = compiler::run_nvrtc_worker_loop(0, 1, *pch_dir, *idle_exit_ms, other,
+                                               [programs] { programs->flush(); });
       // An idle exit, or its input ended before the thread above saw it:
       // the same end as the thread's (no exit handler racing its flush).
       programs->flush();

@@ -55,12 +55,14 @@ void check_decode(const std::string& bytes) {
           "payload inside the entry");
     check(e.lean().problem().empty(), "the lean record is one of its forms");
     check(kcache::cache::Entry::keeps_log(e.log()), "the log holds no control character");
+    check(kcache::cache::Entry::keeps_source_name(e.source_name()), "the source name is kept as it is");
     kcache::cache::Entry again(e.key(), e.kind(), e.arch(), e.compile_ms(), e.created_unix_s(),
-                               payload, e.lowered_names(), e.lean(), e.log());
+                               payload, e.lowered_names(), e.lean(), e.log(), e.source_name());
     if (e.format_version() == kcache::cache::kEntryFormatVersion) {
       check(again.encoded() == bytes, "encode(decode(x)) == x");
     } else {
-      check(e.log().empty(), "an entry older than format 3 has no log");
+      check(e.source_name().empty(), "an entry older than format 4 has no source name");
+      if (e.format_version() < 3) check(e.log().empty(), "an entry older than format 3 has no log");
       if (e.format_version() == 1) {
         check(e.lean().unknown(), "a format 1 entry's lean is unknown");
         check(kcache::cache::Entry::decode(again.encoded()).lean().unknown(),

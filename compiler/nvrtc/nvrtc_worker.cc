@@ -199,7 +199,8 @@ int run_nvrtc_worker(int in_fd, int out_fd) {
 }
 
 int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir, int idle_exit_ms,
-                          const OtherRequests& other) {
+                          const OtherRequests& other,
+                          const std::function<void()>& after_answer) {
   // NVRTC writes its PCH work files to $TMPDIR, and the seal lets it write
   // only beneath the PCH folder (pch.h). This process exists for compiles.
   if (!pch_dir.empty()) ::setenv("TMPDIR", pch_dir.c_str(), 1);
@@ -224,6 +225,7 @@ int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir, int
     std::optional<std::string> answered;
     if (other) answered = other(request);
     if (!write_frame(out_fd, answered ? *answered : answer(request, pch_dir))) return 1;
+    if (after_answer) after_answer();
   }
 }
 

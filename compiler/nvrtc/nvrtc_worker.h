@@ -43,9 +43,12 @@ int run_nvrtc_worker(int in_fd, int out_fd);
 // program that adopts orphans: NvrtcPool). `other`: answers a request of
 // another kind (the drop-in's whole program compiles, program_service.h), or
 // nothing for one it does not know, which is then an NVRTC request.
+// `after_answer`: runs once each answer is written, while the asking side
+// already has it (the drop-in's counters written where `kcache -s` sees them).
 using OtherRequests = std::function<std::optional<std::string>(std::string_view request)>;
 int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir,
-                          int idle_exit_ms = 0, const OtherRequests& other = nullptr);
+                          int idle_exit_ms = 0, const OtherRequests& other = nullptr,
+                          const std::function<void()>& after_answer = nullptr);
 
 // The first frame a looping worker writes, before any request: the pool
 // waits for it (a binary that is not kcache's worker never writes it).
