@@ -155,7 +155,12 @@ std::string since_note(const std::optional<cache::LookupNote>& last, const cache
                        const CompileOptions& options, const Target& t) {
   if (!last) return "new source";
   if (last->toolkit != now.toolkit) return "toolkit changed";
-  if (last->source_hash != now.source_hash) return options.logical_name() + " changed";
+  if (last->source_hash != now.source_hash) {
+    // NVRTC's name for an unnamed program (CuPy names none under `kcache
+    // run`) is shared by unrelated programs: another source is a new one.
+    if (options.logical_name() == "default_program") return "new source";
+    return options.logical_name() + " changed";
+  }
   if (last->headers != now.headers) return headers_changed(last->headers, now.headers);
   if (last->options != now.options) {
     return "options changed: " + options_changed(last->options, now.options);
