@@ -120,6 +120,20 @@ void check_known_files(SealResult* out) {
 
 // ---- SnapshotServer: opens answered with snapshots ----------------------------
 
+namespace {
+
+// Why a file of stat `st` is not served (static text), or null.
+const char* not_servable(const struct stat& st, uint64_t max_file_bytes) {
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  if (static_cast<uint64_t>(st.st_size) > max_file_bytes) return "over the size limit";
+  return nullptr;
+}
+
+}  // namespace
+
 SnapshotServer::SnapshotServer(int listener, RecordArena* arena, const SealPolicy& policy,
                                int cwd_fd, const std::string& cwd, SnapshotCache* known)
     : listener_(listener),
@@ -266,18 +280,7 @@ long SnapshotServer::snapshot(const seccomp_notif& req, int src, uint64_t flags,
     long fd = install(req, src, flags, abs_len);
     return fd == -EACCES ? -EACCES : kAnswered;
   }
-  const char* refused = nullptr;
-  if (S_ISFIFO(st.st_mode))
-    refused = "a FIFO";
-  else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
-    refused = "a device";
-  else if (S_ISSOCK(st.st_mode))
-    refused = "a socket";
-  else if (!S_ISREG(st.st_mode))
-    refused = "not a regular file";
-  else if (static_cast<uint64_t>(st.st_size) > policy_.max_file_bytes)
-    refused = "over the size limit";
-  if (refused) {
+  if (const char* refused = not_servable(st, policy_.max_file_bytes)) {
     arena_->append_refused(refused, absolute_.data(), abs_len);
     return -EACCES;
   }
