@@ -67,6 +67,7 @@ void warn_to_stderr(const std::string& message) {
 std::string network_file_system_of(const std::string& dir) {
   struct statfs fs;
   if (::statfs(dir.c_str(), &fs) != 0) return "";
+  // clang-format off
   switch (static_cast<uint64_t>(fs.f_type)) {
     case NFS_SUPER_MAGIC: return "NFS";
     case 0x0BD00BD0: return "Lustre";
@@ -79,6 +80,7 @@ std::string network_file_system_of(const std::string& dir) {
     case 0x7461636f: return "OCFS2";
     default: return "";
   }
+  // clang-format on
 }
 
 int64_t seconds_to_ns(int64_t seconds) { return seconds * 1000000000; }
@@ -394,7 +396,9 @@ class SqliteStore : public Store {
   void index_taken_back(const Entry& entry, const BlobFiles::Found& found) {
     sqlite::Transaction txn(index_.db());
     index_.insert_if_absent(entry, found.name, clock_());
-    if (index_.db().changes() > 0) index_.add_totals(static_cast<int64_t>(entry.encoded().size()), 1);
+    if (index_.db().changes() > 0) {
+      index_.add_totals(static_cast<int64_t>(entry.encoded().size()), 1);
+    }
     txn.commit();
     if (found.mtime_ns > seconds_to_ns(clock_() - kPutInFlightSeconds)) return;
     folder_.notice("blob-taken-back",
@@ -532,8 +536,7 @@ class SqliteStore : public Store {
   // Deletes, in one transaction, the rows `victim` picks, then their files.
   // Rows are offered least recently used first, with the store's total size
   // as it would be after the victims picked so far are gone.
-  CleanupResult evict_where(
-      const std::function<bool(const IndexRow& row, int64_t total)>& victim) {
+  CleanupResult evict_where(const std::function<bool(const IndexRow& row, int64_t total)>& victim) {
     std::vector<IndexRow> victims;
     {
       sqlite::Transaction txn(index_.db());

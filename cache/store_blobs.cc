@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <random>
 #include <string_view>
 

@@ -30,8 +30,7 @@ bool first_in_process(const std::string& what) {
 }  // namespace
 
 StoreFolder::StoreFolder(std::string dir, FileSystem& fs,
-                         std::function<void(const std::string&)> warn,
-                         std::optional<mode_t> umask)
+                         std::function<void(const std::string&)> warn, std::optional<mode_t> umask)
     : dir_(std::move(dir)), fs_(fs), warn_(std::move(warn)), umask_(umask) {}
 
 void StoreFolder::notice(const std::string& reason, const std::string& message) {

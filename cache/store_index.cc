@@ -76,17 +76,15 @@ bool all_digits(const std::string& text) {
 }  // namespace
 
 StoreIndex::StoreIndex(StoreFolder& folder, std::string network_fs)
-    : folder_(folder),
-      path_(folder.dir() + "/" + kIndexName),
-      network_fs_(std::move(network_fs)) {}
+    : folder_(folder), path_(folder.dir() + "/" + kIndexName), network_fs_(std::move(network_fs)) {}
 
 // -- the connection -----------------------------------------------------------
 
 void StoreIndex::connect() {
   const std::string& dir = folder_.dir();
   FileSystem& fs = folder_.fs();
-  read_only_ = ::access(dir.c_str(), W_OK) != 0 ||
-               (fs.stat(path_) && ::access(path_.c_str(), W_OK) != 0);
+  read_only_ =
+      ::access(dir.c_str(), W_OK) != 0 || (fs.stat(path_) && ::access(path_.c_str(), W_OK) != 0);
   if (!read_only_) {
     open_read_write();
   } else if (fs.stat(path_)) {
@@ -183,10 +181,10 @@ void StoreIndex::use_local_journal() {
     try {
       db_->exec(kLocalJournalPragma);
     } catch (const IoError& e) {
-      folder_.notice("wal-kept",
-                     "the store index " + path_ +
-                         " is in WAL mode and another process has it open (an older "
-                         "kcache?); it stays in WAL until that process ends: " + e.what());
+      folder_.notice("wal-kept", "the store index " + path_ +
+                                     " is in WAL mode and another process has it open (an older "
+                                     "kcache?); it stays in WAL until that process ends: " +
+                                     e.what());
     }
     db_->set_busy_timeout(kBusyTimeoutMs);
   } else {
@@ -358,8 +356,7 @@ void StoreIndex::insert(const Entry& entry, const std::string& file, int64_t las
   bind_row(*insert_, entry, file, last_used).run();
 }
 
-void StoreIndex::insert_if_absent(const Entry& entry, const std::string& file,
-                                  int64_t last_used) {
+void StoreIndex::insert_if_absent(const Entry& entry, const std::string& file, int64_t last_used) {
   sqlite::Statement s(*db_, "INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   bind_row(s, entry, file, last_used).run();
 }

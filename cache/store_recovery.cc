@@ -325,8 +325,8 @@ IndexKeeper::Stray IndexKeeper::judge_stray(const std::string& shard_dir, const 
   if (stat->mtime_ns <= scan.cleared_ns) return Stray::remove;  // never an entry again
   if (scan.min_age_s > 0 && stat->mtime_ns > scan.cutoff_ns) return Stray::leave;
   std::optional<Hash128> key = key_of_blob_name(name);
-  if (!key) return Stray::remove;                                  // a temp file
-  if (scan.named_keys.count(key->hex())) return Stray::remove;     // a duplicate
+  if (!key) return Stray::remove;                               // a temp file
+  if (scan.named_keys.count(key->hex())) return Stray::remove;  // a duplicate
   try {
     std::optional<Entry> entry = blobs_.read_entry(path, *key);
     if (!entry) return Stray::leave;  // gone meanwhile

@@ -159,8 +159,7 @@ auto IndexKeeper::with_index(F&& body, bool writing) -> decltype(body()) {
     } catch (const IoError&) {
       // The index deleted or replaced in the middle of this operation
       // (SQLite says "disk I/O error"): again, on the index there now.
-      if (index_.read_only() || attempt >= kReopenAttempts ||
-          (index_.connected() && unchanged())) {
+      if (index_.read_only() || attempt >= kReopenAttempts || (index_.connected() && unchanged())) {
         throw;
       }
       writing = true;
