@@ -29,7 +29,7 @@
 //   sloppiness              --sloppiness time_macros    KCACHE_SLOPPINESS
 //     (ccache's: `time_macros` stores and looks up compiles that use __TIME__
 //     or __TIMESTAMP__ and leaves __DATE__ unkeyed; compiler/time_macros.h)
-//   umask                   (no flag)                   KCACHE_UMASK
+//   umask                   --umask 002                 KCACHE_UMASK
 //     (ccache's: permission bits new store folders and files leave out, e.g.
 //     002 for a store a group shares; unset, they follow the store folder's
 //     own mode and group: cache/store.h, StoreOptions::umask)

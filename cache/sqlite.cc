@@ -41,8 +41,9 @@ Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) 
       flags |= SQLITE_OPEN_READONLY;
       break;
     case OpenMode::immutable:
-      // For a store we cannot write at all (not even WAL's -shm file): read it
-      // as a snapshot. Payloads are checksummed, so a concurrent writer can at
+      // For an index we cannot read with locks (an older kcache's WAL index
+      // whose -shm we may not open, a hot journal only a writer can roll
+      // back, a full disk): read it as a snapshot. Payloads are checksummed, so a concurrent writer can at
       // worst cause a miss.
       flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
       uri = "file:" + path + "?immutable=1";
@@ -70,10 +71,6 @@ Database::Database(const std::string& path, OpenMode mode, int busy_timeout_ms) 
 }
 
 Database::~Database() { sqlite3_close_v2(db_); }
-
-void Database::keep_wal_on_close() {
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-}
 
 void Database::set_busy_timeout(int ms) { sqlite3_busy_timeout(db_, ms); }
 

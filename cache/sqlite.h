@@ -49,8 +49,6 @@ class Database {
   int64_t changes() const;
   const std::string& path() const { return path_; }
   sqlite3* handle() { return db_; }
-  // Closing will not checkpoint the WAL into the database (nor delete it).
-  void keep_wal_on_close();
   void set_busy_timeout(int ms);
   // Throws the right error for a failed call whose result code is `rc`.
   [[noreturn]] void fail(int rc, const std::string& doing) const;
@@ -112,7 +110,7 @@ class LowDescriptorHold {
 };
 
 // BEGIN IMMEDIATE: takes the write lock up front, so two writers never
-// deadlock upgrading read locks (which a busy timeout cannot resolve in WAL).
+// deadlock upgrading read locks (which a busy timeout cannot resolve).
 class Transaction {
  public:
   explicit Transaction(Database& db);

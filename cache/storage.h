@@ -104,7 +104,7 @@ class Storage {
   Store* local();
   // A host's fork() (pthread_atfork, nvrtc_shim/shim.cc): held across it, so
   // that no SQLite call or store change of another thread is under way in
-  // the child, which reopens the store itself (cache/store.cc).
+  // the child, which reopens the store itself (cache/store_recovery.h).
   void lock_for_fork() { mutex_.lock(); }
   void unlock_after_fork() { mutex_.unlock(); }
   // Writes the local store's buffered counters and use times now (best

@@ -113,9 +113,9 @@ class Store {
   // warning); one deleted or replaced while this Store is open, or a fork of
   // the process, is noticed before the next operation and reopened. On a
   // network file system (NFS, Lustre, 9p, ...) the index syncs every commit
-  // (journal DELETE, synchronous FULL), with one warning pointing to the
-  // remote tier. An index an older kcache left in WAL mode leaves it once no
-  // other process has it open.
+  // (synchronous FULL), with one warning pointing to the remote tier. An
+  // index an older kcache left in WAL mode leaves it once no other process
+  // has it open.
   // Throws IncompatibleVersionError for a store written by a newer,
   // incompatible kcache, IoError if the folder cannot be used at all.
   static std::unique_ptr<Store> open(const std::string& dir, StoreOptions options = {});

@@ -1,9 +1,16 @@
 #include "cache/store_deferred.h"
 
+#include <unistd.h>
+
 #include <cctype>
+#include <cstdio>
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
+
+#include "cache/store_blobs.h"
+#include "common/error.h"
+#include "common/hash.h"
 
 namespace kcache::cache {
 namespace {
@@ -83,5 +90,77 @@ DeferredRecord decode_deferred(const std::string& text) {
 }
 
 bool is_deferred_name(const std::string& name) { return is_hex(name, 16); }
+
+// -- the deferred/ folder -----------------------------------------------------
+
+DeferredFiles::DeferredFiles(StoreFolder& folder)
+    : folder_(folder), dir_(folder.dir() + "/" + kDeferredDirName) {}
+
+uint64_t DeferredFiles::write(const DeferredRecord& record) {
+  const uint64_t id = random_u64();
+  folder_.make_folder(dir_);
+  folder_.write_file(dir_ + "/" + hex64(id), encode_deferred(record));
+  return id;
+}
+
+DeferredRecord DeferredFiles::claim(std::vector<Claimed>* claimed) {
+  DeferredRecord all;
+  std::vector<std::string> names;
+  try {
+    names = folder_.fs().list_directory(dir_);
+  } catch (const Error&) {
+    return all;
+  }
+  for (const std::string& name : names) {
+    if (!is_deferred_name(name)) continue;
+    Claimed file{dir_ + "/" + name, dir_ + "/" + name + ".merging." + random_id()};
+    if (::rename(file.path.c_str(), file.claimed.c_str()) != 0) continue;  // another's now
+    claimed->push_back(file);
+    all.add(read(file.claimed));
+  }
+  return all;
+}
+
+DeferredRecord DeferredFiles::read(const std::string& path) const {
+  try {
+    std::optional<FileInfo> info = folder_.fs().stat(path);
+    if (!info || info->is_directory || info->size > kMaxDeferredBytes) return {};
+    std::optional<std::string> bytes = folder_.fs().read_file(path);
+    return bytes ? decode_deferred(*bytes) : DeferredRecord{};
+  } catch (const Error&) {
+    return {};  // unreadable: those counts are lost, nothing else
+  }
+}
+
+DeferredRecord DeferredFiles::peek() const {
+  DeferredRecord all;
+  try {
+    for (const std::string& name : folder_.fs().list_directory(dir_)) {
+      if (is_deferred_name(name)) all.add(read(dir_ + "/" + name));
+    }
+  } catch (const Error&) {
+  }
+  return all;
+}
+
+void DeferredFiles::remove(const std::vector<Claimed>& claimed) {
+  for (const Claimed& file : claimed) ::unlink(file.claimed.c_str());
+}
+
+void DeferredFiles::give_back(const std::vector<Claimed>& claimed) {
+  for (const Claimed& file : claimed) ::rename(file.claimed.c_str(), file.path.c_str());
+}
+
+uint64_t DeferredFiles::remove_stale(int64_t cutoff_ns) {
+  uint64_t removed = 0;
+  FileSystem& fs = folder_.fs();
+  for (const std::string& name : fs.list_directory(dir_)) {
+    if (is_deferred_name(name)) continue;
+    std::optional<FileInfo> info = fs.stat(dir_ + "/" + name);
+    if (!info || info->is_directory || info->mtime_ns > cutoff_ns) continue;
+    if (fs.remove_file(dir_ + "/" + name)) removed += 1;
+  }
+  return removed;
+}
 
 }  // namespace kcache::cache

@@ -9,6 +9,7 @@ struct FlagSpec {
   const char* flag;
   const char* key;  // cache/config.h's file key
   const char* help;
+  const char* group = "Remote cache";  // where --help lists it
 };
 
 constexpr FlagSpec kValueFlags[] = {
@@ -44,6 +45,10 @@ constexpr FlagSpec kValueFlags[] = {
     {"--sloppiness", "sloppiness",
      "time_macros: cache compiles that use __TIME__/__TIMESTAMP__ and do not key __DATE__, as "
      "ccache's sloppiness=time_macros (env KCACHE_SLOPPINESS)"},
+    {"--umask", "umask",
+     "Octal permission bits the store's new folders and files leave out, e.g. 002 for a store a "
+     "group shares (env KCACHE_UMASK; default: those of the store folder)",
+     "Local store"},
 };
 
 }  // namespace
@@ -55,7 +60,7 @@ void add_storage_flags(CLI::App& verb, GlobalOptions& global) {
             spec.flag,
             [&global, key](const std::string& value) { global.storage_flags[key] = value; },
             spec.help)
-        ->group("Remote cache");
+        ->group(spec.group);
   }
   verb.add_flag_function(
           "--remote-read-only,!--remote-read-write",

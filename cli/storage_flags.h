@@ -18,8 +18,9 @@ class App;
 
 namespace kcache::cli {
 
-// Adds the remote-tier flags to `verb`; their values land in
-// `global.storage_flags` (one subcommand runs per invocation).
+// Adds the storage flags (the remote tier's, --sloppiness, --umask) to
+// `verb`; their values land in `global.storage_flags` (one subcommand runs
+// per invocation).
 void add_storage_flags(CLI::App& verb, GlobalOptions& global);
 
 // Resolves --dir, the verb's storage flags, the environment and the config

@@ -25,26 +25,22 @@
 #include "cache/storage.h"
 #include "cache/store.h"
 #include "common/error.h"
+#include "tests/cache/store_samples.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache::cache {
 namespace {
 
+using kcache::testing::SampleEntries;
 using kcache::testing::TempDir;
 
 constexpr int kEntries = 200;  // enough rows for an index of several pages
 constexpr int kPage = 4096;
 
-Hash128 key_of(int k) { return xxh3_128("recovery-" + std::to_string(k)); }
-
-std::string payload_of(int k) {
-  std::string p(500 + static_cast<size_t>(k) * 37 % 3000, '\0');
-  std::mt19937 rng(static_cast<unsigned>(k));
-  for (char& c : p) c = static_cast<char>(rng());
-  return p;
-}
-
-Entry entry_of(int k) { return Entry(key_of(k), TargetKind::cubin, "sm_90", 25, 7, payload_of(k)); }
+const SampleEntries kSamples{"recovery", 500, 37, 3000, 25, 7};
+Hash128 key_of(int k) { return kSamples.key(k); }
+std::string payload_of(int k) { return kSamples.payload(k); }
+Entry entry_of(int k) { return kSamples.entry(k); }
 
 bool exists(const std::string& path) {
   struct stat st;
@@ -80,7 +76,7 @@ class StoreRecoveryTest : public ::testing::Test {
     return Store::open(store_dir(), options);
   }
 
-  // kEntries entries, then the store closed (WAL checkpointed into the file).
+  // kEntries entries, then the store closed.
   void populate(int from = 0, int to = kEntries) {
     auto store = open_store();
     for (int k = from; k < to; ++k) store->put(entry_of(k));
@@ -361,9 +357,7 @@ TEST_F(StoreRecoveryTest, IndexDeletedRepeatedlyWhileFourProcessesStoreLosesNoFi
     if (pid == 0) {
       int code = 0;
       try {
-        StoreOptions quiet;
-        quiet.warn = [](const std::string&) {};
-        auto store = Store::open(store_dir(), quiet);
+        auto store = Store::open(store_dir(), kcache::testing::quiet_store_options());
         for (int i = 0; i < 60; ++i) store->put(entry_of(1000 + w * 100 + i));
       } catch (const std::exception& e) {
         std::fprintf(stderr, "writer %d: %s\n", w, e.what());

@@ -15,48 +15,24 @@
 #include "cache/storage.h"
 #include "cache/store.h"
 #include "common/error.h"
+#include "tests/cache/store_samples.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache::cache {
 namespace {
 
+using kcache::testing::become_nobody;
+using kcache::testing::in_child;
+using kcache::testing::SampleEntries;
 using kcache::testing::TempDir;
 
 constexpr int kKeys = 40;
 
-Hash128 key_of(int k) { return xxh3_128("key-" + std::to_string(k)); }
-
-// The one right payload for each key, 1 KB to 61 KB, so any wrong or torn
-// bytes a get returns are detected.
-std::string payload_of(int k) {
-  std::string p(1000 + static_cast<size_t>(k) * 1537 % 60000, '\0');
-  std::mt19937 rng(static_cast<unsigned>(k));
-  for (char& c : p) c = static_cast<char>(rng());
-  return p;
-}
-
-Entry entry_of(int k) { return Entry(key_of(k), TargetKind::cubin, "sm_90", 10, 1, payload_of(k)); }
-
-// Runs `body` in a child process and returns its exit status (0 = success).
-// The child reports problems on stderr and exits non-zero.
-int in_child(const std::function<int()>& body) {
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int code = 99;
-    try {
-      code = body();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child %d: %s\n", getpid(), e.what());
-      code = 98;
-    }
-    std::fflush(nullptr);
-    _exit(code);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
+// The one right payload for each key, 1 KB to 61 KB.
+const SampleEntries kSamples{"key", 1000, 1537, 60000, 10, 1};
+Hash128 key_of(int k) { return kSamples.key(k); }
+std::string payload_of(int k) { return kSamples.payload(k); }
+Entry entry_of(int k) { return kSamples.entry(k); }
 
 // Every key is either missing or has exactly its payload; verify is clean.
 void expect_consistent(const std::string& dir) {
@@ -225,10 +201,7 @@ TEST(StoreReliabilityTest, FullDiskFailsThePutOnceAndLosesNothing) {
 }
 
 // Drops root, so that permissions apply (root may write anything).
-bool become_unprivileged() {
-  if (geteuid() != 0) return true;
-  return setgid(65534) == 0 && setuid(65534) == 0;
-}
+bool become_unprivileged() { return geteuid() != 0 || become_nobody(); }
 
 TEST(StoreReliabilityTest, ReadOnlyFolderServesHitsAndRefusesWritesWithOneWarning) {
   TempDir dir(TempDir::Where::world_traversable_tmp);

@@ -17,59 +17,24 @@
 #include "cache/storage.h"
 #include "cache/store.h"
 #include "common/error.h"
+#include "tests/cache/store_samples.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache::cache {
 namespace {
 
+using kcache::testing::become_nobody;
+using kcache::testing::SampleEntries;
+using kcache::testing::start_child;
 using kcache::testing::TempDir;
+using kcache::testing::wait_for;
 
 constexpr int kKeys = 40;
-constexpr uid_t kNobody = 65534;
-
-Hash128 key_of(int k) { return xxh3_128("sharing-" + std::to_string(k)); }
-
-std::string payload_of(int k) {
-  std::string p(1000 + static_cast<size_t>(k) * 977 % 30000, '\0');
-  std::mt19937 rng(static_cast<unsigned>(k));
-  for (char& c : p) c = static_cast<char>(rng());
-  return p;
-}
-
-Entry entry_of(int k) { return Entry(key_of(k), TargetKind::cubin, "sm_90", 10, 1, payload_of(k)); }
-
-StoreOptions quiet() {
-  StoreOptions options;
-  options.warn = [](const std::string&) {};
-  return options;
-}
-
-// The child's exit code, or 128 + the signal that killed it.
-int wait_for(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-pid_t start_child(const std::function<int()>& body) {
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid == 0) {
-    int code = 99;
-    try {
-      code = body();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child %d: %s\n", getpid(), e.what());
-      code = 98;
-    }
-    std::fflush(nullptr);
-    _exit(code);
-  }
-  return pid;
-}
-
-// Root drops to nobody for the rest of the child; false where it cannot.
-bool become_nobody() { return setgid(kNobody) == 0 && setuid(kNobody) == 0; }
+const SampleEntries kSamples{"sharing", 1000, 977, 30000, 10, 1};
+Hash128 key_of(int k) { return kSamples.key(k); }
+std::string payload_of(int k) { return kSamples.payload(k); }
+Entry entry_of(int k) { return kSamples.entry(k); }
+StoreOptions quiet() { return kcache::testing::quiet_store_options(); }
 
 // Puts and gets; any wrong byte or error fails the child.
 int look_up_and_write(const std::string& dir, unsigned seed) {

@@ -425,6 +425,32 @@ TEST_F(CompileCommandTest, StoreFromTheEnvironmentOnlyWhenAsked) {
   EXPECT_FALSE(FileSystem::real().stat(dir_ + "/store").has_value());
 }
 
+// --umask is a storage flag like --remote (ccache's `umask`): what a compile
+// makes in the store is group-writable whatever the process's own umask.
+TEST_F(CompileCommandTest, UmaskFlagMakesTheStoresFilesGroupWritable) {
+  const mode_t process_umask = ::umask(022);
+  CommandResult r = kcache(
+      {"compile", kSaxpy, "--arch", "sm_80", "--umask", "002", "-o", dir_ + "/k.kcb"});
+  ::umask(process_umask);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string store = dir_ + "/store";
+  std::vector<std::string> made = {store, store + "/index.sqlite", store + "/blobs"};
+  FileSystem& fs = FileSystem::real();
+  for (const std::string& shard : fs.list_directory(store + "/blobs")) {
+    made.push_back(store + "/blobs/" + shard);
+    for (const std::string& blob : fs.list_directory(store + "/blobs/" + shard)) {
+      made.push_back(store + "/blobs/" + shard + "/" + blob);
+    }
+  }
+  ASSERT_GE(made.size(), 5u) << "no blob file was written";
+  for (const std::string& path : made) {
+    struct stat st;
+    ASSERT_EQ(::stat(path.c_str(), &st), 0) << path;
+    EXPECT_EQ(st.st_mode & 0077, static_cast<mode_t>(S_ISDIR(st.st_mode) ? 0075 : 0064))
+        << path << " has mode " << std::oct << (st.st_mode & 07777);
+  }
+}
+
 // NVRTC's warnings are kept with the entry: a hit prints them again, as the
 // miss did (a review of issue 27 found a hit silent).
 TEST_F(CompileCommandTest, AHitPrintsNvrtcsWarningsAgain) {
