@@ -1,5 +1,7 @@
 #include "compiler/compiler.h"
-#include "compiler/compiler_parts.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -14,9 +16,7 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "cache/lookup_note.h"
@@ -27,6 +27,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/compiler_parts.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
 #include "compiler/lookup_record.h"
@@ -79,8 +80,8 @@ void check_nvrtc_option(const std::string& option) {
 // the source, the headers, and the options and name expressions, which NVRTC
 // expands as well (-D X=__TIME__, a name expression k<__DATE__[5]>).
 void check_time_macros(bool sloppy, const std::string& source, const IncludeGraph& includes,
-                       const std::vector<std::string>& option_texts,
-                       cache::CompileRequest* request, std::string* today, bool* uses_time) {
+                       const std::vector<std::string>& option_texts, cache::CompileRequest* request,
+                       std::string* today, bool* uses_time) {
   if (sloppy) return;
   *today = date_macro_value(std::time(nullptr));
   auto any_text = [&](bool (*uses)(std::string_view)) {
@@ -229,6 +230,7 @@ Compiler::Prepared Compiler::prepare_head(const CompileOptions& options) const {
     // children (which never use a PCH for them), not through a PCH here.
     throw InvalidArgument("an NVRTC program compiles in this process or a pool: no PCH");
   }
+  p.recipe = recipe_for(options);
   p.key_options = canonical_options(options);
   if (options.source_text) {
     if (options.logical_name().empty()) {
@@ -249,16 +251,17 @@ Compiler::Prepared Compiler::prepare_head(const CompileOptions& options) const {
   return p;
 }
 
-IncludeGraph Compiler::scan(const CompileOptions& options, const std::string& source) const {
+IncludeGraph Compiler::scan(const CompileOptions& options, const KeyRecipe& recipe,
+                            const std::string& source) const {
   std::set<std::string> in_memory;
   for (const cache::Header& h : options.memory_headers) in_memory.insert(h.include_name);
   // Served, NVRTC looks for the source's quoted includes next to its name.
-  const std::string& root =
-      options.serve && !options.program ? options.logical_name() : options.source_path;
-  IncludeGraph g = resolve_includes(root, source,
-                                    {options.include_dirs, toolkit_.include_dirs, options.may_read,
-                                     -1, parts::scan_options(options), in_memory, options.logical_name()});
-  if (options.served()) {
+  const std::string& root = recipe.scans_from_name ? options.logical_name() : options.source_path;
+  IncludeGraph g =
+      resolve_includes(root, source,
+                       {options.include_dirs, toolkit_.include_dirs, options.may_read, -1,
+                        parts::scan_options(options), in_memory, options.logical_name()});
+  if (recipe.serves_disk) {
     // NVRTC's own "cannot open source file" must reach the program's log.
     for (MissingInclude& m : g.missing) m.stub.clear();
   }
@@ -267,9 +270,9 @@ IncludeGraph Compiler::scan(const CompileOptions& options, const std::string& so
 
 std::vector<MissingInclude> Compiler::missing_includes(const CompileOptions& options,
                                                        const Prepared& p) const {
-  if (!options.serve || options.program) return p.includes.missing;
+  if (p.recipe.scans_for_key) return p.includes.missing;
   try {
-    return scan(options, p.source).missing;
+    return scan(options, p.recipe, p.source).missing;
   } catch (const Error&) {
     return {};  // the hints are a courtesy: NVRTC's answer stands
   }
@@ -281,7 +284,7 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   // its bytes through the manifest (docs/KEYS.md), so a lookup reads the
   // source and stats what the manifest names. The scanner runs only for a
   // failed compile's hints (missing_includes).
-  if (!options.serve || options.program) p.includes = scan(options, p.source);
+  if (p.recipe.scans_for_key) p.includes = scan(options, p.recipe, p.source);
   // Handed as they are, and found as includers by their names (a quoted
   // include in one is searched for next to that name, as NVRTC does).
   for (const cache::Header& h : options.memory_headers) {
@@ -297,48 +300,32 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   // A rewritten directive of the source itself (a spelling two files share,
   // found by a review: `"b.h"` and `<b.h>` got one file) is what NVRTC
   // compiles; a served NVRTC reads its own source as given.
-  p.handed_source = !options.served() && p.includes.root_content ? *p.includes.root_content : p.source;
+  p.handed_source =
+      !p.recipe.serves_disk && p.includes.root_content ? *p.includes.root_content : p.source;
   p.request.source = p.handed_source;
   // Keyed as handed: a header's text and the name NVRTC gives it (handed_text).
   for (const ResolvedHeader& h : p.includes.headers) {
-    p.request.headers.push_back({h.name, options.served() ? h.content : handed_text(h)});
+    p.request.headers.push_back({h.name, p.recipe.serves_disk ? h.content : handed_text(h)});
   }
   p.request.name_expressions = options.name_expressions;
   std::vector<std::string> option_texts = p.key_options;
   option_texts.insert(option_texts.end(), options.name_expressions.begin(),
                       options.name_expressions.end());
-  check_time_macros(storage_ && storage_->sloppy_time_macros(), p.source, p.includes,
-                    option_texts, &p.request, &p.today, &p.uses_time);
-  if (options.program) {
-    // Its entries hold a program record, not an image: never the same key.
-    // NVRTC reads the real file system for it (served, seal.h): its -I as
-    // written reach its output (__FILE__ of a header there is "<-I>/name"),
-    // and where a name is relative, the folder it is taken from decides
-    // which files a computed include reaches; both are keyed.
-    p.request.image_pass = "nvrtc-program; record v" +
-                           std::to_string(cache::kProgramRecordVersion) + "; disk served v1";
-    bool relative = options.logical_name().empty() || options.logical_name().front() != '/';
-    for (const std::string& d : options.include_dirs) {
-      p.request.options.push_back("-I" + d);
-      relative = relative || d.empty() || d.front() != '/';
-    }
-    // -G and -lineinfo write the working folder (as $PWD spells it) and the
-    // toolkit's folders into the output: keyed then, as for kcache compile.
-    const bool names_files = writes_working_folder(p.key_options);
-    if (relative || names_files) {
-      p.request.options.push_back(kWorkingFolderOption + working_folder());
-    }
-    if (names_files) key_folders_named_in_outputs(&p.request);
-  } else if (options.serve) {
-    // NVRTC searches the disk itself (seal.h, serving): its -I as written
-    // reach its output, the working folder only through the options that
-    // write it there (or an output that names it: not stored).
-    p.request.image_pass = "disk served v1";
+  check_time_macros(storage_ && storage_->sloppy_time_macros(), p.source, p.includes, option_texts,
+                    &p.request, &p.today, &p.uses_time);
+  // The namespace's name (a program's entries hold a record, not an image:
+  // never the same key). Served, NVRTC's -I as written reach its output
+  // (__FILE__ of a header there is "<-I>/name"); the working folder is keyed
+  // where the recipe says it reaches the output or the files found, and -G
+  // and -lineinfo write $PWD's spelling and the toolkit's folders there too.
+  p.request.image_pass = p.recipe.image_pass;
+  if (p.recipe.serves_disk) {
     for (const std::string& d : options.include_dirs) p.request.options.push_back("-I" + d);
     const std::string cwd = working_folder();
-    const bool names_files = writes_working_folder(p.key_options);
-    if (names_files || cwd.size() <= 1) p.request.options.push_back(kWorkingFolderOption + cwd);
-    if (names_files) key_folders_named_in_outputs(&p.request);
+    if (p.recipe.keys_working_folder(options, p.key_options, cwd)) {
+      p.request.options.push_back(kWorkingFolderOption + cwd);
+    }
+    if (writes_working_folder(p.key_options)) key_folders_named_in_outputs(&p.request);
   }
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
@@ -382,8 +369,9 @@ void Compiler::use_pch(std::string pch_dir) {
 CompileResult Compiler::compile(const CompileOptions& options) {
   const auto started = std::chrono::steady_clock::now();
   auto lookup_done = [&started](CompileResult* r) {
-    r->lookup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                            started).count();
+    r->lookup_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started)
+            .count();
   };
   CompileResult result;
   result.source_name = options.logical_name();
@@ -425,7 +413,8 @@ CompileResult Compiler::compile(const CompileOptions& options) {
 
 CompileResult Compiler::finish(const CompileOptions& options, CompileResult result) const {
   result.lowered_names = result.targets.front().entry->lowered_names();
-  if (options.program) return result;  // its answers are in the entry's record
+  if (recipe_for(options).keeps_program_answers)
+    return result;  // its answers are in the entry's record
   for (const TargetResult& r : result.targets) {
     const std::string& log = r.entry->log();
     if (r.hit && !log.empty() && result.warnings.find(log) == std::string::npos) {

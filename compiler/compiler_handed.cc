@@ -1,4 +1,5 @@
-#include "compiler/compiler.h"
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,9 +14,7 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "cache/lookup_note.h"
@@ -26,6 +25,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/compiler.h"
 #include "compiler/compiler_parts.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
@@ -98,11 +98,9 @@ std::optional<std::string> find_includer(const parts::AskContext& c, const std::
 // looked in, `refused` the first existing file may_read refused, if any);
 // `includer_path` is where the includer was read, if known.
 // Throws what resolve_includes throws.
-std::optional<std::vector<ResolvedHeader>> resolve_ask(const parts::AskContext& c, const AskedInclude& a,
-                                                       const std::vector<ResolvedHeader>& have,
-                                                       std::string* searched,
-                                                       std::optional<std::string>* includer_path,
-                                                       std::string* refused) {
+std::optional<std::vector<ResolvedHeader>> resolve_ask(
+    const parts::AskContext& c, const AskedInclude& a, const std::vector<ResolvedHeader>& have,
+    std::string* searched, std::optional<std::string>* includer_path, std::string* refused) {
   const CompileOptions& options = c.options;
   std::string includer_name;
   *includer_path = find_includer(c, a.includer, have, &includer_name);
@@ -116,7 +114,7 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const parts::AskContext& 
     if (a.name.front() == '/') path = a.name;
     std::optional<std::string> content;
     if (!options.may_read || options.may_read(path)) {
-      observe_path(path);  // a lookup record (lookup_record.h) holds it
+      observe_path(path);               // a lookup record (lookup_record.h) holds it
       content = read_input_file(path);  // a regular file, bounded (issue 27)
     } else if (refused->empty()) {
       std::optional<FileInfo> info = FileSystem::real().stat(path);
@@ -137,8 +135,13 @@ std::optional<std::vector<ResolvedHeader>> resolve_ask(const parts::AskContext& 
                             : k < first_dash_i    ? disk_name_next_to(includer_name, a.name)
                                                   : disk_name_in(d, a.name);
     IncludeGraph more = resolve_includes(path, *content,
-                                         {options.include_dirs, c.toolkit_dirs, options.may_read,
-                                          next_from, parts::scan_options(options), {}, disk_name});
+                                         {options.include_dirs,
+                                          c.toolkit_dirs,
+                                          options.may_read,
+                                          next_from,
+                                          parts::scan_options(options),
+                                          {},
+                                          disk_name});
     std::vector<ResolvedHeader> out{{a.name, path,
                                      more.root_content ? *more.root_content : *content,
                                      more.root_line_names, disk_name}};
@@ -165,7 +168,8 @@ Hash128 full_key(cache::CompileRequest request, const std::vector<ResolvedHeader
                  const cache::ManifestSet& asks, const std::string& today) {
   request.probes = probe_key_lines(asks.probes);
   for (const ResolvedHeader& h : asked) request.headers.push_back({h.name, handed_text(h)});
-  if (!today.empty() && request.date.empty() && parts::any_uses_date_macro(asked)) request.date = today;
+  if (!today.empty() && request.date.empty() && parts::any_uses_date_macro(asked))
+    request.date = today;
   for (const cache::ManifestAsk& a : asks) {
     request.asked_includes.push_back(a.spelling + "\n" + a.includer + "\n" +
                                      (a.angled ? "angled" : "quoted"));

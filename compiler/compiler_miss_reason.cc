@@ -1,4 +1,5 @@
-#include "compiler/compiler.h"
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,9 +14,7 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "cache/lookup_note.h"
@@ -26,6 +25,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/compiler.h"
 #include "compiler/compiler_parts.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
@@ -48,10 +48,12 @@ std::string options_changed(const std::vector<std::string>& before,
                             const std::vector<std::string>& now) {
   std::string added, dropped;
   for (const std::string& o : now) {
-    if (std::find(before.begin(), before.end(), o) == before.end()) added += (added.empty() ? "" : " ") + o;
+    if (std::find(before.begin(), before.end(), o) == before.end())
+      added += (added.empty() ? "" : " ") + o;
   }
   for (const std::string& o : before) {
-    if (std::find(now.begin(), now.end(), o) == now.end()) dropped += (dropped.empty() ? "" : " ") + o;
+    if (std::find(now.begin(), now.end(), o) == now.end())
+      dropped += (dropped.empty() ? "" : " ") + o;
   }
   if (added.empty() && dropped.empty()) return "their order";
   std::string out = added + (added.empty() || dropped.empty() ? "" : "; ") +
@@ -137,9 +139,23 @@ cache::LookupNote Compiler::lookup_note(const CompileOptions& options, const Pre
   }
   for (const Target& t : p.targets) note.targets.push_back(t.arch);
   for (const ResolvedHeader& h : p.includes.headers) {
-    note.headers.emplace_back(h.path.empty() ? h.name : parts::absolute_path(h.path), xxh3_64(h.content));
+    note.headers.emplace_back(h.path.empty() ? h.name : parts::absolute_path(h.path),
+                              xxh3_64(h.content));
   }
   return note;
+}
+
+void Compiler::add_reasons_since_note(const CompileOptions& options, const Prepared& p,
+                                      std::vector<TargetResult>* targets) const {
+  if (!storage_ || !storage_->local()) return;
+  std::optional<cache::LookupNote> last;
+  bool read = false;
+  for (TargetResult& r : *targets) {
+    if (r.hit || !r.miss_reason.empty()) continue;
+    if (!read) last = cache::read_lookup_note(storage_->local()->dir(), note_key(options));
+    read = true;
+    r.miss_reason = parts::since_note(last, lookup_note(options, p), options, r.target);
+  }
 }
 
 // After a stored miss: the note a later miss of this source compares with.

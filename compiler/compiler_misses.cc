@@ -1,4 +1,5 @@
-#include "compiler/compiler.h"
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,9 +14,7 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "cache/lookup_note.h"
@@ -26,6 +25,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/compiler.h"
 #include "compiler/compiler_parts.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
@@ -86,10 +86,11 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
     misses.back().target = result->targets[i].target;
   }
   if (misses.empty()) return;
-  if (!options.program) check_archs(misses);
+  if (prepared.recipe.checks_archs) check_archs(misses);
   const std::set<std::string> base_names = parts::handed_names(prepared.includes);
-  const parts::AskContext ask_context{options, prepared.includes, base_names, probe_context_,
-                               toolkit_.include_dirs, !prepared.today.empty()};
+  const parts::AskContext ask_context{
+      options,        prepared.includes,     base_names,
+      probe_context_, toolkit_.include_dirs, !prepared.today.empty()};
   const AskResolver resolve = [&ask_context](const AskedInclude& a,
                                              const std::vector<ResolvedHeader>& have,
                                              const CompileError& e) {
@@ -123,7 +124,7 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
       // A file NVRTC read that the action did not declare (served), or an
       // include it could not find that exists undeclared: say so
       // (undeclared.h).
-      if (options.serve && options.may_read) {
+      if (prepared.recipe.keys_relative_to_working_folder && options.may_read) {
         std::vector<std::string> files = undeclared_files(options.may_read, e.probes());
         if (!files.empty()) {
           throw undeclared_error(files, missing_includes(options, prepared), options.source_path,
@@ -131,9 +132,9 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
         }
       }
       std::vector<MissingInclude> missing = missing_includes(options, prepared);
-      if (options.serve) add_unopened_include(e.log(), options.include_dirs, &missing);
-      throw with_undeclared_hints(e, missing, options.served(),
-                                  options.source_path,
+      if (prepared.recipe.keys_relative_to_working_folder)
+        add_unopened_include(e.log(), options.include_dirs, &missing);
+      throw with_undeclared_hints(e, missing, prepared.recipe.serves_disk, options.source_path,
                                   options.target_label);
     }
   }
@@ -183,7 +184,7 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
   input.want_ptx = options.lean;
   input.options.push_back("-arch=" + t.arch);
   input.options.insert(input.options.end(), p.key_options.begin(), p.key_options.end());
-  if (options.served()) {
+  if (p.recipe.serves_disk) {
     // NVRTC's own search on the real file system (seal.h, serving): the
     // in-memory headers only, the -I as written, the working folder. A
     // program gets no toolkit folder it was not given; `kcache compile` the
@@ -195,7 +196,7 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
     for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
     input.serve_disk = true;
     input.working_dir = working_folder();
-    if (options.program) return input;
+    if (!p.recipe.adds_toolkit_includes) return input;
   }
   for (const std::string& d : probe_context_.toolkit_dirs) {
     input.options.push_back("-I" + d);  // absolute: NVRTC's cwd is sealed
@@ -225,9 +226,8 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
       });
     }
     run_rounds(options, resolve, m, &here);
-    if (options.serve && options.may_read) {
-      std::vector<std::string> files =
-          undeclared_files(options.may_read, named_paths(*m->output));
+    if (p.recipe.keys_relative_to_working_folder && options.may_read) {
+      std::vector<std::string> files = undeclared_files(options.may_read, named_paths(*m->output));
       if (!files.empty()) {
         throw undeclared_error(files, missing_includes(options, p), options.source_path,
                                options.target_label);
@@ -334,8 +334,8 @@ std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last
     probe_context.date_keyed = m->date_keyed;
     for (const std::string& o : m->input.options) {
       if (o.compare(0, 2, "-I") == 0 && o.size() > 2) {
-        probe_context.user_dirs.push_back(
-            without_dot_parts(o[2] == '/' ? o.substr(2) : m->input.working_dir + "/" + o.substr(2)));
+        probe_context.user_dirs.push_back(without_dot_parts(
+            o[2] == '/' ? o.substr(2) : m->input.working_dir + "/" + o.substr(2)));
       }
     }
   }
@@ -343,7 +343,8 @@ std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last
   add_served(out.served, probe_context, out.started_ns, &c);
   if (::getenv("KCACHE_DEBUG_PROBES")) {
     for (const std::string& p : out.probes) std::fprintf(stderr, "probe %s\n", p.c_str());
-    for (const std::string& l : probe_key_lines(c.keyed)) std::fprintf(stderr, "keyed %s\n", l.c_str());
+    for (const std::string& l : probe_key_lines(c.keyed))
+      std::fprintf(stderr, "keyed %s\n", l.c_str());
   }
   std::vector<std::string> fresh;
   for (const std::string& f : c.user_files) {

@@ -1,4 +1,5 @@
-#include "compiler/compiler.h"
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,9 +14,7 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "cache/lookup_note.h"
@@ -26,6 +25,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/compiler.h"
 #include "compiler/compiler_parts.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
@@ -115,10 +115,12 @@ bool same_paths_in_both_folders(const NvrtcOutput& a, const std::string& a_folde
   for (const std::string& f : served_b) found_there = found_there || beneath(f, b_folder);
   if (in_a != in_b && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
     for (const std::string& p : in_a) {
-      if (!in_b.count(p)) std::fprintf(stderr, "name check: only %s named %s\n", a_folder.c_str(), p.c_str());
+      if (!in_b.count(p))
+        std::fprintf(stderr, "name check: only %s named %s\n", a_folder.c_str(), p.c_str());
     }
     for (const std::string& p : in_b) {
-      if (!in_a.count(p)) std::fprintf(stderr, "name check: only %s named %s\n", b_folder.c_str(), p.c_str());
+      if (!in_a.count(p))
+        std::fprintf(stderr, "name check: only %s named %s\n", b_folder.c_str(), p.c_str());
     }
   }
   return in_a == in_b && !found_there;

@@ -1,4 +1,7 @@
-#include "compiler/compiler.h"
+#include "compiler/compiler_parts.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,9 +16,7 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "cache/lookup_note.h"
@@ -26,7 +27,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
-#include "compiler/compiler_parts.h"
+#include "compiler/compiler.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
 #include "compiler/lookup_record.h"

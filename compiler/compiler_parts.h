@@ -22,13 +22,15 @@
 #include "compiler/compiler.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
-#include "compiler/served_keys.h"
+#include "compiler/key_recipe.h"
 #include "compiler/nvrtc/nvrtc.h"
 #include "compiler/seal/probes.h"
+#include "compiler/served_keys.h"
 
 namespace kcache::compiler {
 
 struct Compiler::Prepared {
+  KeyRecipe recipe;  // what this compile's namespace keys and how (key_recipe.h)
   std::vector<Target> targets;
   std::vector<std::string> key_options;
   std::string source;
@@ -59,7 +61,7 @@ struct Compiler::Miss {
   bool date_keyed = false;            // the key holds today's __DATE__
   std::string unresolved;             // an include found nowhere (a program's)
   bool name_checked = false;          // one answer for every name (name_check)
-  NotTheFolders not_the_folders;  // names beneath the program's folder not (only) its
+  NotTheFolders not_the_folders;      // names beneath the program's folder not (only) its
   LeanImage lean;
   std::exception_ptr error;
   // Storing it (store_misses).

@@ -1,4 +1,5 @@
-#include "compiler/compiler.h"
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,9 +14,7 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "cache/lookup_note.h"
@@ -26,6 +25,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/compiler.h"
 #include "compiler/compiler_parts.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
@@ -63,8 +63,9 @@ std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) 
   // The toolkit's folders (resolve, probes_hold). Not the probe context's
   // own folders: only a compile's classification reads them, and prewarm's
   // PCH folder among them is new in every process.
-  for (const std::vector<std::string>* list : std::initializer_list<const std::vector<std::string>*>{
-           &toolkit_.include_dirs, &probe_context_.toolkit_dirs}) {
+  for (const std::vector<std::string>* list :
+       std::initializer_list<const std::vector<std::string>*>{&toolkit_.include_dirs,
+                                                              &probe_context_.toolkit_dirs}) {
     w.u32(static_cast<uint32_t>(list->size()));
     for (const std::string& d : *list) w.str(d);
   }
@@ -88,7 +89,8 @@ std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) 
     w.str(t.arch);
   }
   for (const std::vector<std::string>* list :
-       std::initializer_list<const std::vector<std::string>*>{&p.key_options, &o.name_expressions}) {
+       std::initializer_list<const std::vector<std::string>*>{&p.key_options,
+                                                              &o.name_expressions}) {
     w.u32(static_cast<uint32_t>(list->size()));
     for (const std::string& item : *list) w.str(item);
   }
@@ -168,9 +170,9 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
                                    const DiskObservations& seen,
                                    const std::vector<TargetResult>& found) {
   if (!p.request.date.empty() || p.uses_time) return;  // keyed by the day, or never stored
-  bool any_name = options.name_free &&
-                  std::all_of(found.begin(), found.end(),
-                              [](const TargetResult& r) { return r.any_name; });
+  bool any_name =
+      options.name_free &&
+      std::all_of(found.begin(), found.end(), [](const TargetResult& r) { return r.any_name; });
   std::string folder = any_name ? parts::program_folder(options) : "";
   if (any_name) {
     // Paths beneath the folder are recorded relative to it: only where
@@ -180,7 +182,8 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
     bool named = folder.empty() || folder == "/" || cwd == folder ||
                  cwd.compare(0, folder.size() + 1, folder + "/") == 0 ||
                  names_folder(p.source, folder);
-    for (const std::vector<std::string>* list : std::initializer_list<const std::vector<std::string>*>{
+    for (const std::vector<std::string>* list :
+         std::initializer_list<const std::vector<std::string>*>{
              &options.include_dirs, &p.key_options, &options.name_expressions,
              &probe_context_.toolkit_dirs}) {
       for (const std::string& item : *list) named = named || names_folder(item, folder);
@@ -205,8 +208,8 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
   cache::ManifestSet set;
   set.probes = std::move(*probes);
   for (const TargetResult& r : found) {
-    set.results.push_back({r.target.kind == cache::TargetKind::cubin, r.target.arch,
-                           r.any_name, r.key});
+    set.results.push_back(
+        {r.target.kind == cache::TargetKind::cubin, r.target.arch, r.any_name, r.key});
   }
   cache::Manifest record(record_key(record_inputs(options, p), options, any_name));
   try {

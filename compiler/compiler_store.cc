@@ -1,4 +1,5 @@
-#include "compiler/compiler.h"
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -13,9 +14,7 @@
 #include <future>
 #include <mutex>
 #include <set>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "cache/lookup_note.h"
@@ -26,6 +25,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "compiler/compiler.h"
 #include "compiler/compiler_parts.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
@@ -106,8 +106,8 @@ void Compiler::make_lean(const Prepared& p, Miss* m) const {
     }
     image = &cubin.bytes;
   }
-  LeanInput in{t.kind, t.arch, std::move(*image), std::move(ptx), p.key_options, {},
-               toolkit_.nvjitlink.path};
+  LeanInput in{t.kind,        t.arch, std::move(*image),      std::move(ptx),
+               p.key_options, {},     toolkit_.nvjitlink.path};
   for (const cache::LoweredName& n : out.lowered_names) in.keep.push_back(n.lowered_name);
   m->lean = make_lean_image(in);
   *image = std::move(m->lean.image);
@@ -135,18 +135,18 @@ void Compiler::store_misses(const CompileOptions& options, const Prepared& p,
 }
 
 // A miss's key and entry, and whether it may be stored (and why not).
-void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, int64_t now,
-                            Miss* m, TargetResult* r) {
+void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, int64_t now, Miss* m,
+                            TargetResult* r) {
   NvrtcOutput& out = *m->output;
   m->asks.probes = std::move(m->classified.keyed);
-  if (options.served()) {
-    std::string why = options.program
+  if (p.recipe.serves_disk) {
+    std::string why = !p.recipe.keys_relative_to_working_folder
                           ? ""
                           : key_beneath_working_folder(p.request, out, &m->asks.probes);
     if (why.empty()) why = toolkit_named_unkeyed(p.request, out, probe_context_.toolkit_dirs);
     if (!why.empty() && m->classified.unkeyable.empty()) m->classified.unkeyable = std::move(why);
   }
-  if (options.served() || !m->asked.empty() || !m->asks.probes.empty()) {
+  if (p.recipe.serves_disk || !m->asked.empty() || !m->asks.probes.empty()) {
     // Keyed by everything handed over and everything NVRTC named; a lookup
     // finds it through the manifest of its scanner key (r->key until here).
     cache::CompileRequest full = p.request;
@@ -190,7 +190,8 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
         // What NVRTC found in the program's folder (its builtin names next
         // to the program, a quoted include) is keyed relative to that folder:
         // a lookup checks the same names in its own (probes_hold).
-        relative_to_program_folder(parts::program_folder(options), m->not_the_folders, &m->asks.probes);
+        relative_to_program_folder(parts::program_folder(options), m->not_the_folders,
+                                   &m->asks.probes);
         m->manifest_key = cache::manifest_key(any_key);
         any_key = parts::full_key(any, m->asked, m->asks, p.today);
       }
