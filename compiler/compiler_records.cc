@@ -225,6 +225,7 @@ void Compiler::record_after_store(const CompileOptions& options, const Prepared&
   p.targets = made.targets;
   p.key_options = made.key_options;
   p.source = made.source;
+  p.recipe = made.recipe;
   std::vector<TargetResult> found;
   bool through_asks = false;
   DiskObservations seen;
