@@ -59,6 +59,7 @@ class CompileError;
 namespace kcache::compiler {
 
 class DiskObservations;
+struct KeyRecipe;
 class NvrtcPool;
 struct NvrtcInput;
 struct NvrtcOutput;
@@ -275,7 +276,8 @@ class Compiler {
   // $PWD spelling (where not getcwd's) and the toolkit's folders, keyed.
   void key_folders_named_in_outputs(cache::CompileRequest* request) const;
   // The scanner's view of `source`'s includes (includes.h).
-  IncludeGraph scan(const CompileOptions& options, const std::string& source) const;
+  IncludeGraph scan(const CompileOptions& options, const KeyRecipe& recipe,
+                   const std::string& source) const;
   // The includes the scanner found nowhere, for a failed compile's hints
   // (a served compile scans only now).
   std::vector<MissingInclude> missing_includes(const CompileOptions& options,
@@ -292,6 +294,10 @@ class Compiler {
   Hash128 note_key(const CompileOptions& options) const;
   cache::LookupNote lookup_note(const CompileOptions& options, const Prepared& p) const;
   void write_note(const CompileOptions& options, const Prepared& p);
+  // Each miss that found nothing that no longer held gets its reason from
+  // the source's note: what changed since its last stored compile.
+  void add_reasons_since_note(const CompileOptions& options, const Prepared& p,
+                              std::vector<TargetResult>* targets) const;
   // Lookup records (lookup_record.h): whether a compile has them (a store,
   // no may_read, not KCACHE_LOOKUP_RECORDS=off); what its record key hashes
   // but the program's name; and the key, for its name or (`any_name`, a

@@ -1,0 +1,370 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "bundle/bundle.h"
+#include "cache/lookup_note.h"
+#include "cache/manifest.h"
+#include "cache/program_record.h"
+#include "common/arch.h"
+#include "common/bytes.h"
+#include "common/error.h"
+#include "common/file_system.h"
+#include "common/hash.h"
+#include "compiler/compiler.h"
+#include "compiler/compiler_parts.h"
+#include "compiler/image/lean_image.h"
+#include "compiler/includes.h"
+#include "compiler/lookup_record.h"
+#include "compiler/nvrtc/nvrtc.h"
+#include "compiler/nvrtc/nvrtc_pool.h"
+#include "compiler/nvrtc/nvrtc_worker.h"
+#include "compiler/nvrtc/pch.h"
+#include "compiler/seal/probes.h"
+#include "compiler/seal/seal.h"
+#include "compiler/served_keys.h"
+#include "compiler/time_macros.h"
+#include "compiler/undeclared.h"
+
+namespace kcache::compiler {
+namespace {
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string describe_supported(const std::vector<int>& archs) {
+  std::vector<std::string> names;
+  for (int a : archs) names.push_back("sm_" + std::to_string(a));
+  return join(names, ", ");
+}
+
+// Compile targets and a free slot; released on every path.
+class SlotGuard {
+ public:
+  template <typename S>
+  explicit SlotGuard(S& s) : release_([&s] { s.release(); }) {
+    s.acquire();
+  }
+  ~SlotGuard() { release_(); }
+
+ private:
+  std::function<void()> release_;
+};
+
+int64_t realtime_ns() {
+  struct timespec t;
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+}  // namespace
+
+void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared, bool recorded,
+                              CompileResult* result) {
+  std::vector<Miss> misses;
+  for (size_t i = 0; i < result->targets.size(); ++i) {
+    if (result->targets[i].hit) continue;
+    misses.emplace_back();
+    misses.back().index = i;
+    misses.back().target = result->targets[i].target;
+  }
+  if (misses.empty()) return;
+  if (prepared.recipe.checks_archs) check_archs(misses);
+  const std::set<std::string> base_names = parts::handed_names(prepared.includes);
+  const parts::AskContext ask_context{
+      options,        prepared.includes,     base_names,
+      probe_context_, toolkit_.include_dirs, !prepared.today.empty()};
+  const AskResolver resolve = [&ask_context](const AskedInclude& a,
+                                             const std::vector<ResolvedHeader>& have,
+                                             const CompileError& e) {
+    return parts::resolve_asked(ask_context, a, have, e);
+  };
+  std::vector<std::thread> threads;
+  for (size_t s = 1; s < misses.size(); ++s) {
+    threads.emplace_back([&, s] { compile_miss(options, prepared, resolve, &misses[s]); });
+  }
+  compile_miss(options, prepared, resolve, &misses[0]);  // a single target starts no thread
+  for (std::thread& th : threads) th.join();
+
+  double nvrtc_ms = 0;
+  int failures = 0;
+  for (const Miss& m : misses) {
+    if (m.output) nvrtc_ms += m.output->ms;
+    // A program's rejected source is an answer, not a throw: it counts too.
+    failures += m.error != nullptr || (m.output && m.output->program &&
+                                       m.output->program->compile_result != cache::kNvrtcSuccess);
+  }
+  if (storage_) {
+    storage_->count("nvrtc_invocations", static_cast<int64_t>(misses.size()));
+    storage_->count("nvrtc_ms", static_cast<int64_t>(nvrtc_ms + 0.5));
+    if (failures) storage_->count("nvrtc_failures", failures);
+  }
+  for (const Miss& m : misses) {
+    if (!m.error) continue;
+    try {
+      std::rethrow_exception(m.error);  // the first in target order
+    } catch (const CompileError& e) {
+      // A file NVRTC read that the action did not declare (served), or an
+      // include it could not find that exists undeclared: say so
+      // (undeclared.h).
+      if (prepared.recipe.keys_relative_to_working_folder && options.may_read) {
+        std::vector<std::string> files = undeclared_files(options.may_read, e.probes());
+        if (!files.empty()) {
+          throw undeclared_error(files, missing_includes(options, prepared), options.source_path,
+                                 options.target_label);
+        }
+      }
+      std::vector<MissingInclude> missing = missing_includes(options, prepared);
+      if (prepared.recipe.keys_relative_to_working_folder)
+        add_unopened_include(e.log(), options.include_dirs, &missing);
+      throw with_undeclared_hints(e, missing, prepared.recipe.serves_disk, options.source_path,
+                                  options.target_label);
+    }
+  }
+  store_misses(options, prepared, misses, result);
+  if (std::any_of(misses.begin(), misses.end(), [](const Miss& m) { return m.storable; })) {
+    write_note(options, prepared);
+  }
+  // The next process finds it through a lookup record (lookup_record.h):
+  // looked up once now as it would, recording what that looks at.
+  if (storage_ && recorded &&
+      std::any_of(misses.begin(), misses.end(), [](const Miss& m) { return m.storable; })) {
+    record_after_store(options, prepared);
+  }
+}
+
+// A target NVRTC does not support is an InvalidArgument naming what it does.
+// (A program's is NVRTC's to answer, in its record.)
+void Compiler::check_archs(const std::vector<Miss>& misses) const {
+  for (const Miss& m : misses) {
+    const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
+    std::vector<int> supported = nvrtc.supported_archs();
+    const Target& t = m.target;
+    if (!supported.empty() &&
+        std::find(supported.begin(), supported.end(), t.number) == supported.end()) {
+      auto [major, minor] = nvrtc.version();
+      throw InvalidArgument(t.arch + " is not supported by NVRTC " + std::to_string(major) + "." +
+                            std::to_string(minor) + " (" + nvrtc.path() + "); it supports " +
+                            describe_supported(supported) + " (and compute_ of each)");
+    }
+  }
+}
+
+NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p,
+                                const Target& t) const {
+  NvrtcInput input;
+  input.source_name = options.logical_name();
+  input.source = p.handed_source;
+  for (const ResolvedHeader& h : p.includes.headers) {
+    input.headers.push_back({h.name, handed_text(h)});
+  }
+  for (const MissingInclude& m : p.includes.missing) {
+    if (!m.stub.empty()) input.headers.push_back({m.name, m.stub});
+  }
+  input.name_expressions = options.name_expressions;
+  input.program = options.program;
+  input.want_cubin = t.kind == cache::TargetKind::cubin;
+  input.want_ptx = options.lean;
+  input.options.push_back("-arch=" + t.arch);
+  input.options.insert(input.options.end(), p.key_options.begin(), p.key_options.end());
+  if (p.recipe.serves_disk) {
+    // NVRTC's own search on the real file system (seal.h, serving): the
+    // in-memory headers only, the -I as written, the working folder. A
+    // program gets no toolkit folder it was not given; `kcache compile` the
+    // toolkit's after the user's (as nvcc searches them).
+    input.headers.clear();
+    for (const cache::Header& h : options.memory_headers) {
+      input.headers.push_back({h.include_name, h.content});
+    }
+    for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
+    input.serve_disk = true;
+    input.working_dir = working_folder();
+    if (!p.recipe.adds_toolkit_includes) return input;
+  }
+  for (const std::string& d : probe_context_.toolkit_dirs) {
+    input.options.push_back("-I" + d);  // absolute: NVRTC's cwd is sealed
+  }
+  return input;
+}
+
+void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
+                            const AskResolver& resolve, Miss* m) {
+  try {
+    m->input = miss_input(options, p, m->target);
+    m->date_keyed = !p.request.date.empty();
+    SlotGuard guard(slots_);
+    std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
+    // With a pool every compile runs there, so each child keeps seeing
+    // the same options (the same arch), which a handed compile's PCH needs.
+    if (!pool_) here.try_lock();
+    // A program's name check (check_name) compiles the same input under
+    // another name. Served, its input is known now: it runs in a second
+    // child of the pool at the same time, so a miss waits for one compile.
+    std::future<NvrtcOutput> early_check;
+    if (pool_ && options.name_free && m->input.serve_disk) {
+      NvrtcInput other = m->input;
+      other.source_name = options.name_check;
+      early_check = std::async(std::launch::async, [this, other = std::move(other)] {
+        return pool_->compile(toolkit_.nvrtc.path, other);
+      });
+    }
+    run_rounds(options, resolve, m, &here);
+    if (p.recipe.keys_relative_to_working_folder && options.may_read) {
+      std::vector<std::string> files = undeclared_files(options.may_read, named_paths(*m->output));
+      if (!files.empty()) {
+        throw undeclared_error(files, missing_includes(options, p), options.source_path,
+                               options.target_label);
+      }
+    }
+    check_name(options, m, &here, early_check.valid() ? &early_check : nullptr);
+    if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
+    if (options.lean) make_lean(p, m);
+  } catch (const CompileError& e) {
+    CompileError named(std::string(e.what()) + " for " + m->target.arch, e.log(), e.options());
+    named.set_probes(e.probes(), e.started_ns());  // what NVRTC named (undeclared_files)
+    m->error = std::make_exception_ptr(std::move(named));
+  } catch (...) {
+    m->error = std::current_exception();
+  }
+}
+
+NvrtcOutput Compiler::nvrtc_round(const NvrtcInput& input, std::unique_lock<std::mutex>* here) {
+  if (pool_) return pool_->compile(toolkit_.nvrtc.path, input);
+  if (here->owns_lock() || worker_command_.empty()) {
+    if (!here->owns_lock()) here->lock();
+    const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
+    // Served, every file is read through the seal: a PCH holds headers
+    // NVRTC would not open again (pch.h).
+    return pch_dir_.empty() || input.serve_disk ? nvrtc.compile(input)
+                                                : compile_with_pch(nvrtc, input, pch_dir_);
+  }
+  return compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
+}
+
+// NVRTC is sealed (nvrtc.h): an include the scanner could not see (a
+// computed one, say) fails the compile, naming it; kcache finds it the way
+// NVRTC would, hands it over and compiles again, at most parts::kMaxIncludeRounds
+// times.
+void Compiler::run_rounds(const CompileOptions& options, const AskResolver& resolve, Miss* m,
+                          std::unique_lock<std::mutex>* here) {
+  Rounds rounds;
+  rounds.started_ns = realtime_ns();
+  auto take_ask = [&](const AskedInclude& a, const CompileError& e) {
+    rounds.asked_names.push_back(a.name);
+    cache::ManifestAsk recorded{a.name, a.includer, a.angled, {}};
+    for (ResolvedHeader& h : resolve(a, m->asked, e)) {
+      m->input.headers.push_back({h.name, handed_text(h)});
+      recorded.headers.push_back({h.name, xxh3_64(h.content)});
+      m->asked.push_back(std::move(h));
+    }
+    m->asks.push_back(std::move(recorded));
+  };
+  for (int round = 0;; ++round) {
+    try {
+      m->output = nvrtc_round(m->input, here);
+    } catch (const CompileError& e) {
+      // Served: NVRTC searched the disk itself; its "cannot open" stands.
+      std::optional<AskedInclude> a = parse_cannot_open(e.log());
+      if (!a || round == parts::kMaxIncludeRounds || m->input.serve_disk) throw;
+      // Where this round searched before it asked is keyed too.
+      rounds.earlier.emplace_back(e.probes(), e.started_ns());
+      take_ask(*a, e);
+      continue;
+    }
+    // A program's compile NVRTC rejected is a result; one it rejected for
+    // an include it could not open goes round like the throw above.
+    const std::optional<cache::ProgramRecord>& answered = m->output->program;
+    // Served (a program's): NVRTC searched the disk itself, so "cannot open"
+    // is the file system's answer, not a header to hand over.
+    if (answered && !m->input.serve_disk &&
+        answered->compile_result == cache::kNvrtcErrorCompilation) {
+      std::optional<AskedInclude> a = parse_cannot_open(answered->log);
+      if (a && round < parts::kMaxIncludeRounds) {
+        try {
+          take_ask(*a, CompileError("NVRTC could not compile " + options.logical_name(),
+                                    answered->log, m->input.options));
+          rounds.earlier.emplace_back(m->output->probes, m->output->started_ns);
+          continue;
+        } catch (const CompileError& e) {
+          // Found nowhere: NVRTC's own answer stands, but it is the sealed
+          // NVRTC's (its -I are the toolkit's), so it is not stored.
+          m->unresolved = e.what();
+        }
+      }
+    }
+    std::vector<std::string> refused = settle_probes(rounds, round == parts::kMaxIncludeRounds, m);
+    if (refused.empty()) return;
+    rounds.earlier.emplace_back(m->output->probes, m->output->started_ns);
+    for (const std::string& f : refused) {
+      AskedInclude a;
+      a.name = f;
+      a.includer = options.logical_name();
+      take_ask(a, CompileError("NVRTC was refused " + f, "", m->input.options));
+    }
+  }
+}
+
+// NVRTC compiled. What it named (seal.h) is keyed; an existing user file it
+// was refused without failing (a computed __has_include, say) got an answer
+// that is not the file system's: those are returned, to be handed over by
+// their absolute names for another round. Empty: the probes are settled.
+std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last_round, Miss* m) {
+  ProbeContext probe_context = probe_context_;
+  probe_context.check_time_macros = !(storage_ && storage_->sloppy_time_macros());
+  const NvrtcOutput& out = *m->output;
+  if (m->input.serve_disk) {
+    probe_context.served = true;
+    probe_context.date_keyed = m->date_keyed;
+    for (const std::string& o : m->input.options) {
+      if (o.compare(0, 2, "-I") == 0 && o.size() > 2) {
+        probe_context.user_dirs.push_back(without_dot_parts(
+            o[2] == '/' ? o.substr(2) : m->input.working_dir + "/" + o.substr(2)));
+      }
+    }
+  }
+  ClassifiedProbes c = classify_probes(out.probes, probe_context, out.started_ns);
+  add_served(out.served, probe_context, out.started_ns, &c);
+  if (::getenv("KCACHE_DEBUG_PROBES")) {
+    for (const std::string& p : out.probes) std::fprintf(stderr, "probe %s\n", p.c_str());
+    for (const std::string& l : probe_key_lines(c.keyed))
+      std::fprintf(stderr, "keyed %s\n", l.c_str());
+  }
+  std::vector<std::string> fresh;
+  for (const std::string& f : c.user_files) {
+    bool handed = std::any_of(m->input.headers.begin(), m->input.headers.end(),
+                              [&](const NvrtcHeader& h) { return h.name == f; });
+    if (!handed) fresh.push_back(f);
+  }
+  if (out.sealed && !fresh.empty() && !last_round) return fresh;
+  if (!c.user_files.empty() && c.unkeyable.empty()) {
+    c.unkeyable = "NVRTC reached " + c.user_files.front() +
+                  " by a name kcache cannot hand it under (more `..` than the seal is deep?)";
+  }
+  for (const std::string& name : rounds.asked_names) {
+    add_asked_absences(name, probe_context, rounds.started_ns, &c);
+  }
+  for (const auto& [probes, round_started] : rounds.earlier) {
+    merge_earlier_round(classify_probes(probes, probe_context, round_started), &c);
+  }
+  m->classified = std::move(c);
+  return {};
+}
+
+}  // namespace kcache::compiler
