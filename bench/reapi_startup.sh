@@ -5,13 +5,13 @@
 # what opening libkcache_reapi.so (gRPC, protobuf, abseil, ...) costs a
 # process that does use the remote. Prints p50 / p90 in ms over N runs.
 #
-#   bazel build -c opt //cli:kcache //cache/reapi:libkcache_reapi.so
+#   bazel build -c opt //cli:kcache //cache/remote/reapi:libkcache_reapi.so
 #   bench/reapi_startup.sh [N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200}
 kcache=bazel-bin/cli/kcache
-lib=bazel-bin/cache/reapi/libkcache_reapi.so
+lib=bazel-bin/cache/remote/reapi/libkcache_reapi.so
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
 kernel=tests/compiler/kernels/saxpy.cu

@@ -25,7 +25,7 @@
 #include <random>
 
 #include "bench/bench_util.h"
-#include "cache/remote.h"
+#include "cache/remote/remote.h"
 #include "cache/storage.h"
 #include "tests/testing/buildgrid_server.h"
 #include "tests/testing/http_servers.h"

@@ -23,7 +23,7 @@
 #include "bench/runtime_ratio_reporter.h"
 #include "bundle/bundle.h"
 #include "bundle/embedded.h"
-#include "cache/entry.h"
+#include "cache/format/entry.h"
 #include "cache/storage.h"
 #include "common/error.h"
 #include "common/file_system.h"

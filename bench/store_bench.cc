@@ -10,8 +10,8 @@
 #include <chrono>
 
 #include "bench/bench_util.h"
-#include "cache/key.h"
-#include "cache/store.h"
+#include "cache/format/key.h"
+#include "cache/local/store.h"
 
 namespace kcache::cache {
 namespace {

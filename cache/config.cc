@@ -246,7 +246,7 @@ StorageConfig resolve_storage_config(const std::map<std::string, std::string>& f
   if (auto v = take("remote_token_file")) remote.bearer_token_file = v->text;
   if (auto v = take("remote_basic_auth_file")) remote.basic_auth_file = v->text;
   if (auto v = take("remote_hmac_key_file")) remote.hmac_key_file = v->text;
-  // grpc:// remotes (the Remote Execution API; cache/reapi/).
+  // grpc:// remotes (the Remote Execution API; cache/remote/reapi/).
   if (auto v = take("remote_instance_name")) remote.instance_name = v->text;
   if (auto v = take("remote_tls_ca_file")) remote.tls_ca_file = v->text;
   if (auto v = take("remote_tls_client_cert_file")) remote.tls_client_cert_file = v->text;

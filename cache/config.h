@@ -32,7 +32,7 @@
 //   umask                   --umask 002                 KCACHE_UMASK
 //     (ccache's: permission bits new store folders and files leave out, e.g.
 //     002 for a store a group shares; unset, they follow the store folder's
-//     own mode and group: cache/store.h, StoreOptions::umask)
+//     own mode and group: cache/local/store.h, StoreOptions::umask)
 //
 //   (*) only in $KCACHE_CONFIG: a file inside the store cannot move the store.
 //

@@ -16,7 +16,7 @@
 // remote answers with that fails its checks (checksum, key, signature) is
 // never used: it is a miss, counted as `remote_rejected`, and the remote stays
 // in use. A reply larger than what was asked (a lying remote: the backend
-// cuts it off while it arrives, cache/reapi/reapi_backend.cc) is a failure.
+// cuts it off while it arrives, cache/remote/reapi/reapi_backend.cc) is a failure.
 //
 // A remote that takes uploads but never gives them back (a write-only or
 // misconfigured server: reads and writes going to different places) would
@@ -43,10 +43,10 @@
 #include <string>
 #include <vector>
 
-#include "cache/entry.h"
-#include "cache/manifest.h"
-#include "cache/remote.h"
-#include "cache/store.h"
+#include "cache/format/entry.h"
+#include "cache/format/manifest.h"
+#include "cache/remote/remote.h"
+#include "cache/local/store.h"
 #include "common/hash.h"
 
 namespace kcache::cache {
@@ -84,7 +84,7 @@ class Storage {
   std::optional<Entry> get(const Hash128& key, Store::Access access = Store::Access::lookup);
   // Best effort: failures are warned once and otherwise ignored.
   void put(const Entry& entry);
-  // Manifests (cache/manifest.h), under their manifest key, with the same
+  // Manifests (cache/format/manifest.h), under their manifest key, with the same
   // failure policy: local files first, then the remote; a remote manifest is
   // copied to the local store. A corrupt or newer manifest is a miss (the
   // next put_manifest replaces it).
@@ -104,7 +104,7 @@ class Storage {
   Store* local();
   // A host's fork() (pthread_atfork, nvrtc_shim/shim.cc): held across it, so
   // that no SQLite call or store change of another thread is under way in
-  // the child, which reopens the store itself (cache/store_recovery.h).
+  // the child, which reopens the store itself (cache/local/store_recovery.h).
   void lock_for_fork() { mutex_.lock(); }
   void unlock_after_fork() { mutex_.unlock(); }
   // Writes the local store's buffered counters and use times now (best

@@ -10,10 +10,10 @@
 #include <optional>
 #include <set>
 
-#include "cache/archive.h"
+#include "cache/format/archive.h"
 #include "cache/config.h"
-#include "cache/program_record.h"
-#include "cache/store.h"
+#include "cache/format/program_record.h"
+#include "cache/local/store.h"
 #include "cli/command.h"
 #include "cli/storage_flags.h"
 #include "cli/units.h"

@@ -22,7 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/config.h"
-#include "cache/remote.h"
+#include "cache/remote/remote.h"
 #include "cli/command.h"
 #include "cli/storage_flags.h"
 #include "common/error.h"

@@ -1,5 +1,5 @@
 // What the lean pass (compiler/image/lean_image.h) did to one image, as entries
-// (cache/entry.h) and bundles (bundle/bundle.h) store it from format version 2
+// (cache/format/entry.h) and bundles (bundle/bundle.h) store it from format version 2
 // on, so a hit and `kcache bundle` can say what a miss knew.
 //
 // Wire form, inside the checksummed bytes of an entry or a bundle image

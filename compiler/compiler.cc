@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "bundle/bundle.h"
-#include "cache/lookup_note.h"
-#include "cache/manifest.h"
-#include "cache/program_record.h"
+#include "cache/format/lookup_note.h"
+#include "cache/format/manifest.h"
+#include "cache/format/program_record.h"
 #include "common/arch.h"
 #include "common/bytes.h"
 #include "common/error.h"

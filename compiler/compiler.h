@@ -14,7 +14,7 @@
 // found nowhere is a CompileError naming it, its includer and the folders
 // searched. Such a target is keyed over everything handed (its full key) and
 // stored, and the includes asked are added as a set to the manifest of its
-// scanner key (cache/manifest.h). A lookup tries the scanner key, then replays
+// scanner key (cache/format/manifest.h). A lookup tries the scanner key, then replays
 // that manifest's sets against the disk: a set whose every ask resolves to the
 // same names and contents leads to its full key, computed from the files read
 // now (docs/KEYS.md says why that is exact; counter `manifest_hits`). A result
@@ -41,11 +41,11 @@
 #include <string>
 #include <vector>
 
-#include "cache/entry.h"
-#include "cache/key.h"
-#include "cache/lookup_note.h"
-#include "cache/manifest.h"
-#include "cache/program_record.h"
+#include "cache/format/entry.h"
+#include "cache/format/key.h"
+#include "cache/format/lookup_note.h"
+#include "cache/format/manifest.h"
+#include "cache/format/program_record.h"
 #include "cache/storage.h"
 #include "common/hash.h"
 #include "compiler/includes.h"
@@ -145,7 +145,7 @@ struct CompileOptions {
 };
 
 // How a hit was found: its key as computed, a manifest's set replayed against
-// the disk (cache/manifest.h), or a lookup record (lookup_record.h).
+// the disk (cache/format/manifest.h), or a lookup record (lookup_record.h).
 enum class FoundBy { key, manifest, lookup_record };
 
 struct TargetResult {
@@ -288,7 +288,7 @@ class Compiler {
   void look_up(const CompileOptions& options, Prepared& p, std::vector<TargetResult>* out,
                bool* through_asks);
   void count_lookups(const std::vector<TargetResult>& targets);
-  // Lookup notes (cache/lookup_note.h): a miss's reason where nothing
+  // Lookup notes (cache/format/lookup_note.h): a miss's reason where nothing
   // stored matched. The key of a source's note, the note of this lookup,
   // and writing it after a stored miss (best effort).
   Hash128 note_key(const CompileOptions& options) const;

@@ -17,9 +17,9 @@
 #include <thread>
 
 #include "bundle/bundle.h"
-#include "cache/lookup_note.h"
-#include "cache/manifest.h"
-#include "cache/program_record.h"
+#include "cache/format/lookup_note.h"
+#include "cache/format/manifest.h"
+#include "cache/format/program_record.h"
 #include "common/arch.h"
 #include "common/bytes.h"
 #include "common/error.h"
@@ -159,7 +159,7 @@ namespace parts {
 
 // The key of a result that needed asked headers: everything handed, with the
 // contents given (read from disk now, never taken from a manifest).
-// The asks themselves are keyed too (cache/key.h), so the entry a replay
+// The asks themselves are keyed too (cache/format/key.h), so the entry a replay
 // finds was made by a compile whose NVRTC asked for exactly these names from
 // exactly these includers.
 // `today`: __DATE__'s value, keyed where an asked header uses it (empty:

@@ -17,9 +17,9 @@
 #include <thread>
 
 #include "bundle/bundle.h"
-#include "cache/lookup_note.h"
-#include "cache/manifest.h"
-#include "cache/program_record.h"
+#include "cache/format/lookup_note.h"
+#include "cache/format/manifest.h"
+#include "cache/format/program_record.h"
 #include "common/arch.h"
 #include "common/bytes.h"
 #include "common/error.h"
@@ -76,7 +76,7 @@ namespace {
 
 // One target's lookup: the entry under a request's key, then the manifest of
 // that key, its sets newest first, each replayed against the disk
-// (cache/manifest.h). `why` keeps the first thing found that no longer held
+// (cache/format/manifest.h). `why` keeps the first thing found that no longer held
 // (the newest set's changed path, an entry no longer stored): a miss's reason.
 class TargetLookup {
  public:
@@ -205,7 +205,7 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
     out->push_back(std::move(r));
   }
   // Nothing found that no longer held: the last stored compile of this
-  // source says what changed since (cache/lookup_note.h).
+  // source says what changed since (cache/format/lookup_note.h).
   add_reasons_since_note(options, prepared, out);
 }
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "cache/entry.h"
-#include "cache/key.h"
-#include "cache/lookup_note.h"
-#include "cache/manifest.h"
+#include "cache/format/entry.h"
+#include "cache/format/key.h"
+#include "cache/format/lookup_note.h"
+#include "cache/format/manifest.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "compiler/compiler.h"

@@ -1,6 +1,6 @@
 #include "compiler/key_recipe.h"
 
-#include "cache/program_record.h"
+#include "cache/format/program_record.h"
 #include "compiler/compiler.h"
 #include "compiler/served_keys.h"
 

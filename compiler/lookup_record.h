@@ -9,7 +9,7 @@
 // target records, under a record key (everything the lookup started from:
 // the source, the options, the folders, the compiler, the environment it
 // reads, today's __DATE__), what it looked at on the disk and the keys it found: a lookup
-// record (cache/manifest.h, local store only). The next lookup of the same
+// record (cache/format/manifest.h, local store only). The next lookup of the same
 // record key stats those paths once each; where every one is as
 // recorded it looks up the recorded keys, and otherwise takes the long way.
 //
@@ -51,7 +51,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/manifest.h"
+#include "cache/format/manifest.h"
 
 namespace kcache::compiler {
 

@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "cache/entry.h"
-#include "cache/key.h"
-#include "cache/program_record.h"
+#include "cache/format/entry.h"
+#include "cache/format/key.h"
+#include "cache/format/program_record.h"
 #include "compiler/compiler.h"
 
 namespace kcache::compiler {

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cache/key.h"
-#include "cache/manifest.h"
+#include "cache/format/key.h"
+#include "cache/format/manifest.h"
 #include "compiler/nvrtc/nvrtc.h"
 
 namespace kcache::compiler {

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/entry.h"
+#include "cache/format/entry.h"
 #include "common/arch.h"
 #include "common/error.h"
 #include "common/hash.h"

@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cache/manifest.h"
+#include "cache/format/manifest.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "common/safe_path.h"

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cache/program_record.h"
+#include "cache/format/program_record.h"
 #include "common/error.h"
 
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cache/reapi/headers.h"
+#include "cache/remote/reapi/headers.h"
 #include "common/error.h"
 
 namespace {

@@ -3,8 +3,8 @@
 #include <optional>
 #include <utility>
 
-#include "cache/remote.h"
-#include "cache/store.h"
+#include "cache/remote/remote.h"
+#include "cache/local/store.h"
 #include "common/error.h"
 #include "runtime/device.h"
 

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "bundle/bundle.h"
-#include "cache/entry.h"
+#include "cache/format/entry.h"
 #include "cache/storage.h"
 #include "common/hash.h"
 #include "runtime/image_selection.h"

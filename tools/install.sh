@@ -3,7 +3,7 @@
 #   PREFIX/bin/kcache
 #   PREFIX/lib/kcache/libnvrtc.so.13       the drop-in `kcache run` preloads
 #   PREFIX/lib/kcache/libkcache_reapi.so   the grpc:// remote, opened on demand
-# the layout the binary looks for (cli/run_command.cc, cache/reapi_loader.cc),
+# the layout the binary looks for (cli/run_command.cc, cache/remote/reapi_loader.cc),
 # so keep them together. With PREFIX/bin on PATH, kcache_dependencies()
 # ("auto") runs this kcache in every workspace instead of building one
 # (docs/BAZEL_RULES.md, "The tool").

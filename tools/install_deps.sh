@@ -10,7 +10,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev                   # the CLI
   libcurl4-openssl-dev libssl-dev                   # the remote tier
   nginx-light                                       # the remote tier's tests start one
-  libgrpc++-dev libprotobuf-dev                     # grpc:// remotes (cache/reapi/)
+  libgrpc++-dev libprotobuf-dev                     # grpc:// remotes (cache/remote/reapi/)
   protobuf-compiler protobuf-compiler-grpc          #   their .proto files are compiled at build time
   python3-venv                                      # BuildGrid, the REAPI server the tests start
   openssl                                           # the grpcs:// tests make their certificates

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/key.h"
+#include "cache/format/key.h"
 #include "common/lean_record.h"
 
 namespace kcache::compiler {

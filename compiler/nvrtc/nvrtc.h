@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-#include "cache/entry.h"
-#include "cache/program_record.h"
+#include "cache/format/entry.h"
+#include "cache/format/program_record.h"
 #include "compiler/seal/seal.h"
 
 namespace kcache::compiler {

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/manifest.h"
+#include "cache/format/manifest.h"
 #include "compiler/seal/seal.h"
 
 namespace kcache::compiler {

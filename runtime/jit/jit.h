@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "bundle/bundle.h"
-#include "cache/entry.h"
+#include "cache/format/entry.h"
 #include "cache/storage.h"
 #include "compiler/compiler.h"
 #include "compiler/toolkit.h"

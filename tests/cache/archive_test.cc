@@ -1,4 +1,4 @@
-#include "cache/archive.h"
+#include "cache/format/archive.h"
 
 #include <gtest/gtest.h>
 

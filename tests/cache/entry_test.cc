@@ -1,4 +1,4 @@
-#include "cache/entry.h"
+#include "cache/format/entry.h"
 
 #include <gtest/gtest.h>
 

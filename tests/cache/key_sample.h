@@ -2,7 +2,7 @@
 // key-printing helper binary (for the two-process test).
 #pragma once
 
-#include "cache/key.h"
+#include "cache/format/key.h"
 
 namespace kcache::cache::testing {
 

@@ -1,4 +1,4 @@
-#include "cache/key.h"
+#include "cache/format/key.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cache/lookup_note.h"
+#include "cache/format/lookup_note.h"
 
 #include <gtest/gtest.h>
 

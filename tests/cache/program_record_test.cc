@@ -1,4 +1,4 @@
-#include "cache/program_record.h"
+#include "cache/format/program_record.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // else is a clear error naming the file and line.
 #include <gtest/gtest.h>
 
-#include "cache/reapi/headers.h"
+#include "cache/remote/reapi/headers.h"
 #include "common/error.h"
 
 namespace kcache::cache {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/remote.h"
+#include "cache/remote/remote.h"
 #include "cache/storage.h"
 #include "tests/testing/buildgrid_server.h"
 #include "tests/testing/grpc_recording_proxy.h"

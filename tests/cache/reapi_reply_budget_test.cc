@@ -1,4 +1,4 @@
-// The grpc:// backend's reply bounds (cache/reapi/reapi_backend.cc) must not
+// The grpc:// backend's reply bounds (cache/remote/reapi/reapi_backend.cc) must not
 // cut off honest replies: the memory quota of a channel grows with the reads
 // in flight on it, so many threads fetching large blobs at once through
 // BatchReadBlobs all get them, none cut off as "Buffers full" (which would

@@ -11,8 +11,8 @@
 #include <random>
 #include <thread>
 
-#include "cache/manifest.h"
-#include "cache/remote.h"
+#include "cache/format/manifest.h"
+#include "cache/remote/remote.h"
 #include "cache/storage.h"
 #include "common/error.h"
 #include "tests/testing/buildgrid_server.h"
@@ -151,7 +151,7 @@ TEST_F(ReapiTest, SignedEntriesRoundTripAndUnsignedOnesAreRejectedByAKeyHolder) 
   expect_remote_counters(*reader, 1, 0, 0, 1, 0);
 }
 
-// Manifests (cache/manifest.h) travel through the same backend, under their
+// Manifests (cache/format/manifest.h) travel through the same backend, under their
 // manifest key, signed like entries: no backend change.
 TEST_F(ReapiTest, ASignedManifestPutByOneMachineIsFoundByAnother) {
   BuildGridServer server;

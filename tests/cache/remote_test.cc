@@ -1,7 +1,7 @@
 // The remote tier against a real nginx (WebDAV) on loopback, and against
 // servers that misbehave on purpose. Every test ends with a correct result (a
 // miss, or the right entry: never a wrong one) and the right counters.
-#include "cache/remote.h"
+#include "cache/remote/remote.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "cache/manifest.h"
+#include "cache/format/manifest.h"
 #include "cache/storage.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -426,7 +426,7 @@ TEST_F(RemoteTest, MissingHmacKeyFileTurnsTheRemoteOffRatherThanTrustingAnything
   EXPECT_NE(warnings_[0].find("no-such-key"), std::string::npos) << warnings_[0];
 }
 
-// --- manifests (cache/manifest.h) ----------------------------------------------
+// --- manifests (cache/format/manifest.h) ----------------------------------------------
 
 Manifest manifest_of(const std::string& name) {
   Manifest m(manifest_key(key_of(name)));

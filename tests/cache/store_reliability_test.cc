@@ -13,7 +13,7 @@
 #include <random>
 
 #include "cache/storage.h"
-#include "cache/store.h"
+#include "cache/local/store.h"
 #include "common/error.h"
 #include "tests/cache/store_samples.h"
 #include "tests/testing/temp_dir.h"

@@ -10,8 +10,8 @@
 #include <functional>
 #include <string>
 
-#include "cache/entry.h"
-#include "cache/store.h"
+#include "cache/format/entry.h"
+#include "cache/local/store.h"
 #include "common/hash.h"
 
 namespace kcache::testing {

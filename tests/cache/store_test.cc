@@ -1,4 +1,4 @@
-#include "cache/store.h"
+#include "cache/local/store.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <ctime>
 #include <memory>
 
-#include "cache/manifest.h"
+#include "cache/format/manifest.h"
 #include "cache/storage.h"
 #include "common/error.h"
 #include "tests/testing/temp_dir.h"

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/manifest.h"
-#include "cache/store.h"
+#include "cache/format/manifest.h"
+#include "cache/local/store.h"
 #include "common/lean_record.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bundle/bundle.h"
-#include "cache/store.h"
+#include "cache/local/store.h"
 #include "common/file_system.h"
 #include "tests/compiler/test_files.h"
 #include "tests/testing/http_servers.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/store.h"
+#include "cache/local/store.h"
 #include "common/file_system.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/test_files.h"

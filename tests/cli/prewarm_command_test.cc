@@ -2,7 +2,7 @@
 // when stderr is not a terminal, a summary, failures reported and counted.
 #include <gtest/gtest.h>
 
-#include "cache/store.h"
+#include "cache/local/store.h"
 #include "common/file_system.h"
 #include "tests/compiler/test_files.h"
 #include "tests/testing/run_command.h"

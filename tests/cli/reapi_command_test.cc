@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/store.h"
+#include "cache/local/store.h"
 #include "tests/testing/buildgrid_server.h"
 #include "tests/testing/http_servers.h"
 #include "tests/testing/run_command.h"

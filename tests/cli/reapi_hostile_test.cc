@@ -10,7 +10,7 @@
 // batch reply: 619 MB peak; a peer that never answers: the 10 s timeout).
 #include <gtest/gtest.h>
 
-#include "cache/store.h"
+#include "cache/local/store.h"
 #include "tests/testing/hostile_reapi_server.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cache/store.h"
+#include "cache/local/store.h"
 #include "tests/testing/http_servers.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/temp_dir.h"

@@ -18,7 +18,7 @@
 //
 // KCACHE_DIFF_STEPS (default 200) and KCACHE_DIFF_SEED (default 1) choose the
 // run (KCACHE_DIFF_KEEP_GOING=1 counts every differing step); docs/TESTING.md says how to run it
-// longer. Results that needed computed includes are found through manifests (cache/manifest.h), so
+// longer. Results that needed computed includes are found through manifests (cache/format/manifest.h), so
 // the test also asserts that some hits came that way.
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Direct-mode manifests (cache/manifest.h): a result that needed headers NVRTC
+// Direct-mode manifests (cache/format/manifest.h): a result that needed headers NVRTC
 // asked for (a computed include) is found by a lookup without compiling, and
 // only when replaying its asks against the disk gives the same files. Every
 // result is compared with a compile without a store of the files as they are.
@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "cache/manifest.h"
-#include "cache/remote.h"
+#include "cache/format/manifest.h"
+#include "cache/remote/remote.h"
 #include "cache/storage.h"
 #include "common/file_system.h"
 #include "compiler/compiler.h"

@@ -12,7 +12,7 @@
 #include <set>
 #include <string_view>
 
-#include "cache/program_record.h"
+#include "cache/format/program_record.h"
 #include "cache/storage.h"
 #include "compiler/compiler.h"
 #include "compiler/nvrtc/nvrtc.h"

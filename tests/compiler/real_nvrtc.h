@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "cache/key.h"
-#include "cache/program_record.h"
+#include "cache/format/key.h"
+#include "cache/format/program_record.h"
 #include "common/file_system.h"
 #include "compiler/toolkit.h"
 #include "tests/testing/temp_dir.h"

@@ -3,7 +3,7 @@
 
 load("@bazel_skylib//lib:unittest.bzl", "analysistest", "asserts")
 
-_SHIPPED = ["cli/kcache", "nvrtc_shim/libnvrtc.so.13", "cache/reapi/libkcache_reapi.so"]
+_SHIPPED = ["cli/kcache", "nvrtc_shim/libnvrtc.so.13", "cache/remote/reapi/libkcache_reapi.so"]
 
 def _install_ships_opt_test_impl(ctx):
     env = analysistest.begin(ctx)

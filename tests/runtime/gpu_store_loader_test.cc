@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bundle/bundle.h"
-#include "cache/entry.h"
+#include "cache/format/entry.h"
 #include "cache/storage.h"
 #include "common/file_system.h"
 #include "runtime/device.h"

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "bundle/bundle.h"
-#include "cache/entry.h"
-#include "cache/remote.h"
+#include "cache/format/entry.h"
+#include "cache/remote/remote.h"
 #include "cache/storage.h"
-#include "cache/store.h"
+#include "cache/local/store.h"
 #include "common/error.h"
 #include "common/hash.h"
 #include "runtime/module.h"

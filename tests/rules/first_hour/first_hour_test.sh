@@ -42,7 +42,7 @@ grep -q -- '--nosandbox_debug' .bazelrc || fail "the README's .bazelrc lacks --n
 if command -v kcache >/dev/null; then fail "a kcache already on PATH would make this test use it"; fi
 prefix="$work/prefix"
 (cd "$TEST_SRCDIR/$TEST_WORKSPACE" &&
-  ./install cli/kcache nvrtc_shim/libnvrtc.so.13 cache/reapi/libkcache_reapi.so "$prefix") >"$work/install.out"
+  ./install cli/kcache nvrtc_shim/libnvrtc.so.13 cache/remote/reapi/libkcache_reapi.so "$prefix") >"$work/install.out"
 cat "$work/install.out"
 for f in bin/kcache lib/kcache/libnvrtc.so.13 lib/kcache/libkcache_reapi.so; do
   [ -f "$prefix/$f" ] || fail "the install did not write PREFIX/$f"

@@ -13,7 +13,7 @@
 
 #include "bundle/bundle.h"
 #include "bundle/embedded.h"
-#include "cache/store.h"
+#include "cache/local/store.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/nvrtc/nvrtc.h"
