@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "common/paths.h"
 
 namespace kcache::cache {
 namespace {
@@ -52,12 +54,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-std::string folder_of(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
 struct Value {
   std::string text;
   std::string origin;  // "--remote", "$KCACHE_REMOTE", "file:line"
@@ -86,23 +82,27 @@ std::map<std::string, Value> parse_config_file(const std::string& path, const st
       throw InvalidArgument(where + ": unknown setting \"" + key + "\" (known: " + known + ")");
     }
     if (is_path_key(key) && !value.empty() && value[0] != '/') {
-      value = folder_of(path) + "/" + value;
+      value = parent_folder(path) + "/" + value;
     }
     out[key] = Value{value, where};
   }
   return out;
 }
 
-std::string default_dir(const GetEnv& getenv) {
-  if (const char* xdg = getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/kcache";
-  if (const char* home = getenv("HOME"); home && *home) return std::string(home) + "/.cache/kcache";
+std::string default_dir(const GetEnv& read_env) {
+  if (const char* xdg = read_env(env::name(env::Var::xdg_cache_home)); xdg && *xdg) {
+    return std::string(xdg) + "/kcache";
+  }
+  if (const char* home = read_env(env::name(env::Var::home)); home && *home) {
+    return std::string(home) + "/.cache/kcache";
+  }
   return default_store_dir();  // falls back on the password database, or says what to set
 }
 
 class Resolver {
  public:
-  Resolver(const std::map<std::string, std::string>& flags, const GetEnv& getenv)
-      : flags_(flags), getenv_(getenv) {}
+  Resolver(const std::map<std::string, std::string>& flags, const GetEnv& read_env)
+      : flags_(flags), read_env_(read_env) {}
 
   void set_file(std::map<std::string, Value> file) { file_ = std::move(file); }
 
@@ -114,14 +114,14 @@ class Resolver {
       return Value{it->second, flag};
     }
     const std::string var = env_var_for(key);
-    if (const char* v = getenv_(var.c_str()); v && *v) return Value{v, "$" + var};
+    if (const char* v = read_env_(var.c_str()); v && *v) return Value{v, "$" + var};
     if (auto it = file_.find(key); it != file_.end()) return it->second;
     return std::nullopt;
   }
 
  private:
   const std::map<std::string, std::string>& flags_;
-  const GetEnv& getenv_;
+  const GetEnv& read_env_;
   std::map<std::string, Value> file_;
 };
 
@@ -173,19 +173,20 @@ std::string env_var_for(const std::string& key) {
 }
 
 StorageConfig resolve_storage_config(const std::map<std::string, std::string>& flags,
-                                     const GetEnv& getenv_in) {
-  const GetEnv getenv = getenv_in ? getenv_in : [](const char* name) { return std::getenv(name); };
+                                     const GetEnv& read_env_in) {
+  const GetEnv read_env =
+      read_env_in ? read_env_in : [](const char* name) { return env::read(name); };
   for (const auto& [key, value] : flags) {
     if (std::find(std::begin(kKeys), std::end(kKeys), key) == std::end(kKeys)) {
       throw InvalidArgument("unknown storage setting \"" + key + "\"");
     }
   }
   StorageConfig config;
-  Resolver resolver(flags, getenv);
+  Resolver resolver(flags, read_env);
 
   // The store folder first: the default config file lives in it.
   std::map<std::string, Value> explicit_file;
-  if (const char* path = getenv("KCACHE_CONFIG"); path && *path) {
+  if (const char* path = read_env(env::name(env::Var::kcache_config)); path && *path) {
     std::optional<std::string> text = read_file(path);
     if (!text) {
       throw IoError(std::string("the config file ") + path +
@@ -202,7 +203,7 @@ StorageConfig resolve_storage_config(const std::map<std::string, std::string>& f
     config.options.local_dir = dir->text;
     config.origins["dir"] = dir->origin;
   } else {
-    config.options.local_dir = default_dir(getenv);
+    config.options.local_dir = default_dir(read_env);
   }
   if (config.config_file.empty()) {
     const std::string path = config.options.local_dir + "/" + kConfigFileName;
@@ -282,9 +283,9 @@ StorageConfig resolve_storage_config(const std::map<std::string, std::string>& f
 }
 
 StorageOptions storage_options_or_local_only(const std::function<void(const std::string&)>& warn,
-                                             const GetEnv& getenv) {
+                                             const GetEnv& read_env) {
   try {
-    return resolve_storage_config({}, getenv).options;
+    return resolve_storage_config({}, read_env).options;
   } catch (const Error& e) {
     const std::string message =
         std::string(e.what()) + "; using the default local store without a remote cache";
@@ -296,7 +297,8 @@ StorageOptions storage_options_or_local_only(const std::function<void(const std:
   }
   StorageOptions options;
   try {
-    const char* dir = getenv ? getenv("KCACHE_DIR") : std::getenv("KCACHE_DIR");
+    const char* dir =
+        read_env ? read_env(env::name(env::Var::kcache_dir)) : env::read(env::Var::kcache_dir);
     options.local_dir = dir && *dir ? dir : default_store_dir();
   } catch (const Error&) {
     options.local_enabled = false;  // no folder at all: Storage then runs without a cache

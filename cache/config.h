@@ -67,7 +67,8 @@ struct StorageConfig {
   std::map<std::string, std::string> origins;
 };
 
-// Looks up an environment variable; nullptr if unset. Tests pass a map.
+// Looks up an environment variable; nullptr if unset. Default: env::read
+// (common/environment.h). Tests pass a map.
 using GetEnv = std::function<const char*(const char*)>;
 
 // `flags` maps file keys ("remote_layout") to values given on the command
@@ -76,14 +77,15 @@ using GetEnv = std::function<const char*(const char*)>;
 // build). Throws InvalidArgument naming the setting, the bad value and where
 // it came from; IoError if $KCACHE_CONFIG names a file that cannot be read.
 StorageConfig resolve_storage_config(const std::map<std::string, std::string>& flags = {},
-                                     const GetEnv& getenv = nullptr);
+                                     const GetEnv& read_env = nullptr);
 
 // For code that must never fail because of cache settings (the runtime JIT,
 // a library inside someone else's program): resolve_storage_config() without
 // flags, or, if a setting is bad, the default local store without a remote
 // and the reason passed to `warn` (default: stderr).
 StorageOptions storage_options_or_local_only(
-    const std::function<void(const std::string&)>& warn = nullptr, const GetEnv& getenv = nullptr);
+    const std::function<void(const std::string&)>& warn = nullptr,
+    const GetEnv& read_env = nullptr);
 
 // The environment variable for a file key ("remote" -> "KCACHE_REMOTE").
 std::string env_var_for(const std::string& key);

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/error.h"
+#include "common/paths.h"
 
 namespace kcache::cache {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 // Its folder made by the store, with the owner and mode of the store's own.
 void write_manifest(Store& local, const Manifest& manifest) {
   const std::string path = manifest_path(local.dir(), manifest.key());
-  local.make_folder(path.substr(0, path.rfind('/')));
+  local.make_folder(parent_folder(path));
   write_manifest_file(local.dir(), manifest);
 }
 

@@ -11,15 +11,15 @@
 #include "cli/storage_flags.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "common/paths.h"
 #include "compiler/image/codegen.h"
 
 namespace kcache::cli {
 namespace {
 
 void check_folder_of(const std::string& path, const std::string& flag) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return;  // the current folder
-  std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+  if (!has_folder(path)) return;  // the current folder
+  const std::string dir = parent_folder(path);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     throw IoError("output folder " + dir + " does not exist (" + flag + " " + path +

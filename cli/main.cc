@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "common/environment.h"
 #include "common/error.h"
 
 namespace kcache::cli {
@@ -87,7 +88,7 @@ int run(const std::vector<std::string>& args, const GlobalOptions& preset) {
 int main_with(int argc, char** argv) {
   // Under `bazel run`, relative paths are meant from where the user typed the
   // command, not from the runfiles tree Bazel starts us in.
-  if (const char* cwd = std::getenv("BUILD_WORKING_DIRECTORY"); cwd && *cwd) {
+  if (const char* cwd = env::value(env::Var::build_working_directory)) {
     if (::chdir(cwd) != 0) {
       std::fprintf(stderr, "kcache: cannot enter %s (BUILD_WORKING_DIRECTORY)\n", cwd);
       return kExitFailed;

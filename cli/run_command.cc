@@ -38,18 +38,15 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "common/paths.h"
 
 namespace kcache::cli {
 namespace {
 
 constexpr const char kShimName[] = "libnvrtc.so.13";
-
-std::string folder_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
 
 // The folder holding the shim: $KCACHE_NVRTC_SHIM_DIR, else next to this
 // binary (an install), else bazel-bin's nvrtc_shim/ beside cli/.
@@ -59,7 +56,7 @@ std::string shim_dir() {
     looked.push_back(dir);
     return ::access((dir + "/" + kShimName).c_str(), R_OK) == 0;
   };
-  if (const char* dir = std::getenv("KCACHE_NVRTC_SHIM_DIR"); dir && *dir) {
+  if (const char* dir = env::value(env::Var::kcache_nvrtc_shim_dir)) {
     if (has_shim(dir)) return dir;
     throw NotFound(std::string("$KCACHE_NVRTC_SHIM_DIR is ") + dir + ", which holds no " +
                    kShimName + ": point it at the folder of kcache's drop-in libnvrtc");
@@ -68,7 +65,7 @@ std::string shim_dir() {
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
     exe[n] = '\0';
-    std::string here = folder_of(exe);
+    std::string here = parent_folder(exe);
     for (const std::string& dir : {here, here + "/../nvrtc_shim", here + "/../lib/kcache"}) {
       char real[PATH_MAX];
       if (has_shim(dir)) return ::realpath(dir.c_str(), real) ? std::string(real) : dir;
@@ -237,8 +234,7 @@ std::string summary_line(const RunStats& s) {
 }
 
 bool run_quiet() {
-  const char* q = std::getenv("KCACHE_QUIET");
-  return q && *q && std::strcmp(q, "0") != 0;
+  return env::enabled(env::Var::kcache_quiet);
 }
 
 // -v: one line per compile before the summary; -q: none, as KCACHE_QUIET=1.
@@ -286,11 +282,11 @@ int run_command(const std::vector<std::string>& command, Verbosity verbosity) {
   // The drop-in in the program is quiet too.
   if (verbosity == Verbosity::quiet) ::setenv("KCACHE_QUIET", "1", 1);
   std::string path = shim_dir();
-  const char* old = std::getenv("LD_LIBRARY_PATH");
+  const char* old = env::read(env::Var::ld_library_path);
   std::string value = old && *old ? path + ":" + old : path;
   ::setenv("LD_LIBRARY_PATH", value.c_str(), 1);
   std::string preload = path + "/" + kShimName;
-  const char* old_preload = std::getenv("LD_PRELOAD");
+  const char* old_preload = env::read(env::Var::ld_preload);
   if (old_preload && *old_preload) preload += std::string(":") + old_preload;
   ::setenv("LD_PRELOAD", preload.c_str(), 1);
   // CuPy's own disk cache is keyed by a kernel's source text alone: after an
@@ -315,12 +311,12 @@ int run_command(const std::vector<std::string>& command, Verbosity verbosity) {
   std::string stats_path;
   off_t stats_from = 0;
   bool own_stats = false;
-  if (const char* user = std::getenv("KCACHE_SHIM_STATS"); user && *user) {
+  if (const char* user = env::value(env::Var::kcache_shim_stats)) {
     stats_path = user;
     struct stat st{};
     if (::stat(user, &st) == 0) stats_from = st.st_size;
   } else {
-    const char* tmp = std::getenv("TMPDIR");
+    const char* tmp = env::read(env::Var::tmpdir);
     std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/kcache-run-XXXXXX";
     int fd = ::mkstemp(&templ[0]);
     if (fd >= 0) {

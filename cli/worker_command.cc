@@ -28,6 +28,7 @@
 #include "cli/compile_flags.h"
 #include "cli/declared_inputs.h"
 #include "cli/work_protocol.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/nvrtc/nvrtc_pool.h"
@@ -79,7 +80,7 @@ std::string refusal_notes(const DeclaredInputs& inputs, const std::string& outpu
 }  // namespace
 
 ScratchDir::ScratchDir(const std::string& prefix) {
-  const char* tmp = std::getenv("TMPDIR");
+  const char* tmp = env::read(env::Var::tmpdir);
   std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "-XXXXXX";
   if (!::mkdtemp(&templ[0])) {
     throw IoError(errno_message("cannot create a scratch folder", templ, errno));

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/paths.h"
 
 namespace kcache {
 namespace {
@@ -35,13 +36,6 @@ class FdGuard {
  private:
   int fd_;
 };
-
-std::string parent_of(const std::string& path) {
-  size_t slash = path.find_last_of('/');
-  if (slash == std::string::npos) return ".";
-  if (slash == 0) return "/";
-  return path.substr(0, slash);
-}
 
 // A name no other process or thread will pick: pid, a counter and the time.
 std::string temp_name_for(const std::string& path) {
@@ -135,7 +129,7 @@ class RealFileSystem : public FileSystem {
         throw IoError("cannot create folder " + path + ": a file is in the way");
       return;
     }
-    std::string parent = parent_of(path);
+    std::string parent = parent_folder(path);
     if (parent != path) create_directories(parent, mode);
     if (::mkdir(path.c_str(), mode) != 0 && errno != EEXIST) {
       throw IoError(errno_message("cannot create folder", path, errno));

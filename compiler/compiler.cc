@@ -24,6 +24,7 @@
 #include "cache/format/program_record.h"
 #include "common/arch.h"
 #include "common/bytes.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
@@ -362,7 +363,7 @@ std::vector<Hash128> Compiler::keys(const CompileOptions& options) const {
 void Compiler::use_pch(std::string pch_dir) {
   pch_dir_ = std::move(pch_dir);
   if (!pch_dir_.empty()) probe_context_.own_dirs.push_back(parts::absolute_path(pch_dir_));
-  const char* tmp = ::getenv("TMPDIR");
+  const char* tmp = env::read(env::Var::tmpdir);
   if (!pch_dir_.empty() && (!tmp || pch_dir_ != tmp)) ::setenv("TMPDIR", pch_dir_.c_str(), 1);
 }
 

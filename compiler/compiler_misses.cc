@@ -22,6 +22,7 @@
 #include "cache/format/program_record.h"
 #include "common/arch.h"
 #include "common/bytes.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
@@ -341,7 +342,7 @@ std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last
   }
   ClassifiedProbes c = classify_probes(out.probes, probe_context, out.started_ns);
   add_served(out.served, probe_context, out.started_ns, &c);
-  if (::getenv("KCACHE_DEBUG_PROBES")) {
+  if (env::read(env::Var::kcache_debug_probes)) {
     for (const std::string& p : out.probes) std::fprintf(stderr, "probe %s\n", p.c_str());
     for (const std::string& l : probe_key_lines(c.keyed))
       std::fprintf(stderr, "keyed %s\n", l.c_str());

@@ -23,6 +23,7 @@
 #include "cache/format/program_record.h"
 #include "common/arch.h"
 #include "common/bytes.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
@@ -114,7 +115,7 @@ bool same_paths_in_both_folders(const NvrtcOutput& a, const std::string& a_folde
     if (beneath(f, a_folder) && !out->absolute.count(f)) found_there = true;
   }
   for (const std::string& f : served_b) found_there = found_there || beneath(f, b_folder);
-  if (in_a != in_b && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
+  if (in_a != in_b && env::read(env::Var::kcache_debug_name_check)) {
     for (const std::string& p : in_a) {
       if (!in_b.count(p))
         std::fprintf(stderr, "name check: only %s named %s\n", a_folder.c_str(), p.c_str());
@@ -231,7 +232,7 @@ void Compiler::check_name(const CompileOptions& options, Miss* m,
                        same_paths_in_both_folders(*m->output, folder, *checked,
                                                   parts::program_folder_of(options.name_check),
                                                   probe_context_, &m->not_the_folders));
-    if (!m->name_checked && checked->program && ::getenv("KCACHE_DEBUG_NAME_CHECK")) {
+    if (!m->name_checked && checked->program && env::read(env::Var::kcache_debug_name_check)) {
       print_name_check(options.logical_name(), *m->output->program, *checked->program);
     }
   } catch (const std::exception&) {

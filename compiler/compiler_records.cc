@@ -22,6 +22,7 @@
 #include "cache/format/program_record.h"
 #include "common/arch.h"
 #include "common/bytes.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
@@ -44,7 +45,7 @@ namespace kcache::compiler {
 
 bool Compiler::records_apply(const CompileOptions& o) const {
   static const bool off = [] {
-    const char* v = ::getenv("KCACHE_LOOKUP_RECORDS");
+    const char* v = env::read(env::Var::kcache_lookup_records);
     return v && std::string(v) == "off";
   }();
   return storage_ && !o.may_read && !off;
@@ -70,7 +71,7 @@ std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) 
     for (const std::string& d : *list) w.str(d);
   }
   for (const char* name : {"CUDA_CACHE_PATH", "HOME"}) {  // probes.cc's driver cache
-    const char* v = ::getenv(name);
+    const char* v = env::read(name);
     w.u8(v ? 1 : 0);
     w.str(v ? v : "");
   }

@@ -22,6 +22,7 @@
 #include "cache/format/program_record.h"
 #include "common/arch.h"
 #include "common/bytes.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
@@ -158,7 +159,7 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
   // A compile NVRTC could not be sealed for may have read an unkeyed file;
   // one whose probes cannot be keyed may have answered from one.
   if (!out.sealed) warn_unsealed(out.unsealed_why);
-  if (!m->classified.unkeyable.empty() && ::getenv("KCACHE_DEBUG_PROBES")) {
+  if (!m->classified.unkeyable.empty() && env::read(env::Var::kcache_debug_probes)) {
     std::fprintf(stderr, "unkeyable: %s\n", m->classified.unkeyable.c_str());
   }
   if (!m->unresolved.empty()) r->not_stored = m->unresolved;

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "common/paths.h"
 #include "common/stamp_trust.h"
 #include "compiler/lookup_record.h"
 
@@ -351,10 +352,10 @@ class Scanner {
   ScannedFile out_;
 };
 
-std::string dir_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return "";
-  return slash == 0 ? "/" : path.substr(0, slash);
+// The folder a quoted include is searched in first: its includer's, "" for
+// a bare name (join() then leaves the spelling bare, as NVRTC names it).
+std::string next_to(const std::string& includer) {
+  return has_folder(includer) ? parent_folder(includer) : "";
 }
 
 std::string join(const std::string& dir, const std::string& name) {
@@ -709,8 +710,7 @@ class Resolver {
     if (!found_.count(name) && same_file != handed_by_file_.end()) {
       const Found& first = found_[same_file->second];
       if (graph_.headers[first.header_index].content.find("include_next") == std::string::npos &&
-          real_path(dir_of(first.path).empty() ? "." : dir_of(first.path)) ==
-              real_path(dir_of(user_path).empty() ? "." : dir_of(user_path))) {
+          real_path(parent_folder(first.path)) == real_path(parent_folder(user_path))) {
         return same_file->second;
       }
     }
@@ -750,7 +750,7 @@ class Resolver {
       std::optional<std::string> rewritten =
           d.next && file.next_from >= 0 && d.name.front() != '/'
               ? std::optional<std::string>(include_next(d, file, from))
-              : include(d, dir_of(file.path), from, file.disk_name);
+              : include(d, next_to(file.path), from, file.disk_name);
       if (rewritten) rewrites.push_back({&d, *rewritten});
     }
     if (!rewrites.empty()) rewrite(file, std::string(text_of()), rewrites);

@@ -9,19 +9,14 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/environment.h"
+#include "common/paths.h"
 #include "compiler/lookup_record.h"
 #include "compiler/seal/probes.h"
 
 namespace kcache::compiler {
 
 namespace {
-
-// The folder part of `path` ("" for a bare name).
-std::string folder_part(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return "";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
 
 // Whether `c` may go on a path name's last part ("/ws" in "/ws2", "/ws-deps",
 // "/ws.old" names another folder).
@@ -51,7 +46,7 @@ std::string working_folder() {
 // moment of the compile (as getcwd is), which NVRTC reads itself.
 std::string working_folder_spelling() {
   const std::string cwd = working_folder();
-  const char* pwd = ::getenv("PWD");
+  const char* pwd = env::read(env::Var::pwd);
   if (!pwd || pwd[0] != '/' || cwd.empty()) return cwd;
   const std::string spelling = pwd;
   if (without_dot_parts(spelling) != spelling || spelling.find("/..") != std::string::npos) {
@@ -187,8 +182,8 @@ std::string key_beneath_working_folder(const cache::CompileRequest& request,
   if (cwd.size() <= 1) return "";  // keyed (resolve): "/" is beneath nothing
   const std::string& name = request.source_name;
   const std::string program_folder =
-      !name.empty() && name.front() == '/' ? folder_part(name)
-                                           : without_dot_parts(cwd + "/" + folder_part(name));
+      !name.empty() && name.front() == '/' ? parent_folder(name)
+                                           : without_dot_parts(cwd + "/" + parent_folder(name));
   const std::set<std::string> relative(out.relative_names.begin(), out.relative_names.end());
   const std::set<std::string> absolute(out.absolute_names.begin(), out.absolute_names.end());
   NotTheFolders not_its;

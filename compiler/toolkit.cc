@@ -9,9 +9,11 @@
 #include <cstring>
 #include <optional>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "common/paths.h"
 
 namespace kcache::compiler {
 namespace {
@@ -140,7 +142,7 @@ std::optional<Toolkit> try_toolkit(const std::string& root, std::string& why_not
     return std::nullopt;
   }
   // NVRTC loads its builtins from its own folder.
-  std::string lib_dir = nvrtc->substr(0, nvrtc->rfind('/') + 1);
+  const std::string lib_dir = parent_folder(*nvrtc) + "/";
   std::optional<std::string> builtins = first_existing(
       {lib_dir + "libnvrtc-builtins.so." + major + "." + minor, lib_dir + "libnvrtc-builtins.so"});
   if (!builtins) {
@@ -224,9 +226,9 @@ Toolkit find_toolkit(const std::string& cuda_path) {
   if (!cuda_path.empty()) {
     candidates.emplace_back("--cuda-path", cuda_path);
   } else {
-    const char* env = std::getenv("CUDA_PATH");
-    if (env && *env) {
-      candidates.emplace_back("$CUDA_PATH", env);
+    const char* from_env = env::value(env::Var::cuda_path);
+    if (from_env) {
+      candidates.emplace_back("$CUDA_PATH", from_env);
     } else {
       looked.push_back("$CUDA_PATH (not set)");
     }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "common/paths.h"
 #include "compiler/seal/seal.h"
 
 namespace kcache::compiler {
@@ -96,10 +97,7 @@ void add_unopened_include(const std::string& log, const std::vector<std::string>
   m.name = a->name;
   m.included_from = a->includer + ":" + std::to_string(a->line);
   if (!a->angled) {
-    const size_t slash = a->includer.rfind('/');
-    m.searched.push_back(slash == std::string::npos ? "."
-                         : slash == 0                ? "/"
-                                                     : a->includer.substr(0, slash));
+    m.searched.push_back(parent_folder(a->includer));
   }
   m.searched.insert(m.searched.end(), include_dirs.begin(), include_dirs.end());
   missing->push_back(std::move(m));

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "compiler/nvrtc/nvrtc_pool.h"
 #include "compiler/program.h"
@@ -48,8 +49,7 @@ std::mutex said_mutex;      // say()'s
 // Says `line` on stderr once per `reason` (default: the line itself) in
 // this process, whichever threads meet it.
 void say(const std::string& line, const std::string& reason = "") {
-  const char* quiet = ::getenv("KCACHE_QUIET");
-  if (quiet && *quiet && std::strcmp(quiet, "0") != 0) return;
+  if (env::enabled(env::Var::kcache_quiet)) return;
   static std::set<std::string> said;  // once per kind of trouble
   std::lock_guard<std::mutex> lock(said_mutex);
   if (said.size() > 64 || !said.insert(reason.empty() ? line : reason).second) return;
@@ -74,8 +74,8 @@ void say(const std::string& line, const std::string& reason = "") {
 // fields: keep the two in step).
 void record_stat(const char* what, const std::string& name,
                  const std::vector<std::string>& fields = {}) {
-  const char* path = ::getenv("KCACHE_SHIM_STATS");
-  if (!path || !*path) return;
+  const char* path = env::value(env::Var::kcache_shim_stats);
+  if (!path) return;
   int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return;
   // One line per compile, whatever a name or reason holds.
@@ -166,9 +166,9 @@ struct RealPath {
 const RealPath& real_path() {
   static const RealPath* r = [] {
     auto* out = new RealPath;
-    const char* env = ::getenv("KCACHE_REAL_NVRTC");
+    const char* real = env::value(env::Var::kcache_real_nvrtc);
     try {
-      out->path = env && *env ? env : compiler::find_toolkit("").nvrtc.path;
+      out->path = real ? real : compiler::find_toolkit("").nvrtc.path;
     } catch (const std::exception& e) {
       out->error = std::string(e.what()) + "; set KCACHE_REAL_NVRTC to the real libnvrtc.so";
       return out;
@@ -223,7 +223,7 @@ std::string kcache_exe(std::string* looked) {
     *looked += (looked->empty() ? "" : ", ") + path;
     return ::access(path.c_str(), X_OK) == 0;
   };
-  if (const char* exe = ::getenv("KCACHE_EXE"); exe && *exe) {
+  if (const char* exe = env::value(env::Var::kcache_exe)) {
     return usable(exe) ? std::string(exe) : std::string();
   }
   Dl_info info;
@@ -469,7 +469,7 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
   }
   // Lean CUBINs only when asked: a lean one lacks the internal variables its
   // kernels do not reference, which a program may still look up by name.
-  const char* lean = ::getenv("KCACHE_SHIM_LEAN");
+  const char* lean = env::read(env::Var::kcache_shim_lean);
   return compile_cached(p, n, options, given, lean && std::strcmp(lean, "1") == 0);
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 
+#include "common/environment.h"
 #include "common/error.h"
 
 namespace kcache::runtime {
@@ -283,8 +284,8 @@ const Driver& driver() {
   // A throwing initializer leaves the static uninitialized, so the next call
   // tries again (a driver installed meanwhile, or a changed $KCACHE_LIBCUDA).
   static const Driver* const d = [] {
-    const char* env = std::getenv("KCACHE_LIBCUDA");
-    const Driver* loaded = open_driver(env && *env ? env : kDefaultDriverLibrary).release();
+    const char* library = env::value(env::Var::kcache_libcuda);
+    const Driver* loaded = open_driver(library ? library : kDefaultDriverLibrary).release();
     g_process_driver.store(loaded, std::memory_order_release);
     return loaded;
   }();

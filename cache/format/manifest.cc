@@ -10,6 +10,7 @@
 
 #include "common/bytes.h"
 #include "common/error.h"
+#include "common/paths.h"
 #include "common/safe_path.h"
 
 namespace kcache::cache {
@@ -314,7 +315,7 @@ std::optional<std::string> read_manifest_file(const std::string& store_dir, cons
 
 void write_manifest_file(const std::string& store_dir, const Manifest& manifest) {
   const std::string path = manifest_path(store_dir, manifest.key());
-  const std::string folder = path.substr(0, path.rfind('/'));
+  const std::string folder = parent_folder(path);
   FileSystem::real().create_directories(folder, 0700);
   static std::atomic<uint64_t> serial{0};
   const std::string temp =

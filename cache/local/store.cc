@@ -17,6 +17,7 @@
 #include "cache/local/store_folder.h"
 #include "cache/local/store_index.h"
 #include "cache/local/store_recovery.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/safe_path.h"
 
@@ -672,16 +673,16 @@ class SqliteStore : public Store {
 }  // namespace
 
 bool store_quiet() {
-  const char* quiet = std::getenv("KCACHE_QUIET");
+  const char* quiet = env::read(env::Var::kcache_quiet);
   return quiet && *quiet && std::strcmp(quiet, "0") != 0;
 }
 
 std::string default_store_dir() {
-  if (const char* dir = std::getenv("KCACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+  if (const char* dir = env::read(env::Var::kcache_dir); dir && *dir) return dir;
+  if (const char* xdg = env::read(env::Var::xdg_cache_home); xdg && *xdg) {
     return std::string(xdg) + "/kcache";
   }
-  const char* home = std::getenv("HOME");
+  const char* home = env::read(env::Var::home);
   if (!home || !*home) {
     const struct passwd* pw = getpwuid(getuid());
     home = pw ? pw->pw_dir : nullptr;

@@ -13,7 +13,9 @@
 
 #include "cache/remote/reapi_plugin.h"
 #include "cache/remote/remote.h"
+#include "common/environment.h"
 #include "common/error.h"
+#include "common/paths.h"
 
 namespace kcache::cache {
 namespace {
@@ -21,32 +23,28 @@ namespace {
 constexpr const char* kLibrary = "libkcache_reapi.so";
 constexpr const char* kRunfilesPath = "kcache/cache/remote/reapi/libkcache_reapi.so";
 
-std::string dir_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 // Where the library may be, in order: $KCACHE_REAPI_LIBRARY; next to the
 // binary or library holding this code (an installed kcache, libkcache_jit.so);
 // Bazel's runfiles and bazel-bin layout (tests, `bazel run`).
 std::vector<std::string> candidates() {
   std::vector<std::string> out;
-  if (const char* env = std::getenv("KCACHE_REAPI_LIBRARY"); env && *env) out.push_back(env);
+  if (const char* library = env::value(env::Var::kcache_reapi_library)) out.push_back(library);
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&make_reapi_backend), &info) && info.dli_fname) {
-    out.push_back(dir_of(info.dli_fname) + "/" + kLibrary);
+    out.push_back(parent_folder(info.dli_fname) + "/" + kLibrary);
   }
   char exe[4096];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n > 0) {
     const std::string self(exe, static_cast<size_t>(n));
-    out.push_back(dir_of(self) + "/" + kLibrary);
-    out.push_back(dir_of(dir_of(self)) + "/lib/kcache/" + kLibrary);  // bazel run //:install
+    const std::string folder = parent_folder(self), above = parent_folder(folder);
+    out.push_back(folder + "/" + kLibrary);
+    out.push_back(above + "/lib/kcache/" + kLibrary);  // bazel run //:install
     out.push_back(self + ".runfiles/" + kRunfilesPath);
-    out.push_back(dir_of(dir_of(self)) + "/cache/remote/reapi/" + kLibrary);  // bazel-bin/cli/kcache
+    out.push_back(above + "/cache/remote/reapi/" + kLibrary);  // bazel-bin/cli/kcache
   }
-  for (const char* var : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
-    if (const char* dir = std::getenv(var); dir && *dir) {
+  for (env::Var var : {env::Var::runfiles_dir, env::Var::test_srcdir}) {
+    if (const char* dir = env::value(var)) {
       out.push_back(std::string(dir) + "/" + kRunfilesPath);
     }
   }

@@ -18,7 +18,9 @@
 #include <set>
 #include <thread>
 
+#include "common/environment.h"
 #include "common/error.h"
+#include "common/paths.h"
 #include "compiler/nvrtc/reads_alone.h"
 #include "compiler/seal/seal.h"
 
@@ -216,8 +218,7 @@ Nvrtc::Nvrtc(std::string path) : path_(std::move(path)) {
   // reported by the compile itself.
   int major = 0, minor = 0;
   api->nvrtcVersion(&major, &minor);
-  size_t slash = load.rfind('/');
-  std::string folder = slash == std::string::npos ? "." : load.substr(0, slash);
+  const std::string folder = parent_folder(load);
   ::dlopen((folder + "/libnvrtc-builtins.so." + std::to_string(major) + "." + std::to_string(minor))
                .c_str(),
            RTLD_NOW | RTLD_GLOBAL);
@@ -284,7 +285,7 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
   // folder, never an include. Told apart here, in that process, so what
   // another process's environment says never decides what is keyed.
   char cwd[PATH_MAX];
-  const char* pwd = ::getenv("PWD");
+  const char* pwd = env::read(env::Var::pwd);
   const std::string here = ::getcwd(cwd, sizeof cwd) ? cwd : "";
   // Only while it is a folder: $PWD can name anything (a header a computed
   // __has_include also names), and what is left out here must be no file

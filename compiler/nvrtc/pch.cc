@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
@@ -204,7 +205,7 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
   with_pch.writable_dirs.push_back(pch_dir);
   // NVRTC writes its PCH work files to $TMPDIR: the seal lets it only where
   // the PCH folder is (the processes that use PCH point TMPDIR there).
-  const char* tmp = ::getenv("TMPDIR");
+  const char* tmp = env::read(env::Var::tmpdir);
   std::string tmp_dir = tmp ? tmp : "";
   bool tmp_ok = tmp_dir == pch_dir || tmp_dir.rfind(pch_dir + "/", 0) == 0;
   for (int attempt = 0; tmp_ok && attempt < 2; ++attempt) {

@@ -1,3 +1,4 @@
+#include "common/environment.h"
 #include "compiler/seal/kernel_setup.h"
 
 #include <dirent.h>
@@ -226,7 +227,7 @@ bool seal_available(std::string* why) {
   std::lock_guard<std::mutex> lock(a.m);
   if (!a.probed) {
     a.probed = true;
-    const char* off = ::getenv("KCACHE_SEAL");
+    const char* off = env::read(env::Var::kcache_seal);
     if (off && std::string(off) == "off") {
       a.reason = "turned off with KCACHE_SEAL=off";
     } else {

@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
@@ -150,10 +151,10 @@ bool loader_name(const std::string& path, const ProbeContext& c) {
 // user path.
 bool driver_cache_path(const std::string& path) {
   if (header_suffix(path.substr(path.rfind('/') + 1))) return false;
-  if (const char* cache = ::getenv("CUDA_CACHE_PATH")) {
+  if (const char* cache = env::read(env::Var::cuda_cache_path)) {
     if (*cache == '/' && (path == cache || under(path, cache))) return true;
   }
-  if (const char* home = ::getenv("HOME")) {
+  if (const char* home = env::read(env::Var::home)) {
     const std::string nv = std::string(home) + "/.nv";
     if (*home == '/' && (path == nv || under(path, nv))) return true;
   }
@@ -897,7 +898,9 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     observe_path(disk->full());  // a lookup record (lookup_record.h) holds it
     Stat st = handles.stat(*disk);
     if (st.file != p.present || st.other) {
-      if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
+      if (env::read(env::Var::kcache_debug_probes)) {
+        std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
+      }
       return fails(shown_path(*disk) + (p.present ? " was removed" : " appeared"));
     }
     const std::string path = disk->full();
@@ -916,7 +919,9 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     if (!content || xxh3_128(*content) != p.content) return fails(shown_path(*disk) + " changed");
   }
   if (!same_files_as_recorded(std::move(present))) {
-    if (::getenv("KCACHE_DEBUG_PROBES")) std::fprintf(stderr, "probe fails: one file or two\n");
+    if (env::read(env::Var::kcache_debug_probes)) {
+      std::fprintf(stderr, "probe fails: one file or two\n");
+    }
     return fails("files read under two names are linked differently (one file or two copies)");
   }
   return true;

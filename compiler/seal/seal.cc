@@ -2,6 +2,7 @@
 // order in which it is sealed (kernel_setup.h) and supervised
 // (supervisor.h), and what the run's record becomes (record.h,
 // snapshots.h).
+#include "common/environment.h"
 #include "compiler/seal/seal.h"
 
 #include <fcntl.h>
@@ -57,7 +58,7 @@ bool run_on_cpu(int cpu) {
 // the chain's root), or an empty string where that cannot be done.
 std::string seal_working_directory(std::string* root_out) {
   if (::unshare(CLONE_FS) != 0) return "";
-  const char* tmp = ::getenv("TMPDIR");
+  const char* tmp = env::read(env::Var::tmpdir);
   char real[PATH_MAX];
   std::string parent = ::realpath(tmp && *tmp ? tmp : "/tmp", real) ? real : "/tmp";
   std::string root = parent + "/kcache-seal-XXXXXX";

@@ -1,3 +1,4 @@
+#include "common/environment.h"
 #include "compiler/seal/snapshots.h"
 
 #include <linux/openat2.h>
@@ -23,7 +24,7 @@ namespace kcache::compiler::seal {
 SnapshotCache* SnapshotCache::acquire() {
   static SnapshotCache* cache = [] {
     writeback_window_ns();  // read now: the supervisor reads no file of its own
-    const char* off = ::getenv("KCACHE_SNAPSHOT_REUSE");
+    const char* off = env::read(env::Var::kcache_snapshot_reuse);
     if (off && std::strcmp(off, "off") == 0) return static_cast<SnapshotCache*>(nullptr);
     auto* made = new SnapshotCache;  // lives as long as the process
     if (!made->ok()) return static_cast<SnapshotCache*>(nullptr);

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "tests/testing/temp_dir.h"
 
@@ -255,6 +257,18 @@ TEST_F(ConfigTest, NeverFailingVariantFallsBackToTheLocalStore) {
   EXPECT_EQ(o.local_dir, store());
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_NE(warnings[0].find("$KCACHE_REMOTE_TIMEOUT"), std::string::npos) << warnings[0];
+}
+
+TEST_F(ConfigTest, EveryVariableTheSettingsReadIsOnTheEnvironmentList) {
+  std::set<std::string> asked;
+  resolve_storage_config({{"dir", store()}}, [&](const char* name) -> const char* {
+    asked.insert(name);
+    return nullptr;
+  });
+  EXPECT_GT(asked.size(), 15u);
+  for (const std::string& name : asked) {
+    EXPECT_NO_THROW(env::read(name.c_str())) << name << " is not in common/environment.cc's list";
+  }
 }
 
 TEST_F(ConfigTest, EnvVarNames) {
