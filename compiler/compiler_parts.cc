@@ -27,6 +27,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "common/paths.h"
 #include "compiler/compiler.h"
 #include "compiler/image/lean_image.h"
 #include "compiler/includes.h"
@@ -46,9 +47,7 @@ namespace kcache::compiler {
 namespace parts {
 
 std::string folder_of(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return "";
-  return slash == 0 ? "/" : path.substr(0, slash);
+  return has_folder(path) ? parent_folder(path) : std::string();  // a bare name: none
 }
 
 std::string absolute_path(const std::string& path) {
