@@ -30,8 +30,8 @@
 
 #include "common/error.h"
 #include "compiler/nvrtc/nvrtc_pool.h"
-#include "compiler/program.h"
-#include "compiler/program_service.h"
+#include "compiler/program_api.h"
+#include "compiler/program_protocol.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::nvrtc_shim {
@@ -461,7 +461,7 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
   }
   // Mapped here too, so that an option kcache cannot make exact costs no
   // round trip (the compile process maps them again, for its key).
-  compiler::ProgramOptions mapped = compiler::program_options(p->source, given);
+  compiler::MappedProgramOptions mapped = compiler::map_program_options(given);
   if (!mapped.unsupported.empty()) return compile_real(p, n, options, mapped.unsupported);
   if (!cache_pool()) return compile_real(p, n, options, "");  // the reason was said once
   if (compile_pool->deaths_in_a_row() >= kMaxCompileProcessDeaths) {
