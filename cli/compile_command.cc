@@ -220,7 +220,7 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
         pollfd in{0, POLLRDHUP, 0};
         while (::poll(&in, 1, -1) < 0 && errno == EINTR) {
         }
-        programs->flush();
+        programs->flush(/*last=*/true);
         ::_exit(1);
       }).detach();
       compiler::OtherRequests other = [programs](std::string_view request)
@@ -235,7 +235,7 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
                                                [programs] { programs->flush(); });
       // An idle exit, or its input ended before the thread above saw it:
       // the same end as the thread's (no exit handler racing its flush).
-      programs->flush();
+      programs->flush(/*last=*/true);
       ::_exit(rc);
     };
   });

@@ -5,11 +5,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <map>
+#include <mutex>
 #include <utility>
 
 #include "cache/config.h"
 #include "cache/storage.h"
+#include "cache/store.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -27,7 +30,19 @@ constexpr int kNvrtcProcesses = 2;
 }  // namespace
 
 struct ProgramService::State {
-  std::vector<std::string> notices;  // said with the next answer
+  // The store's and the settings' messages, said by the host with the next
+  // answer (once per host, whichever of its compile processes meets them);
+  // the store may warn from flush() on another thread.
+  std::mutex notices_mutex;
+  std::vector<std::string> notices;
+  void note(const std::string& message) {
+    std::lock_guard<std::mutex> lock(notices_mutex);
+    notices.push_back(message);
+  }
+  std::vector<std::string> take_notices() {
+    std::lock_guard<std::mutex> lock(notices_mutex);
+    return std::exchange(notices, {});
+  }
   std::unique_ptr<cache::Storage> storage;
   // `storage` once made, for flush() on another thread.
   std::atomic<cache::Storage*> made{nullptr};
@@ -43,8 +58,14 @@ ProgramService::ProgramService(std::vector<std::string> worker_command)
 
 ProgramService::~ProgramService() = default;
 
-void ProgramService::flush() {
+void ProgramService::flush(bool last) {
   if (cache::Storage* storage = state_->made.load()) storage->flush();
+  if (!last) return;
+  // Nobody asks any more: what no answer carried goes where the store's
+  // messages go without a host (stderr, unless KCACHE_QUIET).
+  for (const std::string& notice : state_->take_notices()) {
+    if (!cache::store_quiet()) std::fprintf(stderr, "kcache: %s\n", notice.c_str());
+  }
 }
 
 ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
@@ -59,8 +80,10 @@ ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
   }
   State& s = *state_;
   if (!s.storage) {
-    s.storage = std::make_unique<cache::Storage>(cache::storage_options_or_local_only(
-        [&s](const std::string& w) { s.notices.push_back("cache settings: " + w); }));
+    cache::StorageOptions options = cache::storage_options_or_local_only(
+        [&s](const std::string& w) { s.note("cache settings: " + w); });
+    options.warn = [&s](const std::string& w) { s.note("warning: " + w); };
+    s.storage = std::make_unique<cache::Storage>(std::move(options));
     s.made = s.storage.get();
   }
   std::unique_ptr<Compiler>& compiler = s.compilers[q.nvrtc_path];
@@ -91,8 +114,7 @@ std::string ProgramService::answer(std::string_view request) {
     a.result.reset();
     a.error = e.what();
   }
-  a.notices = std::move(state_->notices);
-  state_->notices.clear();
+  a.notices = state_->take_notices();
   // The compile processes it starts run as it does (the same filters and
   // kernel): its answer is theirs.
   std::string why;

@@ -51,8 +51,9 @@ class ProgramService {
   // Answers one encoded request (never throws: errors are answers).
   std::string answer(std::string_view request);
   // Writes the store's buffered counters and access times; thread-safe
-  // against answer() (the store's own lock). At the process's end.
-  void flush();
+  // against answer() (the store's own lock). After each answer, and `last`
+  // at the process's end, where the messages no answer carried are printed.
+  void flush(bool last = false);
 
  private:
   struct State;

@@ -167,5 +167,21 @@ TEST_F(ThinClientTest, EightThreadsWithoutCompileProcessesSayOneLine) {
   });
 }
 
+TEST_F(ThinClientTest, AStoreTroubleOfEveryCompileProcessIsSaidOncePerHost) {
+  run_all("threads8_unusable_store", [](const std::string& which, const HostRun& got) {
+    std::vector<std::string> about_store;
+    size_t from = 0;
+    while (from < got.err.size()) {
+      size_t end = got.err.find('\n', from);
+      if (end == std::string::npos) end = got.err.size();
+      std::string line = got.err.substr(from, end - from);
+      if (line.find("not_a_store") != std::string::npos) about_store.push_back(line);
+      from = end + 1;
+    }
+    ASSERT_EQ(about_store.size(), 1u) << which << ":\n" << joined(about_store);
+    EXPECT_EQ(about_store[0].rfind("kcache nvrtc: ", 0), 0u) << about_store[0];
+  });
+}
+
 }  // namespace
 }  // namespace kcache
