@@ -211,6 +211,7 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
       // store lives here, never in the program. Never destroyed: the
       // thread below may flush it while a compile runs.
       auto* programs = new compiler::ProgramService(worker_command());
+      programs->on_progress([](std::string_view frame) { compiler::write_frame(1, frame); });
       // A pool child is nobody's child (NvrtcPool's spawn_worker: init
       // adopts it), so it watches its stdin instead: when the pool's end
       // closes (the pool retired it, or its process ended) it writes the

@@ -12,6 +12,7 @@ namespace {
 // drop-in); distinct from the NVRTC worker request's magic.
 constexpr std::string_view kProgramRequestMagic = "KCPROGQ1";
 constexpr std::string_view kProgramAnswerMagic = "KCPROGA1";
+constexpr std::string_view kProgramProgressMagic = "KCPROGM1";
 
 void put_list(ByteWriter& w, const std::vector<std::string>& items) {
   w.u32(static_cast<uint32_t>(items.size()));
@@ -31,6 +32,10 @@ std::vector<std::string> get_list(ByteReader& r, const char* field) {
 bool is_program_request(std::string_view bytes) {
   return bytes.substr(0, kProgramRequestMagic.size()) == kProgramRequestMagic;
 }
+
+std::string encode_program_progress() { return std::string(kProgramProgressMagic); }
+
+bool is_program_progress(std::string_view frame) { return frame == kProgramProgressMagic; }
 
 std::string encode_program_request(const ProgramRequest& q) {
   ByteWriter w;

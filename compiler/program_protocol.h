@@ -37,6 +37,31 @@ ProgramRequest decode_program_request(std::string_view bytes);
 // Whether `bytes` is a program request (and not an NVRTC worker request).
 bool is_program_request(std::string_view bytes);
 std::string encode_program_answer(const ProgramAnswer& answer);
+
+// The frame a compile process sends before its answer where the lookup
+// missed and NVRTC starts: the host then waits a compile's bound instead of
+// a lookup's.
+std::string encode_program_progress();
+bool is_program_progress(std::string_view frame);
+
+// How long the host waits for a compile process before it gives it up as
+// wedged (killed; the real NVRTC answers, said once):
+// - its first frame (the answer, or "NVRTC starts") within kLookupBoundMs:
+//   a lookup costs milliseconds, but the first one of a process opens the
+//   store (an index rebuilt from its blob files) and a remote may take its
+//   own timeout (10 s by default), on a machine that may be loaded;
+// - after "NVRTC starts", the answer within kNvrtcFloorMs; past that the
+//   host compiles the program with the real NVRTC itself, timing it (t),
+//   and gives the compile process kNvrtcMultiple * t more (at least
+//   kNvrtcMinExtraMs): it had the floor, t and that, against NVRTC alone's
+//   t (its own compile is sealed, and its name check compiles a second time
+//   at once). If it answers, its answer (stored for the next process) is
+//   used and the host's is dropped; else the host's is the answer. Only a
+//   miss slower than the floor costs the host that second compile.
+constexpr int kLookupBoundMs = 30000;
+constexpr int kNvrtcFloorMs = 10000;
+constexpr int kNvrtcMultiple = 3;
+constexpr int kNvrtcMinExtraMs = 2000;
 // Throws CorruptError for bytes that are not one.
 ProgramAnswer decode_program_answer(std::string_view bytes);
 

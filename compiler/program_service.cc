@@ -49,6 +49,9 @@ struct ProgramService::State {
   // Where NVRTC runs, sealed: a miss's compile and its name check's at
   // once (NVRTC serializes compiles within one process).
   std::unique_ptr<NvrtcPool> pool;
+  // Whether this request's "NVRTC starts" was sent (the name check's
+  // compile starts NVRTC on another thread).
+  std::atomic<bool> progress_sent{false};
   // One Compiler per real NVRTC the hosts name (one in practice).
   std::map<std::string, std::unique_ptr<Compiler>> compilers;
 };
@@ -94,7 +97,12 @@ ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
     std::string b = ::realpath(toolkit.nvrtc.path.c_str(), toolkit_real) ? toolkit_real
                                                                          : toolkit.nvrtc.path;
     if (a != b) toolkit.nvrtc = fingerprint_library(q.nvrtc_path);
-    if (!s.pool) s.pool = std::make_unique<NvrtcPool>(worker_command_, "", kNvrtcProcesses);
+    if (!s.pool) {
+      s.pool = std::make_unique<NvrtcPool>(worker_command_, "", kNvrtcProcesses);
+      s.pool->on_compile([this] {
+        if (progress_ && !state_->progress_sent.exchange(true)) progress_(encode_program_progress());
+      });
+    }
     compiler = std::make_unique<Compiler>(std::move(toolkit), s.storage.get());
     compiler->use_pool(s.pool.get());
   }
@@ -108,6 +116,7 @@ ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
 
 std::string ProgramService::answer(std::string_view request) {
   ProgramAnswer a;
+  state_->progress_sent = false;
   try {
     a = compile(decode_program_request(request));
   } catch (const std::exception& e) {

@@ -50,6 +50,12 @@ class ProgramService {
 
   // Answers one encoded request (never throws: errors are answers).
   std::string answer(std::string_view request);
+  // Where a frame goes before the answer (encode_program_progress: a miss,
+  // NVRTC starts), once per request; the worker loop's output. Set before
+  // the first request.
+  void on_progress(std::function<void(std::string_view frame)> send) {
+    progress_ = std::move(send);
+  }
   // Writes the store's buffered counters and access times; thread-safe
   // against answer() (the store's own lock). After each answer, and `last`
   // at the process's end, where the messages no answer carried are printed.
@@ -60,6 +66,7 @@ class ProgramService {
   ProgramAnswer compile(const ProgramRequest& request);
   std::vector<std::string> worker_command_;
   std::unique_ptr<State> state_;
+  std::function<void(std::string_view)> progress_;
 };
 
 }  // namespace kcache::compiler

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <pthread.h>
 #include <set>
 #include <string>
@@ -344,15 +345,20 @@ const std::string& display_name(const Program* p) {
   return p->source.name.empty() ? default_name : p->source.name;
 }
 
+// The real NVRTC compiles `p`, which it answers for from now on.
+nvrtcResult run_real(Program* p, int n, const char* const* options) {
+  nvrtcResult r = make_real(p);
+  if (r != NVRTC_SUCCESS) return r;
+  p->compiled = true;
+  return KCACHE_REAL(nvrtcCompileProgram, p->real, n, options);
+}
+
 // `said_as`: the reason `why` is said once under (default: its words).
 nvrtcResult compile_real(Program* p, int n, const char* const* options, const std::string& why,
                          const std::string& said_as = "") {
   if (!why.empty()) say("compiled without the cache: " + why, said_as);
   record_stat("real", display_name(p), {why.empty() ? "" : "not cached: " + why});
-  nvrtcResult r = make_real(p);
-  if (r != NVRTC_SUCCESS) return r;
-  p->compiled = true;
-  return KCACHE_REAL(nvrtcCompileProgram, p->real, n, options);
+  return run_real(p, n, options);
 }
 
 
@@ -379,12 +385,10 @@ std::string working_folder() {
   return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
 }
 
-// The real NVRTC's answer after kcache's compile process did not answer:
-// said once per reason in this process, whatever thread meets it.
-nvrtcResult compile_unanswered(Program* p, int n, const char* const* options,
-                               const std::exception& e) {
-  const bool stopped = dynamic_cast<const compiler::CompileProcessStopped*>(&e) != nullptr;
-  if (stopped) {
+// Says once per reason in this process, whatever thread meets it, that
+// kcache's compile process did not answer (`e`) and the real NVRTC does.
+void say_unanswered(const std::exception& e) {
+  if (dynamic_cast<const compiler::CompileProcessStopped*>(&e) != nullptr) {
     say(std::string("compiled without the cache: ") + e.what() +
             "; the real NVRTC answers, and a new compile process starts for the next compile",
         "stopped");
@@ -395,7 +399,72 @@ nvrtcResult compile_unanswered(Program* p, int n, const char* const* options,
             " in a row every compile (a new compile process starts for the next one)",
         "ended");
   }
+}
+
+// The real NVRTC's answer after kcache's compile process did not answer.
+nvrtcResult compile_unanswered(Program* p, int n, const char* const* options,
+                               const std::exception& e) {
+  say_unanswered(e);
   return compile_real(p, n, options, "");
+}
+
+// Gives up a compile process that said nothing within its bound (`how`):
+// killed, and the real NVRTC answers (`answered`: it already did, here), said
+// once per process.
+nvrtcResult compile_wedged(Program* p, int n, const char* const* options,
+                           compiler::NvrtcPool::Call& call, const std::string& how,
+                           std::optional<nvrtcResult> answered) {
+  const pid_t pid = call.give_up();
+  say("compiled without the cache: kcache's compile process (pid " + std::to_string(pid) + ") " +
+          how + "; it was given up as wedged, the real NVRTC answers, and a new compile process "
+          "starts for the next compile",
+      "wedged");
+  if (!answered) return compile_real(p, n, options, "");
+  record_stat("real", display_name(p));
+  return *answered;
+}
+
+// The compile process's answer to `call` within its bounds
+// (compiler/program_protocol.h), or nothing where the real NVRTC answered
+// `p` instead (its result in `*result`).
+std::optional<std::string> await_answer(Program* p, int n, const char* const* options,
+                                        compiler::NvrtcPool::Call& call, nvrtcResult* result) {
+  std::optional<std::string> frame = call.next(compiler::kLookupBoundMs);
+  if (!frame) {
+    *result = compile_wedged(p, n, options, call,
+                             "looked nothing up within " +
+                                 std::to_string(compiler::kLookupBoundMs / 1000) + " s",
+                             std::nullopt);
+    return std::nullopt;
+  }
+  if (!compiler::is_program_progress(*frame)) return frame;  // a hit, or an error
+  if ((frame = call.next(compiler::kNvrtcFloorMs))) return frame;
+  // A long miss: NVRTC alone, timed here, bounds the compile process.
+  const double started_s = monotonic_s();
+  const nvrtcResult alone = run_real(p, n, options);
+  const int alone_ms = static_cast<int>((monotonic_s() - started_s) * 1000);
+  const int extra_ms = std::max(compiler::kNvrtcMinExtraMs, compiler::kNvrtcMultiple * alone_ms);
+  try {
+    frame = call.next(extra_ms);
+  } catch (const std::exception& e) {
+    say_unanswered(e);
+    record_stat("real", display_name(p));
+    *result = alone;
+    return std::nullopt;
+  }
+  if (!frame) {
+    *result = compile_wedged(p, n, options, call,
+                             "had not answered " + std::to_string(extra_ms / 1000) +
+                                 " s after NVRTC alone compiled the program here in " +
+                                 std::to_string(alone_ms) + " ms",
+                             alone);
+    return std::nullopt;
+  }
+  // Answered after all: its answer (stored for the next process) stands.
+  KCACHE_REAL(nvrtcDestroyProgram, &p->real);
+  p->real = nullptr;
+  p->compiled = false;
+  return frame;
 }
 
 // One compile through kcache's compile processes (program_service.h).
@@ -413,8 +482,13 @@ nvrtcResult compile_cached(Program* p, int n, const char* const* options,
   compiler::ProgramAnswer answer;
   const double started_s = monotonic_s();
   try {
-    answer = compiler::decode_program_answer(
-        compile_pool->exchange(compiler::encode_program_request(request)));
+    std::unique_ptr<compiler::NvrtcPool::Call> call =
+        compile_pool->call(compiler::encode_program_request(request));
+    nvrtcResult answered = NVRTC_SUCCESS;
+    std::optional<std::string> frame = await_answer(p, n, options, *call, &answered);
+    if (!frame) return answered;
+    call->done();
+    answer = compiler::decode_program_answer(*frame);
   } catch (const compiler::CompileProcessStopped& e) {
     return compile_unanswered(p, n, options, e);
   } catch (const std::exception& e) {

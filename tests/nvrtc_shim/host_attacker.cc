@@ -370,6 +370,10 @@ int thin_client_case(const std::string& name) {
     two_compiles("");
     return 0;
   }
+  if (name == "one_compile") {
+    compile("one", kernel("kone", 1), "one.cu");
+    return 0;
+  }
   if (name == "threads8_unusable_store") {
     // A store that no compile process can open (KCACHE_DIR names a file),
     // met by 8 threads at once: by several compile processes, each of
