@@ -458,7 +458,10 @@ std::optional<std::string> NvrtcPool::await_frame(std::unique_ptr<Child>& child,
                                 "was given up");
   }
   std::string frame;
-  if (read_frame(child->from, frame) == Frame::ok) return frame;
+  if (read_frame(child->from, frame) == Frame::ok &&
+      (!is_memfd_note(frame) || receive_memfd_frame(child->to, frame))) {
+    return frame;
+  }
   retire(std::move(child));
   ++deaths_in_a_row_;
   throw ended_without_answering();
