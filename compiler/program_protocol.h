@@ -51,15 +51,16 @@ bool is_program_progress(std::string_view frame);
 //   store (an index rebuilt from its blob files) and a remote may take its
 //   own timeout (10 s by default), on a machine that may be loaded;
 // - after "NVRTC starts", the answer within kNvrtcFloorMs; past that the
-//   host compiles the program with the real NVRTC itself, timing it (t),
-//   and gives the compile process kNvrtcMultiple * t more (at least
-//   kNvrtcMinExtraMs): it had the floor, t and that, against NVRTC alone's
-//   t (its own compile is sealed, and its name check compiles a second time
-//   at once). If it answers, its answer (stored for the next process) is
-//   used and the host's is dropped; else the host's is the answer. Only a
-//   miss slower than the floor costs the host that second compile.
+//   host also compiles the program with the real NVRTC, on a thread of its
+//   own, timing it (t), and gives the compile process kNvrtcMultiple * t
+//   more (at least kNvrtcMinExtraMs): it had the floor, t and that, against
+//   NVRTC alone's t (its own compile is sealed, and its name check compiles
+//   a second time at once). Whenever it answers, its answer (stored for the
+//   next process) is used at once and the host's compile ends unused; if it
+//   never does, the host's is the answer. Only a miss slower than the floor
+//   costs that second compile, in CPU, not in time.
 constexpr int kLookupBoundMs = 30000;
-constexpr int kNvrtcFloorMs = 10000;
+constexpr int kNvrtcFloorMs = 20000;
 constexpr int kNvrtcMultiple = 3;
 constexpr int kNvrtcMinExtraMs = 2000;
 // Throws CorruptError for bytes that are not one.

@@ -242,7 +242,11 @@ bool write_frame(int fd, std::string_view message, bool socket) {
 namespace {
 
 constexpr std::string_view kMemfdNoteMagic = "KCMEMFD1";
-constexpr int kMemfdSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL;
+// F_SEAL_FUTURE_WRITE, not F_SEAL_WRITE: the sender never maps it, so no
+// write can reach it either way, and F_SEAL_WRITE waits for pages still
+// referenced by another CPU's LRU batch (the ones just written: milliseconds
+// on a busy machine). The reader copies the bytes before it reads them.
+constexpr int kMemfdSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
 
 // `message` in a new sealed memfd, or -1.
 int sealed_memfd(std::string_view message) {
@@ -330,8 +334,9 @@ bool receive_memfd_frame(int socket_fd, std::string& frame) {
   int fd = receive_descriptor(socket_fd);
   if (fd < 0) return false;
   struct stat st;
-  // Sealed: its bytes are the sender's, and stay what was read here.
-  bool ok = ::fcntl(fd, F_GET_SEALS) == kMemfdSeals && ::fstat(fd, &st) == 0 &&
+  // Sealed: nobody can write, shrink or grow it any more.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  bool ok = seals >= 0 && (seals & kMemfdSeals) == kMemfdSeals && ::fstat(fd, &st) == 0 &&
             static_cast<uint64_t>(st.st_size) == size && size <= kMaxFrameBytes;
   if (ok) {
     frame.resize(size);
