@@ -211,6 +211,7 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
       // store lives here, never in the program. Never destroyed: the
       // thread below may flush it while a compile runs.
       auto* programs = new compiler::ProgramService(worker_command());
+      programs->on_progress([](std::string_view frame) { compiler::write_frame(1, frame); });
       // A pool child is nobody's child (NvrtcPool's spawn_worker: init
       // adopts it), so it watches its stdin instead: when the pool's end
       // closes (the pool retired it, or its process ended) it writes the
@@ -220,7 +221,7 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
         pollfd in{0, POLLRDHUP, 0};
         while (::poll(&in, 1, -1) < 0 && errno == EINTR) {
         }
-        programs->flush();
+        programs->flush(/*last=*/true);
         ::_exit(1);
       }).detach();
       compiler::OtherRequests other = [programs](std::string_view request)
@@ -235,7 +236,7 @@ void add_compile_command(CLI::App& app, Dispatch& dispatch) {
                                                [programs] { programs->flush(); });
       // An idle exit, or its input ended before the thread above saw it:
       // the same end as the thread's (no exit handler racing its flush).
-      programs->flush();
+      programs->flush(/*last=*/true);
       ::_exit(rc);
     };
   });

@@ -35,45 +35,20 @@
 #include "cache/format/key.h"
 #include "cache/format/program_record.h"
 #include "compiler/compiler.h"
+#include "compiler/program_api.h"
 
 namespace kcache::compiler {
-
-// A program as nvrtcCreateProgram and nvrtcAddNameExpression built it.
-struct ProgramSource {
-  std::string source;
-  std::string name;                    // as given; empty for NULL or ""
-  std::vector<cache::Header> headers;  // handed in memory, in the order given
-  std::vector<std::string> name_expressions;
-};
 
 struct ProgramOptions {
   CompileOptions options;   // valid when `unsupported` is empty
   std::string unsupported;  // the option kcache cannot compile exactly, and why
 };
 
-// NVRTC's name for a program given no name (nvrtc.h: NULL or "").
-constexpr const char kDefaultProgramName[] = "default_program";
-
 // Maps `nvrtc_options` (as the program passed them) onto kcache's options;
 // the lean pass is off (a program may look any variable up by its own name),
 // a caller may turn it on (the shim: KCACHE_SHIM_LEAN=1).
 ProgramOptions program_options(const ProgramSource& program,
                                const std::vector<std::string>& nvrtc_options);
-
-struct ProgramResult {
-  cache::ProgramRecord record;
-  std::vector<cache::LoweredName> lowered_names;
-  bool hit = false;
-  // The entry is one for every program name (see above); `name_dependent`:
-  // it could have been, but the second compile under another name answered
-  // otherwise.
-  bool any_name = false;
-  bool name_dependent = false;
-  Hash128 key;             // the entry's key
-  std::string not_stored;  // a miss that was not stored: why
-  std::string miss_reason;  // a miss: why (TargetResult::miss_reason)
-  uint32_t compile_ms = 0;  // NVRTC's time: now on a miss, when stored on a hit (saved)
-};
 
 // Compiles `program` through `compiler`'s cache (thread-safe, as
 // Compiler::compile). Throws what Compiler::compile throws (a file NVRTC

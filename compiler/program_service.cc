@@ -5,11 +5,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <map>
+#include <mutex>
 #include <utility>
 
 #include "cache/config.h"
 #include "cache/storage.h"
+#include "cache/local/store.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -21,143 +24,34 @@
 namespace kcache::compiler {
 namespace {
 
-// Private to one kcache build (the host starts the binary beside its own
-// drop-in); distinct from the NVRTC worker request's magic.
-constexpr std::string_view kProgramRequestMagic = "KCPROGQ1";
-constexpr std::string_view kProgramAnswerMagic = "KCPROGA1";
-
 // A program's compile and the name check's second compile (program.h).
 constexpr int kNvrtcProcesses = 2;
 
-void put_list(ByteWriter& w, const std::vector<std::string>& items) {
-  w.u32(static_cast<uint32_t>(items.size()));
-  for (const std::string& s : items) w.str(s);
-}
-
-std::vector<std::string> get_list(ByteReader& r, const char* field) {
-  uint32_t n = r.u32(field);
-  if (n > r.remaining() / 4) r.fail(std::string(field) + " count past the end");
-  std::vector<std::string> out;
-  for (uint32_t i = 0; i < n; ++i) out.emplace_back(r.str(field));
-  return out;
-}
-
 }  // namespace
 
-bool is_program_request(std::string_view bytes) {
-  return bytes.substr(0, kProgramRequestMagic.size()) == kProgramRequestMagic;
-}
-
-std::string encode_program_request(const ProgramRequest& q) {
-  ByteWriter w;
-  w.bytes(kProgramRequestMagic);
-  w.str(q.program.source);
-  w.str(q.program.name);
-  w.u32(static_cast<uint32_t>(q.program.headers.size()));
-  for (const cache::Header& h : q.program.headers) {
-    w.str(h.include_name);
-    w.str(h.content);
-  }
-  put_list(w, q.program.name_expressions);
-  put_list(w, q.options);
-  w.u8(q.lean ? 1 : 0);
-  w.str(q.nvrtc_path);
-  w.str(q.working_dir);
-  return w.take();
-}
-
-ProgramRequest decode_program_request(std::string_view bytes) {
-  ByteReader r(bytes, "program compile request");
-  if (r.bytes(kProgramRequestMagic.size(), "magic") != kProgramRequestMagic) r.fail("bad magic");
-  ProgramRequest q;
-  q.program.source = std::string(r.str("source"));
-  q.program.name = std::string(r.str("name"));
-  uint32_t headers = r.u32("header count");
-  if (headers > r.remaining() / 8) r.fail("header count past the end");
-  for (uint32_t i = 0; i < headers; ++i) {
-    cache::Header h;
-    h.include_name = std::string(r.str("header name"));
-    h.content = std::string(r.str("header content"));
-    q.program.headers.push_back(std::move(h));
-  }
-  q.program.name_expressions = get_list(r, "name expressions");
-  q.options = get_list(r, "options");
-  q.lean = r.u8("lean") != 0;
-  q.nvrtc_path = std::string(r.str("NVRTC path"));
-  q.working_dir = std::string(r.str("working folder"));
-  r.expect_end();
-  return q;
-}
-
-std::string encode_program_answer(const ProgramAnswer& a) {
-  ByteWriter w;
-  w.bytes(kProgramAnswerMagic);
-  put_list(w, a.notices);
-  w.str(a.unsealed);
-  w.u8(a.result ? 1 : 0);
-  if (!a.result) {
-    w.str(a.error);
-    return w.take();
-  }
-  const ProgramResult& p = *a.result;
-  w.str(p.record.encode());
-  w.u32(static_cast<uint32_t>(p.lowered_names.size()));
-  for (const cache::LoweredName& n : p.lowered_names) {
-    w.str(n.name_expression);
-    w.str(n.lowered_name);
-  }
-  w.u8(static_cast<uint8_t>((p.hit ? 1 : 0) | (p.any_name ? 2 : 0) | (p.name_dependent ? 4 : 0)));
-  w.u64(p.key.high);
-  w.u64(p.key.low);
-  w.str(p.not_stored);
-  w.u32(p.compile_ms);
-  w.str(p.miss_reason);
-  return w.take();
-}
-
-ProgramAnswer decode_program_answer(std::string_view bytes) {
-  ByteReader r(bytes, "kcache compile process's answer");
-  if (r.bytes(kProgramAnswerMagic.size(), "magic") != kProgramAnswerMagic) r.fail("bad magic");
-  ProgramAnswer a;
-  a.notices = get_list(r, "notices");
-  a.unsealed = std::string(r.str("why not sealed"));
-  if (r.u8("has result") == 0) {
-    a.error = std::string(r.str("error"));
-    r.expect_end();
-    return a;
-  }
-  ProgramResult p;
-  p.record = cache::ProgramRecord::decode(r.str("program record"), "a compile process's record");
-  uint32_t names = r.u32("lowered name count");
-  if (names > r.remaining() / 8) r.fail("lowered name count past the end");
-  for (uint32_t i = 0; i < names; ++i) {
-    cache::LoweredName n;
-    n.name_expression = std::string(r.str("name expression"));
-    n.lowered_name = std::string(r.str("lowered name"));
-    p.lowered_names.push_back(std::move(n));
-  }
-  uint8_t flags = r.u8("flags");
-  p.hit = flags & 1;
-  p.any_name = flags & 2;
-  p.name_dependent = flags & 4;
-  p.key.high = r.u64("key");
-  p.key.low = r.u64("key");
-  p.not_stored = std::string(r.str("why not stored"));
-  p.compile_ms = r.u32("compile ms");
-  p.miss_reason = std::string(r.str("why it missed"));
-  r.expect_end();
-  a.result = std::move(p);
-  return a;
-}
-
 struct ProgramService::State {
-  std::vector<std::string> notices;  // said with the next answer
+  // The store's and the settings' messages, said by the host with the next
+  // answer (once per host, whichever of its compile processes meets them);
+  // the store may warn from flush() on another thread.
+  std::mutex notices_mutex;
+  std::vector<std::string> notices;
+  void note(const std::string& message) {
+    std::lock_guard<std::mutex> lock(notices_mutex);
+    notices.push_back(message);
+  }
+  std::vector<std::string> take_notices() {
+    std::lock_guard<std::mutex> lock(notices_mutex);
+    return std::exchange(notices, {});
+  }
   std::unique_ptr<cache::Storage> storage;
   // `storage` once made, for flush() on another thread.
   std::atomic<cache::Storage*> made{nullptr};
   // Where NVRTC runs, sealed: a miss's compile and its name check's at
   // once (NVRTC serializes compiles within one process).
   std::unique_ptr<NvrtcPool> pool;
+  // Whether this request's "NVRTC starts" was sent (the name check's
+  // compile starts NVRTC on another thread).
+  std::atomic<bool> progress_sent{false};
   // One Compiler per real NVRTC the hosts name (one in practice).
   std::map<std::string, std::unique_ptr<Compiler>> compilers;
 };
@@ -167,8 +61,14 @@ ProgramService::ProgramService(std::vector<std::string> worker_command)
 
 ProgramService::~ProgramService() = default;
 
-void ProgramService::flush() {
+void ProgramService::flush(bool last) {
   if (cache::Storage* storage = state_->made.load()) storage->flush();
+  if (!last) return;
+  // Nobody asks any more: what no answer carried goes where the store's
+  // messages go without a host (stderr, unless KCACHE_QUIET).
+  for (const std::string& notice : state_->take_notices()) {
+    if (!cache::store_quiet()) std::fprintf(stderr, "kcache: %s\n", notice.c_str());
+  }
 }
 
 ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
@@ -183,8 +83,10 @@ ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
   }
   State& s = *state_;
   if (!s.storage) {
-    s.storage = std::make_unique<cache::Storage>(cache::storage_options_or_local_only(
-        [&s](const std::string& w) { s.notices.push_back("cache settings: " + w); }));
+    cache::StorageOptions options = cache::storage_options_or_local_only(
+        [&s](const std::string& w) { s.note("cache settings: " + w); });
+    options.warn = [&s](const std::string& w) { s.note("warning: " + w); };
+    s.storage = std::make_unique<cache::Storage>(std::move(options));
     s.made = s.storage.get();
   }
   std::unique_ptr<Compiler>& compiler = s.compilers[q.nvrtc_path];
@@ -195,7 +97,12 @@ ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
     std::string b = ::realpath(toolkit.nvrtc.path.c_str(), toolkit_real) ? toolkit_real
                                                                          : toolkit.nvrtc.path;
     if (a != b) toolkit.nvrtc = fingerprint_library(q.nvrtc_path);
-    if (!s.pool) s.pool = std::make_unique<NvrtcPool>(worker_command_, "", kNvrtcProcesses);
+    if (!s.pool) {
+      s.pool = std::make_unique<NvrtcPool>(worker_command_, "", kNvrtcProcesses);
+      s.pool->on_compile([this] {
+        if (progress_ && !state_->progress_sent.exchange(true)) progress_(encode_program_progress());
+      });
+    }
     compiler = std::make_unique<Compiler>(std::move(toolkit), s.storage.get());
     compiler->use_pool(s.pool.get());
   }
@@ -209,14 +116,14 @@ ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
 
 std::string ProgramService::answer(std::string_view request) {
   ProgramAnswer a;
+  state_->progress_sent = false;
   try {
     a = compile(decode_program_request(request));
   } catch (const std::exception& e) {
     a.result.reset();
     a.error = e.what();
   }
-  a.notices = std::move(state_->notices);
-  state_->notices.clear();
+  a.notices = state_->take_notices();
   // The compile processes it starts run as it does (the same filters and
   // kernel): its answer is theirs.
   std::string why;

@@ -33,36 +33,9 @@
 #include <vector>
 
 #include "compiler/program.h"
+#include "compiler/program_protocol.h"
 
 namespace kcache::compiler {
-
-struct ProgramRequest {
-  ProgramSource program;
-  std::vector<std::string> options;  // as the program passed them
-  bool lean = false;
-  std::string nvrtc_path;   // the real NVRTC, compiled with and identified
-  std::string working_dir;  // the host's, absolute
-};
-
-// What the host gets back: the result, or why the real NVRTC must answer.
-struct ProgramAnswer {
-  std::optional<ProgramResult> result;
-  std::string error;  // empty with a result
-  // Messages for the host to say once (cache settings it could not use).
-  std::vector<std::string> notices;
-  // Why NVRTC cannot be sealed in the compile processes (nothing is
-  // stored), or empty: the one reason behind every such answer.
-  std::string unsealed;
-};
-
-std::string encode_program_request(const ProgramRequest& request);
-// Throws CorruptError for bytes that are not one.
-ProgramRequest decode_program_request(std::string_view bytes);
-// Whether `bytes` is a program request (and not an NVRTC worker request).
-bool is_program_request(std::string_view bytes);
-std::string encode_program_answer(const ProgramAnswer& answer);
-// Throws CorruptError for bytes that are not one.
-ProgramAnswer decode_program_answer(std::string_view bytes);
 
 // The compile process's side: holds the store and a Compiler (made at the
 // first request) for the life of the process. Not thread-safe: the worker
@@ -77,15 +50,23 @@ class ProgramService {
 
   // Answers one encoded request (never throws: errors are answers).
   std::string answer(std::string_view request);
+  // Where a frame goes before the answer (encode_program_progress: a miss,
+  // NVRTC starts), once per request; the worker loop's output. Set before
+  // the first request.
+  void on_progress(std::function<void(std::string_view frame)> send) {
+    progress_ = std::move(send);
+  }
   // Writes the store's buffered counters and access times; thread-safe
-  // against answer() (the store's own lock). At the process's end.
-  void flush();
+  // against answer() (the store's own lock). After each answer, and `last`
+  // at the process's end, where the messages no answer carried are printed.
+  void flush(bool last = false);
 
  private:
   struct State;
   ProgramAnswer compile(const ProgramRequest& request);
   std::vector<std::string> worker_command_;
   std::unique_ptr<State> state_;
+  std::function<void(std::string_view)> progress_;
 };
 
 }  // namespace kcache::compiler

@@ -22,17 +22,21 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <pthread.h>
 #include <set>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/environment.h"
 #include "common/error.h"
 #include "compiler/nvrtc/nvrtc_pool.h"
-#include "compiler/program.h"
-#include "compiler/program_service.h"
+#include "compiler/program_api.h"
+#include "compiler/program_protocol.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::nvrtc_shim {
@@ -317,23 +321,28 @@ struct Program {
 
 Program* from(nvrtcProgram p) { return reinterpret_cast<Program*>(p); }
 
-// Makes the real NVRTC program that answers for `p` from now on.
-nvrtcResult make_real(Program* p) {
-  if (p->real) return NVRTC_SUCCESS;
+// A real NVRTC program of `source`, in `*out`.
+nvrtcResult create_real(const compiler::ProgramSource& source, nvrtcProgram* out) {
   std::vector<const char*> texts, names;
-  for (const cache::Header& h : p->source.headers) {
+  for (const cache::Header& h : source.headers) {
     texts.push_back(h.content.c_str());
     names.push_back(h.include_name.c_str());
   }
-  nvrtcResult r =
-      KCACHE_REAL(nvrtcCreateProgram, &p->real, p->source.source.c_str(), p->source.name.c_str(),
-                  static_cast<int>(texts.size()), texts.data(), names.data());
+  nvrtcResult r = KCACHE_REAL(nvrtcCreateProgram, out, source.source.c_str(), source.name.c_str(),
+                              static_cast<int>(texts.size()), texts.data(), names.data());
   if (r != NVRTC_SUCCESS) return r;
-  for (const std::string& e : p->source.name_expressions) {
-    r = KCACHE_REAL(nvrtcAddNameExpression, p->real, e.c_str());
+  for (const std::string& e : source.name_expressions) {
+    r = KCACHE_REAL(nvrtcAddNameExpression, *out, e.c_str());
     if (r != NVRTC_SUCCESS) return r;
   }
-  if (p->flow_callback) {
+  return r;
+}
+
+// Makes the real NVRTC program that answers for `p` from now on.
+nvrtcResult make_real(Program* p) {
+  if (p->real) return NVRTC_SUCCESS;
+  nvrtcResult r = create_real(p->source, &p->real);
+  if (r == NVRTC_SUCCESS && p->flow_callback) {
     r = KCACHE_REAL(nvrtcSetFlowCallback, p->real, p->flow_callback, p->flow_payload);
   }
   return r;
@@ -344,15 +353,20 @@ const std::string& display_name(const Program* p) {
   return p->source.name.empty() ? default_name : p->source.name;
 }
 
+// The real NVRTC compiles `p`, which it answers for from now on.
+nvrtcResult run_real(Program* p, int n, const char* const* options) {
+  nvrtcResult r = make_real(p);
+  if (r != NVRTC_SUCCESS) return r;
+  p->compiled = true;
+  return KCACHE_REAL(nvrtcCompileProgram, p->real, n, options);
+}
+
 // `said_as`: the reason `why` is said once under (default: its words).
 nvrtcResult compile_real(Program* p, int n, const char* const* options, const std::string& why,
                          const std::string& said_as = "") {
   if (!why.empty()) say("compiled without the cache: " + why, said_as);
   record_stat("real", display_name(p), {why.empty() ? "" : "not cached: " + why});
-  nvrtcResult r = make_real(p);
-  if (r != NVRTC_SUCCESS) return r;
-  p->compiled = true;
-  return KCACHE_REAL(nvrtcCompileProgram, p->real, n, options);
+  return run_real(p, n, options);
 }
 
 
@@ -379,12 +393,10 @@ std::string working_folder() {
   return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
 }
 
-// The real NVRTC's answer after kcache's compile process did not answer:
-// said once per reason in this process, whatever thread meets it.
-nvrtcResult compile_unanswered(Program* p, int n, const char* const* options,
-                               const std::exception& e) {
-  const bool stopped = dynamic_cast<const compiler::CompileProcessStopped*>(&e) != nullptr;
-  if (stopped) {
+// Says once per reason in this process, whatever thread meets it, that
+// kcache's compile process did not answer (`e`) and the real NVRTC does.
+void say_unanswered(const std::exception& e) {
+  if (dynamic_cast<const compiler::CompileProcessStopped*>(&e) != nullptr) {
     say(std::string("compiled without the cache: ") + e.what() +
             "; the real NVRTC answers, and a new compile process starts for the next compile",
         "stopped");
@@ -395,7 +407,153 @@ nvrtcResult compile_unanswered(Program* p, int n, const char* const* options,
             " in a row every compile (a new compile process starts for the next one)",
         "ended");
   }
+}
+
+// The real NVRTC's answer after kcache's compile process did not answer.
+nvrtcResult compile_unanswered(Program* p, int n, const char* const* options,
+                               const std::exception& e) {
+  say_unanswered(e);
   return compile_real(p, n, options, "");
+}
+
+// Gives up a compile process that said nothing within its bound (`how`):
+// killed, and the real NVRTC answers (`answered`: it already did, here), said
+// once per process.
+nvrtcResult compile_wedged(Program* p, int n, const char* const* options,
+                           compiler::NvrtcPool::Call& call, const std::string& how,
+                           std::optional<nvrtcResult> answered) {
+  const pid_t pid = call.give_up();
+  say("compiled without the cache: kcache's compile process (pid " + std::to_string(pid) + ") " +
+          how + "; it was given up as wedged, the real NVRTC answers, and a new compile process "
+          "starts for the next compile",
+      "wedged");
+  if (!answered) return compile_real(p, n, options, "");
+  record_stat("real", display_name(p));
+  return *answered;
+}
+
+// The real NVRTC's compile of a program on a thread of its own, on a
+// program of its own: past the floor of a miss it times NVRTC alone (the
+// compile process's bound) while this thread keeps waiting for the compile
+// process, whose answer, when it comes, is used at once; the compile here
+// then ends unused. Shared with its thread, which may outlive the wait
+// (the program it compiles is its own, never the caller's).
+class AloneCompile {
+ public:
+  static std::shared_ptr<AloneCompile> start(const compiler::ProgramSource& source,
+                                             const char* const* options, int n) {
+    auto self = std::make_shared<AloneCompile>();
+    std::vector<std::string> given(options, options + n);
+    std::thread([self, source, given] { self->run(source, given); }).detach();
+    return self;
+  }
+  bool finished() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return finished_;
+  }
+  int ms() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ms_;
+  }
+  // Its program answers for `p` from now on; returns its result.
+  nvrtcResult wait_and_adopt(Program* p) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return finished_; });
+    if (p->real) KCACHE_REAL(nvrtcDestroyProgram, &p->real);
+    p->real = std::exchange(program_, nullptr);
+    p->compiled = true;
+    return result_;
+  }
+  // Not needed: its program is destroyed once compiled.
+  void abandon() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    abandoned_ = true;
+    if (finished_ && program_) KCACHE_REAL(nvrtcDestroyProgram, &program_);
+  }
+
+ private:
+  void run(const compiler::ProgramSource& source, const std::vector<std::string>& given) {
+    const double started_s = monotonic_s();
+    nvrtcProgram program = nullptr;
+    nvrtcResult r = create_real(source, &program);
+    if (r == NVRTC_SUCCESS) {
+      std::vector<const char*> options;
+      for (const std::string& o : given) options.push_back(o.c_str());
+      r = KCACHE_REAL(nvrtcCompileProgram, program, static_cast<int>(options.size()),
+                      options.data());
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    finished_ = true;
+    result_ = r;
+    ms_ = static_cast<int>((monotonic_s() - started_s) * 1000);
+    program_ = program;
+    if (abandoned_ && program_) KCACHE_REAL(nvrtcDestroyProgram, &program_);
+    done_.notify_all();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false, abandoned_ = false;
+  nvrtcProgram program_ = nullptr;
+  nvrtcResult result_ = NVRTC_ERROR_INTERNAL_ERROR;
+  int ms_ = 0;
+};
+
+// How often the wait past a miss's floor looks whether NVRTC alone is done.
+constexpr int kAloneCheckMs = 100;
+
+// The compile process's answer to `call` within its bounds
+// (compiler/program_protocol.h), or nothing where the real NVRTC answered
+// `p` instead (its result in `*result`).
+std::optional<std::string> await_answer(Program* p, int n, const char* const* options,
+                                        compiler::NvrtcPool::Call& call, nvrtcResult* result) {
+  std::optional<std::string> frame = call.next(compiler::kLookupBoundMs);
+  if (!frame) {
+    *result = compile_wedged(p, n, options, call,
+                             "looked nothing up within " +
+                                 std::to_string(compiler::kLookupBoundMs / 1000) + " s",
+                             std::nullopt);
+    return std::nullopt;
+  }
+  if (!compiler::is_program_progress(*frame)) return frame;  // a hit, or an error
+  if ((frame = call.next(compiler::kNvrtcFloorMs))) return frame;
+  // A long miss: NVRTC alone, timed here, bounds the compile process.
+  auto alone = AloneCompile::start(p->source, options, n);
+  for (;;) {
+    try {
+      frame = call.next(kAloneCheckMs);
+    } catch (const std::exception& e) {
+      say_unanswered(e);
+      *result = alone->wait_and_adopt(p);
+      record_stat("real", display_name(p));
+      return std::nullopt;
+    }
+    if (frame) {
+      alone->abandon();  // the compile process's answer stands
+      return frame;
+    }
+    if (alone->finished()) break;
+  }
+  const int alone_ms = alone->ms();
+  const int extra_ms = std::max(compiler::kNvrtcMinExtraMs, compiler::kNvrtcMultiple * alone_ms);
+  try {
+    frame = call.next(extra_ms);
+  } catch (const std::exception& e) {
+    say_unanswered(e);
+    *result = alone->wait_and_adopt(p);
+    record_stat("real", display_name(p));
+    return std::nullopt;
+  }
+  if (frame) {
+    alone->abandon();
+    return frame;
+  }
+  *result = compile_wedged(p, n, options, call,
+                           "had not answered " + std::to_string(extra_ms / 1000) +
+                               " s after NVRTC alone compiled the program here in " +
+                               std::to_string(alone_ms) + " ms",
+                           alone->wait_and_adopt(p));
+  return std::nullopt;
 }
 
 // One compile through kcache's compile processes (program_service.h).
@@ -413,8 +571,13 @@ nvrtcResult compile_cached(Program* p, int n, const char* const* options,
   compiler::ProgramAnswer answer;
   const double started_s = monotonic_s();
   try {
-    answer = compiler::decode_program_answer(
-        compile_pool->exchange(compiler::encode_program_request(request)));
+    std::unique_ptr<compiler::NvrtcPool::Call> call =
+        compile_pool->call(compiler::encode_program_request(request));
+    nvrtcResult answered = NVRTC_SUCCESS;
+    std::optional<std::string> frame = await_answer(p, n, options, *call, &answered);
+    if (!frame) return answered;
+    call->done();
+    answer = compiler::decode_program_answer(*frame);
   } catch (const compiler::CompileProcessStopped& e) {
     return compile_unanswered(p, n, options, e);
   } catch (const std::exception& e) {
@@ -461,7 +624,7 @@ nvrtcResult compile(Program* p, int n, const char* const* options) {
   }
   // Mapped here too, so that an option kcache cannot make exact costs no
   // round trip (the compile process maps them again, for its key).
-  compiler::ProgramOptions mapped = compiler::program_options(p->source, given);
+  compiler::MappedProgramOptions mapped = compiler::map_program_options(given);
   if (!mapped.unsupported.empty()) return compile_real(p, n, options, mapped.unsupported);
   if (!cache_pool()) return compile_real(p, n, options, "");  // the reason was said once
   if (compile_pool->deaths_in_a_row() >= kMaxCompileProcessDeaths) {

@@ -435,27 +435,81 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_ours(const std::string& key) {
   return child;
 }
 
-std::string NvrtcPool::await_answer(std::unique_ptr<Child>& child, const std::string& request) {
-  std::string response;
-  if (write_frame(child->to, request, /*socket=*/true)) {
-    const pid_t pid = child->pid;
-    if (wait_readable(child->from, pid, -1, kStoppedCheckMs) == Wait::stopped) {
-      // Stopped, so still alive: `pid` is still its own.
-      ::kill(pid, SIGKILL);
-      retire(std::move(child));
-      ++deaths_in_a_row_;
-      throw CompileProcessStopped("kcache's compile process (pid " + std::to_string(pid) +
-                                  ") was stopped (SIGSTOP, a debugger or a cgroup freezer) and "
-                                  "was given up");
-    }
-    if (read_frame(child->from, response) == Frame::ok) return response;
-  }
-  // It died (NVRTC crashed, out of memory) or broke the framing: this
-  // request fails; the next one starts a new child.
+// Sends `request` to `child`; false (the child retired, counted as a
+// death) where it cannot be written: the child ended.
+bool NvrtcPool::send(std::unique_ptr<Child>& child, const std::string& request) {
+  if (write_frame(child->to, request, /*socket=*/true)) return true;
   retire(std::move(child));
   ++deaths_in_a_row_;
-  throw IoError("kcache's compile process ended without answering (crashed, out of memory or "
-                "killed)");
+  return false;
+}
+
+std::optional<std::string> NvrtcPool::await_frame(std::unique_ptr<Child>& child, int limit_ms) {
+  const pid_t pid = child->pid;
+  const Wait waited = wait_readable(child->from, pid, limit_ms, kStoppedCheckMs);
+  if (waited == Wait::timed_out) return std::nullopt;
+  if (waited == Wait::stopped) {
+    // Stopped, so still alive: `pid` is still its own.
+    ::kill(pid, SIGKILL);
+    retire(std::move(child));
+    ++deaths_in_a_row_;
+    throw CompileProcessStopped("kcache's compile process (pid " + std::to_string(pid) +
+                                ") was stopped (SIGSTOP, a debugger or a cgroup freezer) and "
+                                "was given up");
+  }
+  std::string frame;
+  if (read_frame(child->from, frame) == Frame::ok &&
+      (!is_memfd_note(frame) || receive_memfd_frame(child->to, frame))) {
+    return frame;
+  }
+  retire(std::move(child));
+  ++deaths_in_a_row_;
+  throw ended_without_answering();
+}
+
+IoError NvrtcPool::ended_without_answering() {
+  // It died (NVRTC crashed, out of memory) or broke the framing: this
+  // request fails; the next one starts a new child.
+  return IoError("kcache's compile process ended without answering (crashed, out of memory or "
+                 "killed)");
+}
+
+std::string NvrtcPool::await_answer(std::unique_ptr<Child>& child, const std::string& request) {
+  if (!send(child, request)) throw ended_without_answering();
+  return *await_frame(child, -1);
+}
+
+NvrtcPool::Call::Call(NvrtcPool& pool, std::unique_ptr<Child> child)
+    : pool_(pool), child_(std::move(child)) {}
+
+NvrtcPool::Call::~Call() {
+  if (child_) give_up();
+}
+
+std::optional<std::string> NvrtcPool::Call::next(int limit_ms) {
+  if (!child_) throw ended_without_answering();
+  return pool_.await_frame(child_, limit_ms);
+}
+
+void NvrtcPool::Call::done() {
+  pool_.deaths_in_a_row_ = 0;
+  pool_.give_back(std::move(child_));
+}
+
+pid_t NvrtcPool::Call::give_up() {
+  const pid_t pid = child_->pid;
+  // Alive unless its output hung up just now: only then is `pid` surely
+  // still its own (it is not our child: nothing holds the pid for us).
+  if (!child_->ended() && pid > 0) ::kill(pid, SIGKILL);
+  pool_.retire(std::move(child_));
+  ++pool_.deaths_in_a_row_;
+  return pid;
+}
+
+std::unique_ptr<NvrtcPool::Call> NvrtcPool::call(const std::string& request) {
+  std::unique_ptr<Child> child = take_ours("program");
+  if (!send(child, request)) throw ended_without_answering();
+  return std::unique_ptr<Call>(new Call(*this, std::move(child)));
 }
 
 std::string NvrtcPool::exchange(const std::string& request) {
@@ -468,6 +522,7 @@ std::string NvrtcPool::exchange(const std::string& request) {
 }
 
 NvrtcOutput NvrtcPool::compile(const std::string& nvrtc_path, const NvrtcInput& input) {
+  if (on_compile_) on_compile_();
   std::string key;
   for (const std::string& o : input.options) key += o + '\n';
   std::unique_ptr<Child> child = take_ours(key);

@@ -22,8 +22,10 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,6 +44,8 @@ class CompileProcessStopped : public IoError {
 };
 
 class NvrtcPool {
+  struct Child;
+
  public:
   // `argv`: the child command before "--loop", e.g. {"/usr/bin/kcache",
   // "__nvrtc-worker"}. `scratch`: an existing folder private to this process,
@@ -71,6 +75,39 @@ class NvrtcPool {
   // CompileProcessStopped if it stopped (counted too).
   std::string exchange(const std::string& request);
 
+  // One such request under way, for a caller that bounds each step of the
+  // answer (the drop-in: a child may say "NVRTC starts" before it answers,
+  // and a child that says nothing within a bound is wedged). Thread-safe
+  // across calls; one Call belongs to one thread.
+  class Call {
+   public:
+    ~Call();  // not done(): the child is given up, as by give_up()
+    Call(const Call&) = delete;
+    Call& operator=(const Call&) = delete;
+    // The child's next frame, or nothing if none came within `limit_ms`
+    // (-1: no limit); then the child is still at work, or wedged. Throws as
+    // exchange() does (the child is then retired already).
+    std::optional<std::string> next(int limit_ms);
+    // The last frame was the answer: the child goes back to the pool.
+    void done();
+    // Kills the child (it is alive: it answered nothing, and had not hung
+    // up) and retires it, counted in deaths_in_a_row. Returns its pid.
+    pid_t give_up();
+
+   private:
+    friend class NvrtcPool;
+    Call(NvrtcPool& pool, std::unique_ptr<Child> child);
+    NvrtcPool& pool_;
+    std::unique_ptr<Child> child_;
+  };
+  // Sends `request` to a child; throws IoError as exchange() does.
+  std::unique_ptr<Call> call(const std::string& request);
+
+  // Runs `hook` at the start of each compile(), on the compiling thread
+  // (program_service.h: the compile process tells the host that NVRTC
+  // starts). Set before the first compile.
+  void on_compile(std::function<void()> hook) { on_compile_ = std::move(hook); }
+
   // While a child works, this process checks it every this many
   // milliseconds: a child found stopped twice in a row is given up.
   static constexpr int kStoppedCheckMs = 100;
@@ -95,11 +132,15 @@ class NvrtcPool {
   }
 
  private:
-  struct Child;
   std::unique_ptr<Child> take(const std::string& key);
   std::unique_ptr<Child> take_ours(const std::string& key);
   // Its answer's frame, or throws (see exchange); retires a failed child.
   std::string await_answer(std::unique_ptr<Child>& child, const std::string& request);
+  bool send(std::unique_ptr<Child>& child, const std::string& request);
+  // The next frame within `limit_ms` (-1: no limit), or nothing; throws
+  // (the child retired) where it stopped, ended or broke the framing.
+  std::optional<std::string> await_frame(std::unique_ptr<Child>& child, int limit_ms);
+  static IoError ended_without_answering();
   void forget_the_parents_children();
   std::unique_ptr<Child> take_idle(const std::string& key);
   std::unique_ptr<Child> start_child(int n, const std::string& key);
@@ -118,6 +159,7 @@ class NvrtcPool {
   std::atomic<int> deaths_in_a_row_{0};
   int live_ = 0;
   int max_children_;
+  std::function<void()> on_compile_;
 };
 
 }  // namespace kcache::compiler

@@ -6,7 +6,9 @@
 #include <poll.h>
 #include <spawn.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -224,7 +226,9 @@ int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir, int
     }
     std::optional<std::string> answered;
     if (other) answered = other(request);
-    if (!write_frame(out_fd, answered ? *answered : answer(request, pch_dir))) return 1;
+    const bool written = answered ? write_large_frame(in_fd, out_fd, *answered)
+                                  : write_frame(out_fd, answer(request, pch_dir));
+    if (!written) return 1;
     if (after_answer) after_answer();
   }
 }
@@ -233,6 +237,120 @@ bool write_frame(int fd, std::string_view message, bool socket) {
   char size[4];
   for (int i = 0; i < 4; ++i) size[i] = static_cast<char>(message.size() >> (8 * i));
   return write_all(fd, std::string_view(size, 4), socket) && write_all(fd, message, socket);
+}
+
+namespace {
+
+constexpr std::string_view kMemfdNoteMagic = "KCMEMFD1";
+// F_SEAL_FUTURE_WRITE, not F_SEAL_WRITE: the sender never maps it, so no
+// write can reach it either way, and F_SEAL_WRITE waits for pages still
+// referenced by another CPU's LRU batch (the ones just written: milliseconds
+// on a busy machine). The reader copies the bytes before it reads them.
+constexpr int kMemfdSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+
+// `message` in a new sealed memfd, or -1.
+int sealed_memfd(std::string_view message) {
+  int fd = ::memfd_create("kcache-answer", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (!write_all(fd, message) || ::fcntl(fd, F_ADD_SEALS, kMemfdSeals) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_descriptor(int socket_fd, int fd) {
+  char byte = 'm';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  ssize_t n;
+  while ((n = ::sendmsg(socket_fd, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR) {
+  }
+  return n == 1;
+}
+
+// The descriptor waiting on `socket_fd` (sent before the note that says
+// so: never waits), close-on-exec and above 2 (a host that closed its
+// stdio must find 0-2 free), or -1.
+int receive_descriptor(int socket_fd) {
+  char byte;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t n;
+  while ((n = ::recvmsg(socket_fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR) {
+  }
+  cmsghdr* c = n == 1 ? CMSG_FIRSTHDR(&msg) : nullptr;
+  if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+      c->cmsg_len != CMSG_LEN(sizeof(int))) {
+    return -1;
+  }
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+  if (fd > 2) return fd;
+  int moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  ::close(fd);
+  return moved;
+}
+
+}  // namespace
+
+bool write_large_frame(int socket_fd, int out_fd, std::string_view message) {
+  if (message.size() < kMemfdFrameBytes) return write_frame(out_fd, message);
+  int fd = sealed_memfd(message);
+  if (fd < 0) return write_frame(out_fd, message);
+  const bool sent = send_descriptor(socket_fd, fd);
+  ::close(fd);
+  if (!sent) return write_frame(out_fd, message);
+  ByteWriter note;
+  note.bytes(kMemfdNoteMagic);
+  note.u64(message.size());
+  return write_frame(out_fd, note.take());
+}
+
+bool is_memfd_note(std::string_view frame) {
+  return frame.size() == kMemfdNoteMagic.size() + 8 &&
+         frame.substr(0, kMemfdNoteMagic.size()) == kMemfdNoteMagic;
+}
+
+bool receive_memfd_frame(int socket_fd, std::string& frame) {
+  ByteReader r(frame, "memfd note");
+  r.bytes(kMemfdNoteMagic.size(), "magic");
+  const uint64_t size = r.u64("size");
+  int fd = receive_descriptor(socket_fd);
+  if (fd < 0) return false;
+  struct stat st;
+  // Sealed: nobody can write, shrink or grow it any more.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  bool ok = seals >= 0 && (seals & kMemfdSeals) == kMemfdSeals && ::fstat(fd, &st) == 0 &&
+            static_cast<uint64_t>(st.st_size) == size && size <= kMaxFrameBytes;
+  if (ok) {
+    frame.resize(size);
+    size_t have = 0;
+    while (have < size) {
+      ssize_t got = ::pread(fd, &frame[have], size - have, static_cast<off_t>(have));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      have += static_cast<size_t>(got);
+    }
+    ok = have == size;
+  }
+  ::close(fd);
+  return ok;
 }
 
 Frame read_frame(int fd, std::string& message) {

@@ -63,6 +63,21 @@ Frame read_frame(int fd, std::string& message);
 // a failed write, not SIGPIPE).
 bool write_frame(int fd, std::string_view message, bool socket = false);
 
+// A frame of at least kMemfdFrameBytes (a pipe's default capacity, which
+// a larger one would fill and refill, a round of scheduling each time: a
+// 315 KB program answer took five) travels in a sealed memfd instead: the
+// sender writes it there, seals it (no write, no resize, ever again), sends
+// the descriptor over `socket_fd`, a Unix socket to the reader (a looping
+// worker's stdin: the pool's socket pair), and writes a small frame saying
+// so on `out_fd`. Falls back to the frame itself where no memfd can be made.
+constexpr size_t kMemfdFrameBytes = 64 << 10;
+bool write_large_frame(int socket_fd, int out_fd, std::string_view message);
+// Whether `frame` is write_large_frame's note; then receive_memfd_frame
+// replaces it by the frame it stands for, received from `socket_fd`, or
+// returns false (no descriptor, not a sealed memfd, another size).
+bool is_memfd_note(std::string_view frame);
+bool receive_memfd_frame(int socket_fd, std::string& frame);
+
 // The status decode_worker_response is given for a worker that is not this
 // process's child (NvrtcPool's): its wait status is nobody's to read here.
 constexpr int kWorkerGone = -1;

@@ -4,8 +4,13 @@
 #include "compiler/nvrtc/nvrtc_worker.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 
 #include "common/error.h"
 #include "compiler/compiler.h"
@@ -72,6 +77,65 @@ TEST(NvrtcWorkerTest, CompileErrorComesBackWithTheLog) {
     EXPECT_TRUE(contains(e.log(), "k.cu(1): error: identifier \"nope\" is undefined")) << e.log();
     EXPECT_EQ(e.options(), in.options);
   }
+}
+
+// An answer of kMemfdFrameBytes or more travels in a sealed memfd over the
+// socket, with a note on the pipe; the reader gets the same bytes.
+TEST(NvrtcWorkerTest, ALargeFrameTravelsInASealedMemfd) {
+  int sock[2], pipe_fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock), 0);
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  std::string big(315 << 10, 'x');
+  for (size_t i = 0; i < big.size(); i += 7) big[i] = static_cast<char>(i);
+  ASSERT_TRUE(write_large_frame(sock[0], pipe_fds[1], big));
+  std::string frame;
+  ASSERT_EQ(read_frame(pipe_fds[0], frame), Frame::ok);
+  EXPECT_LT(frame.size(), 64u) << "the bytes went through the pipe";
+  ASSERT_TRUE(is_memfd_note(frame));
+  ASSERT_TRUE(receive_memfd_frame(sock[1], frame));
+  EXPECT_TRUE(frame == big);
+  // A small one goes through the pipe as it is.
+  ASSERT_TRUE(write_large_frame(sock[0], pipe_fds[1], "small"));
+  ASSERT_EQ(read_frame(pipe_fds[0], frame), Frame::ok);
+  EXPECT_EQ(frame, "small");
+  for (int fd : {sock[0], sock[1], pipe_fds[0], pipe_fds[1]}) ::close(fd);
+}
+
+// A descriptor that is not a sealed memfd of the noted size is refused:
+// its bytes could change while (or after) they are read.
+TEST(NvrtcWorkerTest, AnUnsealedMemfdIsRefused) {
+  int sock[2], pipe_fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sock), 0);
+  ASSERT_EQ(::pipe2(pipe_fds, O_CLOEXEC), 0);
+  // A real note (from a real large frame), whose descriptor is then taken
+  // out and replaced by an unsealed memfd of the same size.
+  const std::string big(100 << 10, 'y');
+  ASSERT_TRUE(write_large_frame(sock[0], pipe_fds[1], big));
+  std::string note;
+  ASSERT_EQ(read_frame(pipe_fds[0], note), Frame::ok);
+  std::string taken = note;
+  ASSERT_TRUE(receive_memfd_frame(sock[1], taken));
+  int unsealed = ::memfd_create("unsealed", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(::write(unsealed, big.data(), big.size()), static_cast<ssize_t>(big.size()));
+  char byte = 'm';
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &unsealed, sizeof unsealed);
+  ASSERT_EQ(::sendmsg(sock[0], &msg, 0), 1);
+  EXPECT_FALSE(receive_memfd_frame(sock[1], note));
+  // No descriptor waiting at all: refused, without waiting.
+  EXPECT_FALSE(receive_memfd_frame(sock[1], taken = note));
+  for (int fd : {unsealed, sock[0], sock[1], pipe_fds[0], pipe_fds[1]}) ::close(fd);
 }
 
 TEST(NvrtcWorkerTest, OtherErrorsKeepTheirKind) {

@@ -370,6 +370,31 @@ int thin_client_case(const std::string& name) {
     two_compiles("");
     return 0;
   }
+  if (name == "one_compile") {
+    compile("one", kernel("kone", 1), "one.cu");
+    return 0;
+  }
+  if (name == "threads8_unusable_store") {
+    // A store that no compile process can open (KCACHE_DIR names a file),
+    // met by 8 threads at once: by several compile processes, each of
+    // which meets it.
+    const std::string not_a_folder = work_dir + "/not_a_store";
+    int fd = ::open(not_a_folder.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) problem("cannot create " + not_a_folder);
+    ::close(fd);
+    ::setenv("KCACHE_DIR", not_a_folder.c_str(), 1);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 8; ++t) {
+      ts.emplace_back([t] {
+        for (int i = 0; i < 2; ++i) {
+          const std::string tag = "s" + std::to_string(t) + "_" + std::to_string(i);
+          compile(tag, kernel("k" + tag, t), "s.cu");
+        }
+      });
+    }
+    for (auto& th : ts) th.join();
+    return 0;
+  }
   if (name == "threads8_no_compile_process") {
     // Compile processes that never start (a KCACHE_EXE that exits at once),
     // met by 8 threads at once.

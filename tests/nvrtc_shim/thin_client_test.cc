@@ -79,6 +79,7 @@ class ThinClientTest : public ::testing::Test {
         {"TMPDIR", tmpdir},
         {"HOST_ATTACK_MARK", tmp_.path()},
     };
+    if (shim) env.insert(shim_env_.begin(), shim_env_.end());
     testing::CommandResult c = run_command(
         {"/usr/bin/timeout", "-s", "KILL", "150", runfile("tests/nvrtc_shim/host_attacker"),
          which_case, out, r.work},
@@ -108,8 +109,22 @@ class ThinClientTest : public ::testing::Test {
     }
   }
 
+  // Runs kcache's compile processes with wedge_hook.cc preloaded, wedged
+  // `where` (nvrtc, lookup) `how` (block, spin).
+  void wedge_compile_processes(const std::string& where, const std::string& how) {
+    const std::string wrapper = tmp_ / "kcache_wedged";
+    write_file_atomically(wrapper, "#!/bin/sh\nLD_PRELOAD=" +
+                            runfile("tests/nvrtc_shim/libwedge_hook.so") + " exec " +
+                            runfile("cli/kcache") + " \"$@\"\n",
+                          0755);
+    shim_env_ = {{"KCACHE_EXE", wrapper},
+                 {"KCACHE_TEST_WEDGE", where},
+                 {"KCACHE_TEST_WEDGE_HOW", how}};
+  }
+
   TempDir tmp_;
   std::string real_dir_, shim_dir_;
+  std::map<std::string, std::string> shim_env_;  // for the drop-in's runs
 };
 
 TEST_F(ThinClientTest, AHostThatClosesEveryDescriptorAfterAMissKeepsItsFilesToItself) {
@@ -149,6 +164,31 @@ TEST_F(ThinClientTest, AStoppedCompileProcessGetsTheRealNvrtcsAnswerSaidOnce) {
   });
 }
 
+// Wedged, not stopped: a futex wait nobody wakes, or a busy loop. The host
+// gives it up within the bound of what it was doing (program_protocol.h:
+// a lookup's, or NVRTC alone's time here past a floor) and answers with the
+// real NVRTC; before, it waited for good.
+TEST_F(ThinClientTest, ACompileProcessWedgedInNvrtcGetsTheRealNvrtcsAnswerSaidOnce) {
+  wedge_compile_processes("nvrtc", "block");
+  run_all("one_compile", [](const std::string& which, const HostRun& got) {
+    EXPECT_NE(got.stats.find("real | one.cu"), std::string::npos) << which << ": " << got.stats;
+    std::vector<std::string> lines = kcache_lines(got.err);
+    ASSERT_EQ(lines.size(), 1u) << which << ":\n" << joined(lines);
+    EXPECT_NE(lines[0].find("after NVRTC alone compiled the program here"), std::string::npos)
+        << lines[0];
+  });
+}
+
+TEST_F(ThinClientTest, ACompileProcessSpinningInItsLookupGetsTheRealNvrtcsAnswerSaidOnce) {
+  wedge_compile_processes("lookup", "spin");
+  run_all("one_compile", [](const std::string& which, const HostRun& got) {
+    EXPECT_NE(got.stats.find("real | one.cu"), std::string::npos) << which << ": " << got.stats;
+    std::vector<std::string> lines = kcache_lines(got.err);
+    ASSERT_EQ(lines.size(), 1u) << which << ":\n" << joined(lines);
+    EXPECT_NE(lines[0].find("looked nothing up within"), std::string::npos) << lines[0];
+  });
+}
+
 TEST_F(ThinClientTest, AHostSeccompFilterThatRefusesTheSealIsSaidInOneLine) {
   run_all("seccomp_refuses_seal", [](const std::string& which, const HostRun& got) {
     std::vector<std::string> lines = kcache_lines(got.err);
@@ -164,6 +204,22 @@ TEST_F(ThinClientTest, EightThreadsWithoutCompileProcessesSayOneLine) {
     std::vector<std::string> lines = kcache_lines(got.err);
     EXPECT_EQ(lines.size(), 1u) << which << ":\n" << joined(lines);
     EXPECT_EQ(got.stats.find("hit "), std::string::npos) << got.stats;
+  });
+}
+
+TEST_F(ThinClientTest, AStoreTroubleOfEveryCompileProcessIsSaidOncePerHost) {
+  run_all("threads8_unusable_store", [](const std::string& which, const HostRun& got) {
+    std::vector<std::string> about_store;
+    size_t from = 0;
+    while (from < got.err.size()) {
+      size_t end = got.err.find('\n', from);
+      if (end == std::string::npos) end = got.err.size();
+      std::string line = got.err.substr(from, end - from);
+      if (line.find("not_a_store") != std::string::npos) about_store.push_back(line);
+      from = end + 1;
+    }
+    ASSERT_EQ(about_store.size(), 1u) << which << ":\n" << joined(about_store);
+    EXPECT_EQ(about_store[0].rfind("kcache nvrtc: ", 0), 0u) << about_store[0];
   });
 }
 

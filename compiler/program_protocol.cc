@@ -1,0 +1,142 @@
+#include "compiler/program_protocol.h"
+
+#include <utility>
+
+#include "common/bytes.h"
+#include "common/error.h"
+
+namespace kcache::compiler {
+namespace {
+
+// Private to one kcache build (the host starts the binary beside its own
+// drop-in); distinct from the NVRTC worker request's magic.
+constexpr std::string_view kProgramRequestMagic = "KCPROGQ1";
+constexpr std::string_view kProgramAnswerMagic = "KCPROGA1";
+constexpr std::string_view kProgramProgressMagic = "KCPROGM1";
+
+void put_list(ByteWriter& w, const std::vector<std::string>& items) {
+  w.u32(static_cast<uint32_t>(items.size()));
+  for (const std::string& s : items) w.str(s);
+}
+
+std::vector<std::string> get_list(ByteReader& r, const char* field) {
+  uint32_t n = r.u32(field);
+  if (n > r.remaining() / 4) r.fail(std::string(field) + " count past the end");
+  std::vector<std::string> out;
+  for (uint32_t i = 0; i < n; ++i) out.emplace_back(r.str(field));
+  return out;
+}
+
+}  // namespace
+
+bool is_program_request(std::string_view bytes) {
+  return bytes.substr(0, kProgramRequestMagic.size()) == kProgramRequestMagic;
+}
+
+std::string encode_program_progress() { return std::string(kProgramProgressMagic); }
+
+bool is_program_progress(std::string_view frame) { return frame == kProgramProgressMagic; }
+
+std::string encode_program_request(const ProgramRequest& q) {
+  ByteWriter w;
+  w.bytes(kProgramRequestMagic);
+  w.str(q.program.source);
+  w.str(q.program.name);
+  w.u32(static_cast<uint32_t>(q.program.headers.size()));
+  for (const cache::Header& h : q.program.headers) {
+    w.str(h.include_name);
+    w.str(h.content);
+  }
+  put_list(w, q.program.name_expressions);
+  put_list(w, q.options);
+  w.u8(q.lean ? 1 : 0);
+  w.str(q.nvrtc_path);
+  w.str(q.working_dir);
+  return w.take();
+}
+
+ProgramRequest decode_program_request(std::string_view bytes) {
+  ByteReader r(bytes, "program compile request");
+  if (r.bytes(kProgramRequestMagic.size(), "magic") != kProgramRequestMagic) r.fail("bad magic");
+  ProgramRequest q;
+  q.program.source = std::string(r.str("source"));
+  q.program.name = std::string(r.str("name"));
+  uint32_t headers = r.u32("header count");
+  if (headers > r.remaining() / 8) r.fail("header count past the end");
+  for (uint32_t i = 0; i < headers; ++i) {
+    cache::Header h;
+    h.include_name = std::string(r.str("header name"));
+    h.content = std::string(r.str("header content"));
+    q.program.headers.push_back(std::move(h));
+  }
+  q.program.name_expressions = get_list(r, "name expressions");
+  q.options = get_list(r, "options");
+  q.lean = r.u8("lean") != 0;
+  q.nvrtc_path = std::string(r.str("NVRTC path"));
+  q.working_dir = std::string(r.str("working folder"));
+  r.expect_end();
+  return q;
+}
+
+std::string encode_program_answer(const ProgramAnswer& a) {
+  ByteWriter w;
+  w.bytes(kProgramAnswerMagic);
+  put_list(w, a.notices);
+  w.str(a.unsealed);
+  w.u8(a.result ? 1 : 0);
+  if (!a.result) {
+    w.str(a.error);
+    return w.take();
+  }
+  const ProgramResult& p = *a.result;
+  w.str(p.record.encode());
+  w.u32(static_cast<uint32_t>(p.lowered_names.size()));
+  for (const cache::LoweredName& n : p.lowered_names) {
+    w.str(n.name_expression);
+    w.str(n.lowered_name);
+  }
+  w.u8(static_cast<uint8_t>((p.hit ? 1 : 0) | (p.any_name ? 2 : 0) | (p.name_dependent ? 4 : 0)));
+  w.u64(p.key.high);
+  w.u64(p.key.low);
+  w.str(p.not_stored);
+  w.u32(p.compile_ms);
+  w.str(p.miss_reason);
+  return w.take();
+}
+
+ProgramAnswer decode_program_answer(std::string_view bytes) {
+  ByteReader r(bytes, "kcache compile process's answer");
+  if (r.bytes(kProgramAnswerMagic.size(), "magic") != kProgramAnswerMagic) r.fail("bad magic");
+  ProgramAnswer a;
+  a.notices = get_list(r, "notices");
+  a.unsealed = std::string(r.str("why not sealed"));
+  if (r.u8("has result") == 0) {
+    a.error = std::string(r.str("error"));
+    r.expect_end();
+    return a;
+  }
+  ProgramResult p;
+  p.record = cache::ProgramRecord::decode(r.str("program record"), "a compile process's record");
+  uint32_t names = r.u32("lowered name count");
+  if (names > r.remaining() / 8) r.fail("lowered name count past the end");
+  for (uint32_t i = 0; i < names; ++i) {
+    cache::LoweredName n;
+    n.name_expression = std::string(r.str("name expression"));
+    n.lowered_name = std::string(r.str("lowered name"));
+    p.lowered_names.push_back(std::move(n));
+  }
+  uint8_t flags = r.u8("flags");
+  p.hit = flags & 1;
+  p.any_name = flags & 2;
+  p.name_dependent = flags & 4;
+  p.key.high = r.u64("key");
+  p.key.low = r.u64("key");
+  p.not_stored = std::string(r.str("why not stored"));
+  p.compile_ms = r.u32("compile ms");
+  p.miss_reason = std::string(r.str("why it missed"));
+  r.expect_end();
+  a.result = std::move(p);
+  return a;
+}
+
+}  // namespace kcache::compiler
