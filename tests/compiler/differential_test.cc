@@ -532,6 +532,21 @@ class DuringCompile {
   std::thread thread_;
 };
 
+// The compiles of the current step (outcome), for a differing step's report.
+std::string& step_log() {
+  static std::string log;
+  return log;
+}
+
+// Where `got` and `want` first differ, with some bytes of each around it.
+std::string first_difference(const std::string& got, const std::string& want) {
+  size_t at = 0;
+  while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
+  const size_t from = at < 80 ? 0 : at - 80;
+  return "first difference at byte " + std::to_string(at) + "\n  got:  " +
+         got.substr(from, 200) + "\n  want: " + want.substr(from, 200);
+}
+
 // What a compile gives: the bundle without its store keys, or the error's
 // message. A key is where the answer is stored, and one answer may be
 // stored under two (served, an entry another checkout stored answers this
@@ -549,6 +564,11 @@ std::string outcome(Compiler& c, const CompileOptions& o, int* hits = nullptr,
         std::optional<cache::Entry> e = storage->get(r.targets[i].key);
         EXPECT_TRUE(e && e->payload() == image.data) << "no entry under the key " << image.key;
       }
+      // What each compile of the step did, printed where the step differs.
+      step_log() += std::string(r.targets[i].hit ? "  hit " : "  miss ") +
+                    r.targets[i].key.hex() + " found by " +
+                    std::to_string(static_cast<int>(r.targets[i].found_by)) + ", not stored: " +
+                    r.targets[i].not_stored + "\n";
       if (std::getenv("KCACHE_DIFF_VERBOSE") && !r.targets[i].not_stored.empty()) {
         std::printf("not stored: %s\n", r.targets[i].not_stored.c_str());
       }
@@ -659,7 +679,9 @@ void run_differential(bool serve, long default_steps, bool seams = false) {
     if (seams && pick(3)) ::setenv("PWD", during.pwd_spelling(where).c_str(), 1);
     // The checkout's own folder (LB is B through a link).
     const std::string tree = where == dir ? dir : dir + "/B";
-    if (seams && during.pick_change(tree)) {
+    step_log().clear();
+    const bool raced_now = seams && during.pick_change(tree);
+    if (raced_now) {
       // What the raced compile answers is not compared (it may have read
       // either state); what it stored is, below, from the state it left.
       ++raced;
@@ -682,8 +704,12 @@ void run_differential(bool serve, long default_steps, bool seams = false) {
       if (!keep_going) {
         ASSERT_EQ(got, want) << "seed " << seed << ", step " << step << " in " << where;
       }
+      const char* pwd = std::getenv("PWD");
       ADD_FAILURE() << "seed " << seed << ", step " << step << " in " << where
-                    << ": the cached result differs from a compile without a store";
+                    << ": the cached result differs from a compile without a store (PWD "
+                    << (pwd ? pwd : "unset") << ", options " << o.nvrtc_options.size()
+                    << ", source " << o.source_path << ", raced " << raced_now << ")\n"
+                    << step_log() << first_difference(got, want);
     }
     if ((step + 1) % 250 == 0) {
       std::printf("differential: seed %u, %ld steps so far, %d differ\n", seed, step + 1,
