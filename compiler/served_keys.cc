@@ -48,10 +48,10 @@ std::string working_folder_spelling() {
   const std::string cwd = working_folder();
   const char* pwd = env::read(env::Var::pwd);
   if (!pwd || pwd[0] != '/' || cwd.empty()) return cwd;
+  // Verbatim, as glibc's get_current_dir_name takes it: NVRTC writes "//",
+  // "/./", "/../" and a trailing "/" of $PWD into -G and -lineinfo outputs
+  // (measured: stale_hit_pwd_spelling_test), so no spelling is normalized.
   const std::string spelling = pwd;
-  if (without_dot_parts(spelling) != spelling || spelling.find("/..") != std::string::npos) {
-    return cwd;
-  }
   struct stat a, b;
   if (::stat(spelling.c_str(), &a) != 0 || ::stat(cwd.c_str(), &b) != 0 || a.st_dev != b.st_dev ||
       a.st_ino != b.st_ino) {

@@ -25,9 +25,10 @@ constexpr char kToolkitFolderOption[] = "--kcache-toolkit-folder=";
 std::string working_folder();
 
 // The working folder as NVRTC spells it in the names it writes (-G and
-// -lineinfo line tables): $PWD where it is an absolute name of the working
-// folder without "." or ".." parts (a folder reached through a link keeps
-// the link's name, as a shell's $PWD does), else working_folder().
+// -lineinfo line tables): $PWD, byte for byte, where it is an absolute name
+// of the working folder (a folder reached through a link keeps the link's
+// name, as a shell's $PWD does; "//", "/./", "/../" and a trailing "/" stay),
+// else working_folder().
 std::string working_folder_spelling();
 
 // The option that keys the working folder's spelling where it is not

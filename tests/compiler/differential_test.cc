@@ -14,7 +14,10 @@
 // same trees, edits and options. A third run (`seams`) adds what slips
 // between a stat and the bytes: headers rewritten through a shared mapping
 // whose page stays dirty (no stamp moves), steps in a checkout reached
-// through a link with $PWD spelling the link, and -lineinfo compiles.
+// through a link with $PWD spelling the link (or the working folder with
+// "//", "/./" or a trailing "/"), -lineinfo compiles, and folders renamed
+// out of and back into place, and files removed, while NVRTC compiles
+// (DuringCompile).
 //
 // KCACHE_DIFF_STEPS (default 200) and KCACHE_DIFF_SEED (default 1) choose the
 // run (KCACHE_DIFF_KEEP_GOING=1 counts every differing step); docs/TESTING.md says how to run it
@@ -460,6 +463,90 @@ class Tree {
   Mappings mappings_;
 };
 
+// A change made to the tree while NVRTC compiles (the seams run): a folder
+// renamed out of place (`mv inc1/q inc1/q.staged`) or back into it (how
+// generators publish), a whole -I folder likewise, or a header removed. The
+// compile it races may answer for either state; what it stores must answer
+// only for the state it read, which the next lookups check.
+class DuringCompile {
+ public:
+  explicit DuringCompile(uint32_t seed) : rng_(seed) {}
+
+  // Whether this step races one (one step in four), and which.
+  bool pick_change(const std::string& tree) {
+    if (pick(4) != 0) return false;
+    static const char* const kFolders[] = {"inc1/q", "inc1/p", "inc2/q", "inc2", "src"};
+    static const char* const kFiles[] = {"inc1/c.cuh", "inc2/c.cuh", "inc1/d.cuh", "src/a.cuh",
+                                         "src/b.cuh",  "inc1/p/cfg.cuh", "inc2/q/cfg.cuh",
+                                         "inc1/q/cfg.cuh", "inc1/p/x.cuh"};
+    if (pick(3) == 0) {
+      from_ = tree + "/" + kFiles[pick(9)];
+      to_.clear();
+    } else {
+      // Out of place where it is there, else back in (a rename onto a
+      // folder written meanwhile fails, and the tree stays as it is).
+      const std::string folder = tree + "/" + kFolders[pick(4 + (pick(4) == 0))];
+      struct stat st;
+      const bool there = ::stat(folder.c_str(), &st) == 0;
+      from_ = there ? folder : folder + ".staged";
+      to_ = there ? folder + ".staged" : folder;
+    }
+    delay_ms_ = pick(250);
+    return true;
+  }
+
+  // Runs the change `delay_ms_` after now, on a thread of its own.
+  void start() {
+    thread_ = std::thread([this] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_));
+      if (to_.empty()) {
+        std::remove(from_.c_str());
+      } else {
+        (void)::rename(from_.c_str(), to_.c_str());
+      }
+    });
+  }
+  void join() { thread_.join(); }
+
+  // $PWD as a shell or a program may spell `where`: as it is, with a
+  // trailing "/", or with "//" or "/./" before its last part.
+  std::string pwd_spelling(const std::string& where) {
+    const size_t slash = where.rfind('/');
+    switch (pick(6)) {
+      case 0:
+        return where + "/";
+      case 1:
+        return where.substr(0, slash) + "//" + where.substr(slash + 1);
+      case 2:
+        return where.substr(0, slash) + "/./" + where.substr(slash + 1);
+      default:
+        return where;
+    }
+  }
+
+ private:
+  int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
+  std::mt19937 rng_;
+  std::string from_, to_;
+  int delay_ms_ = 0;
+  std::thread thread_;
+};
+
+// The compiles of the current step (outcome), for a differing step's report.
+std::string& step_log() {
+  static std::string log;
+  return log;
+}
+
+// Where `got` and `want` first differ, with some bytes of each around it.
+std::string first_difference(const std::string& got, const std::string& want) {
+  size_t at = 0;
+  while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
+  const size_t from = at < 80 ? 0 : at - 80;
+  return "first difference at byte " + std::to_string(at) + "\n  got:  " +
+         got.substr(from, 200) + "\n  want: " + want.substr(from, 200);
+}
+
 // What a compile gives: the bundle without its store keys, or the error's
 // message. A key is where the answer is stored, and one answer may be
 // stored under two (served, an entry another checkout stored answers this
@@ -477,6 +564,11 @@ std::string outcome(Compiler& c, const CompileOptions& o, int* hits = nullptr,
         std::optional<cache::Entry> e = storage->get(r.targets[i].key);
         EXPECT_TRUE(e && e->payload() == image.data) << "no entry under the key " << image.key;
       }
+      // What each compile of the step did, printed where the step differs.
+      step_log() += std::string(r.targets[i].hit ? "  hit " : "  miss ") +
+                    r.targets[i].key.hex() + " found by " +
+                    std::to_string(static_cast<int>(r.targets[i].found_by)) + ", not stored: " +
+                    r.targets[i].not_stored + "\n";
       if (std::getenv("KCACHE_DIFF_VERBOSE") && !r.targets[i].not_stored.empty()) {
         std::printf("not stored: %s\n", r.targets[i].not_stored.c_str());
       }
@@ -493,13 +585,16 @@ std::string outcome(Compiler& c, const CompileOptions& o, int* hits = nullptr,
 // The folders a second checkout (dir/B) copies from the first (dir).
 const char* const kCheckoutFolders[] = {"src", "inc1", "inc2"};
 
-// Makes dir/B a copy of dir's checkout folders (the toolkit copy is shared).
+// Makes dir/B a copy of dir's checkout folders (the toolkit copy is shared);
+// one renamed out of place (the seams run) is out of place in B too.
 void copy_checkout(const std::string& dir) {
   namespace fs = std::filesystem;
   for (const char* f : kCheckoutFolders) {
     fs::remove_all(dir + "/B/" + f);
     fs::create_directories(dir + "/B");
-    fs::copy(dir + "/" + f, dir + "/B/" + f, fs::copy_options::recursive);
+    if (fs::exists(dir + "/" + f)) {
+      fs::copy(dir + "/" + f, dir + "/B/" + f, fs::copy_options::recursive);
+    }
   }
 }
 
@@ -512,7 +607,10 @@ void copy_checkout(const std::string& dir) {
 // whose page is dirty already (no stamp moves: the measured writeback window
 // is used, not a short one), some steps run in the second checkout reached
 // through a link with $PWD spelling the link, and some compile with
-// -lineinfo (NVRTC writes $PWD's spelling into the line table).
+// -lineinfo (NVRTC writes $PWD's spelling into the line table); $PWD is
+// sometimes spelt with "//", "/./" or a trailing "/", and some steps race a
+// folder renamed or a file removed (DuringCompile; its own random numbers, so
+// the tree's edits and options are those of the run without it).
 void run_differential(bool serve, long default_steps, bool seams = false) {
   const long steps = env_or("KCACHE_DIFF_STEPS", default_steps);
   // Seed 6 for the seams: seed 1's first steps are mostly one broken tree,
@@ -551,6 +649,8 @@ void run_differential(bool serve, long default_steps, bool seams = false) {
   o.include_dirs = {dir + "/inc1", dir + "/inc2"};
   o.serve = serve;
   std::mt19937 checkouts(seed);
+  DuringCompile during(seed + 1);
+  int raced = 0;
   auto pick = [&checkouts](int n) { return std::uniform_int_distribution<int>(0, n - 1)(checkouts); };
 
   auto start = std::chrono::steady_clock::now();
@@ -576,7 +676,19 @@ void run_differential(bool serve, long default_steps, bool seams = false) {
     in_b += where != dir;
     testing::ScopedCwd cwd(where);  // where relative -I spellings (Tree::edit) start
     // As a shell sets it (a link keeps its name), or left as change_env made it.
-    if (seams && pick(3)) ::setenv("PWD", where.c_str(), 1);
+    if (seams && pick(3)) ::setenv("PWD", during.pwd_spelling(where).c_str(), 1);
+    // The checkout's own folder (LB is B through a link).
+    const std::string tree = where == dir ? dir : dir + "/B";
+    step_log().clear();
+    const bool raced_now = seams && during.pick_change(tree);
+    if (raced_now) {
+      // What the raced compile answers is not compared (it may have read
+      // either state); what it stored is, below, from the state it left.
+      ++raced;
+      during.start();
+      outcome(cached, o, nullptr, &storage);
+      during.join();
+    }
     const auto edited = std::chrono::steady_clock::now();
     std::string want = outcome(fresh, o);
     std::this_thread::sleep_until(edited + std::chrono::milliseconds(60));
@@ -592,8 +704,12 @@ void run_differential(bool serve, long default_steps, bool seams = false) {
       if (!keep_going) {
         ASSERT_EQ(got, want) << "seed " << seed << ", step " << step << " in " << where;
       }
+      const char* pwd = std::getenv("PWD");
       ADD_FAILURE() << "seed " << seed << ", step " << step << " in " << where
-                    << ": the cached result differs from a compile without a store";
+                    << ": the cached result differs from a compile without a store (PWD "
+                    << (pwd ? pwd : "unset") << ", options " << o.nvrtc_options.size()
+                    << ", source " << o.source_path << ", raced " << raced_now << ")\n"
+                    << step_log() << first_difference(got, want);
     }
     if ((step + 1) % 250 == 0) {
       std::printf("differential: seed %u, %ld steps so far, %d differ\n", seed, step + 1,
@@ -605,9 +721,10 @@ void run_differential(bool serve, long default_steps, bool seams = false) {
   const int64_t manifest_hits = storage.local()->stats().counter("manifest_hits");
   const int64_t record_hits = storage.local()->stats().counter("lookup_record_hits");
   std::printf(
-      "differential (%s): seed %u, %ld steps (%d in the second checkout), %d differ, %d hits "
-      "(%lld through manifests, %lld in lookup records), %d compile errors, %.1f s\n",
-      serve ? "served" : "handed", seed, steps, in_b, mismatches, hits,
+      "differential (%s): seed %u, %ld steps (%d in the second checkout, %d racing a change), "
+      "%d differ, %d hits (%lld through manifests, %lld in lookup records), %d compile errors, "
+      "%.1f s\n",
+      serve ? "served" : "handed", seed, steps, in_b, raced, mismatches, hits,
       static_cast<long long>(manifest_hits), static_cast<long long>(record_hits), errors, s);
   // Results that needed computed includes are stored and found (direct mode):
   // with this many steps, states repeat, so some hits must come through them.
@@ -624,7 +741,8 @@ TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   run_differential(/*serve=*/true, 200);
 }
 
-// Mapped writes, $PWD through a link, -lineinfo (run_differential's `seams`).
+// Mapped writes, $PWD through a link and respelt, -lineinfo, folders renamed
+// and files removed while NVRTC compiles (run_differential's `seams`).
 TEST(DifferentialTest, SeamsEveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   run_differential(/*serve=*/true, 120, /*seams=*/true);
 }
