@@ -263,15 +263,21 @@ bool remember_maker(const std::string& created, const NvrtcInput& input, const N
   Made& m = made()[created];
   m = Made{};
   for (const NvrtcHeader& h : input.headers) m.headers[h.name] = xxh3_64(h.content);
-  m.probes = out.probes;
-  for (const std::string& p : m.probes) m.states.push_back(state_of(p));
   m.started_ns = out.started_ns;
   record_frozen(input, out, &m);
+  // Served, the maker's own source is no header of the PCH's: a user that
+  // named it would key another source's file.
+  std::string source =
+      input.serve_disk ? absolute_from(input.working_dir, input.source_name) : std::string();
+  for (const std::string& p : out.probes) {
+    if (p == source) continue;
+    m.probes.push_back(p);
+    m.states.push_back(state_of(p));
+  }
   if (!input.serve_disk) return true;
   m.working_dir = absolute_from("", input.working_dir);
-  std::string source = absolute_from(input.working_dir, input.source_name);
   m.source_dir = folder_of(source);
-  std::set<std::string> kept;
+  std::set<std::string> kept(m.probes.begin(), m.probes.end());
   for (const ServedFile& f : out.served) {
     if (f.ctime_ns == UINT64_MAX) return false;
     if (f.path == source) continue;
@@ -279,7 +285,6 @@ bool remember_maker(const std::string& created, const NvrtcInput& input, const N
     kept.insert(f.path);
   }
   // The names of its probes and of the files kept: a lookup checks them.
-  for (const std::string& p : out.probes) kept.insert(p);
   for (const std::string& n : out.relative_names) {
     if (kept.count(n)) m.relative_names.push_back(n);
   }
