@@ -132,6 +132,8 @@ struct Made {
   std::vector<ServedFile> served;
   std::vector<std::string> relative_names, absolute_names;
   std::string working_dir, source_dir;
+  // Served: the maker's leading directives, which a user must share.
+  std::string prefix;
 };
 std::mutex made_mutex;
 std::map<std::string, Made>& made() {
@@ -215,6 +217,47 @@ std::string folder_of(const std::string& path) {
   return std::filesystem::path(path).parent_path().string();
 }
 
+// Whether `line` ends inside a block comment, given whether it began in one.
+bool ends_in_comment(std::string_view line, bool in_comment) {
+  for (size_t i = 0; i + 1 < line.size(); ++i) {
+    if (!in_comment && line[i] == '/' && line[i + 1] == '/') return false;
+    std::string_view pair = line.substr(i, 2);
+    if (pair == (in_comment ? "*/" : "/*")) {
+      in_comment = !in_comment;
+      ++i;
+    }
+  }
+  return in_comment;
+}
+
+// The length of `text`'s leading run of preprocessing directives, blank
+// lines and comments: where NVRTC's PCH may stop at the latest (the first
+// other token). A line continued with a backslash belongs to its directive.
+size_t leading_directives(std::string_view text) {
+  size_t at = 0;
+  bool in_comment = false, continued = false;
+  while (at < text.size()) {
+    size_t end = std::min(text.find('\n', at), text.size());
+    std::string_view line = text.substr(at, end - at);
+    size_t start = line.find_first_not_of(" \t\r\f\v");
+    std::string_view rest = start == std::string_view::npos ? "" : line.substr(start);
+    bool part = in_comment || continued || rest.empty() || rest.front() == '#' ||
+                rest.compare(0, 2, "//") == 0 || rest.compare(0, 2, "/*") == 0;
+    if (!part) return at;
+    in_comment = ends_in_comment(line, in_comment);
+    continued = !line.empty() && line.back() == '\\';
+    at = end + (end < text.size() ? 1 : 0);
+  }
+  return at;
+}
+
+// Whether `text` may read a file: names an include or an embed (textually,
+// so a comment counts too: a PCH not shared, never a wrong key).
+bool may_read_files(std::string_view text) {
+  return text.find("include") != std::string_view::npos ||
+         text.find("embed") != std::string_view::npos;
+}
+
 // Whether `f` still holds the bytes it was served with: its stat where that
 // stat stood for its bytes when the maker read them (common/stamp_trust.h),
 // else its bytes hashed again.
@@ -275,6 +318,12 @@ bool remember_maker(const std::string& created, const NvrtcInput& input, const N
     m.states.push_back(state_of(p));
   }
   if (!input.serve_disk) return true;
+  // Every file the maker read must be one a plain compile of a user with the
+  // same leading directives reads too (a Bazel action declares only its own
+  // headers): so its source past them names no include.
+  size_t run = leading_directives(input.source);
+  if (may_read_files(std::string_view(input.source).substr(run))) return false;
+  m.prefix = input.source.substr(0, run);
   m.working_dir = absolute_from("", input.working_dir);
   m.source_dir = folder_of(source);
   std::set<std::string> kept(m.probes.begin(), m.probes.end());
@@ -308,7 +357,8 @@ bool serves(const Made& m, const NvrtcInput& input) {
     if (h == handed.end() || h->second != hash) return false;
   }
   if (!input.serve_disk) return m.working_dir.empty();
-  return m.working_dir == absolute_from("", input.working_dir) &&
+  return m.prefix == input.source.substr(0, leading_directives(input.source)) &&
+         m.working_dir == absolute_from("", input.working_dir) &&
          m.source_dir == folder_of(absolute_from(input.working_dir, input.source_name));
 }
 

@@ -38,8 +38,9 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
 // set (every file it was served but its own source, with its bytes' hash and
 // stat, and every path it named) is remembered per PCH, in this process, and
 // a compile that uses the PCH gets it in its NvrtcOutput as if NVRTC had read
-// it: its key covers every file the PCH froze (and the maker's reads past
-// the prefix too: a lost hit at worst). Before each compile, a PCH any of
+// it: its key covers every file the PCH froze. Only a maker whose source
+// reads nothing past its leading directives lends its PCH, and only to a
+// source with the same leading directives. Before each compile, a PCH any of
 // whose files changed (a stat that stands for the bytes, common/stamp_trust.h,
 // else the bytes hashed again) is deleted, so NVRTC makes it again. A served
 // PCH serves only compiles from the same working folder and source folder.

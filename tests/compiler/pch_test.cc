@@ -252,6 +252,25 @@ TEST(PchTest, AServedHeaderChangedSinceThePchWasMadeDropsIt) {
   EXPECT_FALSE(the_pch(dir) == made) << "the stale PCH was kept";
 }
 
+// A maker that reads a file past its leading directives would lend that
+// file to every user's key (and a Bazel action declares only its own): its
+// PCH is not kept, and the user's reads are a plain compile's.
+TEST(PchTest, AServedMakerThatIncludesPastItsDirectivesLendsNoPch) {
+  std::string dir = test_dir();
+  std::string src = source_dir("1");
+  testing::write(src, "extra.h", "__device__ int extra_value = 3;\n");
+  Toolkit t = find_toolkit("");
+  const Nvrtc& nvrtc = Nvrtc::open(t.nvrtc.path);
+  NvrtcInput maker = served_input(t, src, "maker");
+  maker.source += "#include \"extra.h\"\n";
+  compile_with_pch(nvrtc, maker, dir);
+  int uses = pch_uses_for_testing();
+  NvrtcOutput user = compile_with_pch(nvrtc, served_input(t, src, "user"), dir);
+  EXPECT_EQ(pch_uses_for_testing(), uses) << "the user used the PCH of a maker that read extra.h";
+  EXPECT_EQ(served_files(user), served_files(nvrtc.compile(served_input(t, src, "user"))));
+  EXPECT_EQ(served_files(user).count(src + "/extra.h"), 0u);
+}
+
 TEST(PchTest, StripRemovesNvrtcsPchMessagesOnly) {
   const std::string dir = "/tmp/kcache-worker-abc/pch";
   // As NVRTC 13.0 writes them (captured from real compiles).
