@@ -174,17 +174,24 @@ void record_frozen(const NvrtcInput& input, const NvrtcOutput& out, Made* m) {
   for (const std::string& o : input.options) {
     if (o.size() > 2 && o.compare(0, 2, "-I") == 0) dirs.push_back(o.substr(2) + "/");
   }
-  for (const std::string& p : out.probes) {
-    bool beneath = std::any_of(dirs.begin(), dirs.end(),
-                               [&](const std::string& d) { return p.compare(0, d.size(), d) == 0; });
-    struct stat st;
-    if (!beneath || ::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+  auto look_at = [&](const std::string& p) {
     try {
       if (std::optional<std::string> text = read_input_file(p)) look(*text);
     } catch (const Error&) {
       m->unknown = true;
     }
+  };
+  for (const std::string& p : out.probes) {
+    bool beneath = std::any_of(dirs.begin(), dirs.end(),
+                               [&](const std::string& d) { return p.compare(0, d.size(), d) == 0; });
+    struct stat st;
+    if (!beneath || ::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    look_at(p);
   }
+  // Served, every file it read was served (none is among the probes): the
+  // user's headers as well as the toolkit's. One changed since reads other
+  // bytes here, but then the PCH is dropped before use (drop_stale_pchs).
+  for (const ServedFile& f : out.served) look_at(f.path);
 }
 
 // Whether a PCH made as `m` may serve `input`: what it froze matches.
