@@ -253,8 +253,8 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
   // One process compiles many kernels, in long-lived children (NVRTC
   // serializes compiles within a process), with a scratch folder for their
-  // work files. Served compiles (every `kcache compile` since issue 27) use
-  // no precompiled headers (compiler/nvrtc/pch.h), so none is made.
+  // work files, where NVRTC's precompiled headers live (compiler/nvrtc/pch.h:
+  // a served compile that uses one is keyed by the files its maker read).
   std::optional<ScratchDir> scratch;
   std::optional<compiler::NvrtcPool> pool;
   if (!c.no_pch && global.pch_dir.empty()) {

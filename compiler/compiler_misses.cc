@@ -251,10 +251,8 @@ NvrtcOutput Compiler::nvrtc_round(const NvrtcInput& input, std::unique_lock<std:
   if (here->owns_lock() || worker_command_.empty()) {
     if (!here->owns_lock()) here->lock();
     const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
-    // Served, every file is read through the seal: a PCH holds headers
-    // NVRTC would not open again (pch.h).
-    return pch_dir_.empty() || input.serve_disk ? nvrtc.compile(input)
-                                                : compile_with_pch(nvrtc, input, pch_dir_);
+    // Served, a PCH's headers are keyed from its maker's reads (pch.h).
+    return pch_dir_.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir_);
   }
   return compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
 }

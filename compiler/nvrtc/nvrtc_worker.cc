@@ -147,11 +147,9 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     NvrtcInput input;
     decode_worker_request(request, nvrtc_path, input);
     const Nvrtc& nvrtc = Nvrtc::open(nvrtc_path);
-    // A served compile's answers are NVRTC's own, every file it reads
-    // served: never through a PCH (whose headers NVRTC does not open again,
-    // and whose messages and options are kcache's to filter).
-    NvrtcOutput out = pch_dir.empty() || input.serve_disk ? nvrtc.compile(input)
-                                                       : compile_with_pch(nvrtc, input, pch_dir);
+    // Served, a PCH's headers are keyed from its maker's reads (pch.h).
+    NvrtcOutput out =
+        pch_dir.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir);
     w.u8(kOk);
     w.str(out.image);
     w.str(out.log);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <ctime>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "common/error.h"
 #include "common/file_system.h"
 #include "common/hash.h"
+#include "common/stamp_trust.h"
 #include "compiler/time_macros.h"
 
 namespace kcache::compiler {
@@ -124,6 +126,15 @@ struct Made {
   std::vector<std::string> probes;
   std::vector<PathState> states;
   int64_t started_ns = 0;
+  // Served (NvrtcInput::serve_disk): every file the maker was served but
+  // its own source, with the names it used, and where it looked from (a
+  // quoted include is searched from the source's folder first, a relative
+  // name from the working folder: a PCH serves only compiles with both).
+  std::vector<ServedFile> served;
+  std::vector<std::string> relative_names, absolute_names;
+  std::string working_dir, source_dir;
+  // Served: the maker's leading directives, which a user must share.
+  std::string prefix;
 };
 std::mutex made_mutex;
 std::map<std::string, Made>& made() {
@@ -132,6 +143,7 @@ std::map<std::string, Made>& made() {
 }
 
 std::atomic<std::time_t (*)()> pch_clock{nullptr};
+std::atomic<int> pch_uses{0};
 
 std::time_t now() {
   std::time_t (*clock)() = pch_clock.load();
@@ -163,17 +175,24 @@ void record_frozen(const NvrtcInput& input, const NvrtcOutput& out, Made* m) {
   for (const std::string& o : input.options) {
     if (o.size() > 2 && o.compare(0, 2, "-I") == 0) dirs.push_back(o.substr(2) + "/");
   }
-  for (const std::string& p : out.probes) {
-    bool beneath = std::any_of(dirs.begin(), dirs.end(),
-                               [&](const std::string& d) { return p.compare(0, d.size(), d) == 0; });
-    struct stat st;
-    if (!beneath || ::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+  auto look_at = [&](const std::string& p) {
     try {
       if (std::optional<std::string> text = read_input_file(p)) look(*text);
     } catch (const Error&) {
       m->unknown = true;
     }
+  };
+  for (const std::string& p : out.probes) {
+    bool beneath = std::any_of(dirs.begin(), dirs.end(),
+                               [&](const std::string& d) { return p.compare(0, d.size(), d) == 0; });
+    struct stat st;
+    if (!beneath || ::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    look_at(p);
   }
+  // Served, every file it read was served (none is among the probes): the
+  // user's headers as well as the toolkit's. One changed since reads other
+  // bytes here, but then the PCH is dropped before use (drop_stale_pchs).
+  for (const ServedFile& f : out.served) look_at(f.path);
 }
 
 // Whether a PCH made as `m` may serve `input`: what it froze matches.
@@ -193,12 +212,206 @@ std::string pch_named(std::string_view log, std::string_view verb) {
   return end == std::string_view::npos ? "" : std::string(log.substr(start, end - start));
 }
 
+// The absolute, lexically normal name of `name` taken from `working_dir`
+// (empty: this process's working folder).
+std::string absolute_from(const std::string& working_dir, const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path p(name);
+  if (p.is_relative()) p = (working_dir.empty() ? fs::current_path() : fs::path(working_dir)) / p;
+  return p.lexically_normal().string();
+}
+
+std::string folder_of(const std::string& path) {
+  return std::filesystem::path(path).parent_path().string();
+}
+
+// Whether `line` ends inside a block comment, given whether it began in one.
+bool ends_in_comment(std::string_view line, bool in_comment) {
+  for (size_t i = 0; i + 1 < line.size(); ++i) {
+    if (!in_comment && line[i] == '/' && line[i + 1] == '/') return false;
+    std::string_view pair = line.substr(i, 2);
+    if (pair == (in_comment ? "*/" : "/*")) {
+      in_comment = !in_comment;
+      ++i;
+    }
+  }
+  return in_comment;
+}
+
+// The length of `text`'s leading run of preprocessing directives, blank
+// lines and comments: where NVRTC's PCH may stop at the latest (the first
+// other token). A line continued with a backslash belongs to its directive.
+size_t leading_directives(std::string_view text) {
+  size_t at = 0;
+  bool in_comment = false, continued = false;
+  while (at < text.size()) {
+    size_t end = std::min(text.find('\n', at), text.size());
+    std::string_view line = text.substr(at, end - at);
+    size_t start = line.find_first_not_of(" \t\r\f\v");
+    std::string_view rest = start == std::string_view::npos ? "" : line.substr(start);
+    bool part = in_comment || continued || rest.empty() || rest.front() == '#' ||
+                rest.compare(0, 2, "//") == 0 || rest.compare(0, 2, "/*") == 0;
+    if (!part) return at;
+    in_comment = ends_in_comment(line, in_comment);
+    continued = !line.empty() && line.back() == '\\';
+    at = end + (end < text.size() ? 1 : 0);
+  }
+  return at;
+}
+
+// Whether `text` may read a file: names an include or an embed (textually,
+// so a comment counts too: a PCH not shared, never a wrong key).
+bool may_read_files(std::string_view text) {
+  return text.find("include") != std::string_view::npos ||
+         text.find("embed") != std::string_view::npos;
+}
+
+// Whether `f` still holds the bytes it was served with: its stat where that
+// stat stood for its bytes when the maker read them (common/stamp_trust.h),
+// else its bytes hashed again.
+bool served_file_holds(const ServedFile& f, int64_t read_ns) {
+  struct stat st;
+  if (::stat(f.path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  FileStamp now = FileStamp::of(st);
+  FileStamp then{f.dev, f.ino, f.size, f.mtime_ns, f.ctime_ns};
+  if (now == then && stamp_stands_for_bytes(then, f.path, read_ns)) return true;
+  try {
+    std::optional<std::string> bytes = read_input_file(f.path);
+    return bytes && xxh3_128(*bytes) == f.content;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// Whether every path the maker of `m` named is as it was, and every file it
+// was served still has the same bytes.
+bool files_hold(const Made& m) {
+  for (size_t i = 0; i < m.probes.size(); ++i) {
+    if (!(state_of(m.probes[i]) == m.states[i])) return false;
+  }
+  return std::all_of(m.served.begin(), m.served.end(),
+                     [&](const ServedFile& f) { return served_file_holds(f, m.started_ns); });
+}
+
+// NVRTC loads a PCH without opening the headers it froze: one whose files
+// changed since it was made would give the old headers. Those are deleted
+// before NVRTC looks, so it makes them again. Called with made_mutex held.
+void drop_stale_pchs() {
+  for (auto it = made().begin(); it != made().end();) {
+    if (files_hold(it->second)) {
+      ++it;
+    } else {
+      ::unlink(it->first.c_str());
+      it = made().erase(it);
+    }
+  }
+}
+
+// Remembers what the compile of `input` (its output `out`) that created the
+// PCH `created` read. False where what it read is not known (a file that
+// changed while it was served): such a PCH must not be used.
+bool remember_maker(const std::string& created, const NvrtcInput& input, const NvrtcOutput& out) {
+  Made& m = made()[created];
+  m = Made{};
+  for (const NvrtcHeader& h : input.headers) m.headers[h.name] = xxh3_64(h.content);
+  m.started_ns = out.started_ns;
+  record_frozen(input, out, &m);
+  // Served, the maker's own source is no header of the PCH's: a user that
+  // named it would key another source's file.
+  std::string source =
+      input.serve_disk ? absolute_from(input.working_dir, input.source_name) : std::string();
+  for (const std::string& p : out.probes) {
+    if (p == source) continue;
+    m.probes.push_back(p);
+    m.states.push_back(state_of(p));
+  }
+  if (!input.serve_disk) return true;
+  // Every file the maker read must be one a plain compile of a user with the
+  // same leading directives reads too (a Bazel action declares only its own
+  // headers): so its source past them names no include.
+  size_t run = leading_directives(input.source);
+  if (may_read_files(std::string_view(input.source).substr(run))) return false;
+  m.prefix = input.source.substr(0, run);
+  m.working_dir = absolute_from("", input.working_dir);
+  m.source_dir = folder_of(source);
+  std::set<std::string> kept(m.probes.begin(), m.probes.end());
+  for (const ServedFile& f : out.served) {
+    if (f.ctime_ns == UINT64_MAX) return false;
+    if (f.path == source) continue;
+    m.served.push_back(f);
+    kept.insert(f.path);
+  }
+  // The names of its probes and of the files kept: a lookup checks them.
+  for (const std::string& n : out.relative_names) {
+    if (kept.count(n)) m.relative_names.push_back(n);
+  }
+  for (const std::string& n : out.absolute_names) {
+    if (kept.count(n)) m.absolute_names.push_back(n);
+  }
+  return true;
+}
+
+// Whether the PCH made as `m` may serve `input` (its files already checked
+// by drop_stale_pchs): what it froze matches, and it was handed the same
+// in-memory headers and, served, looked from the same folders.
+bool serves(const Made& m, const NvrtcInput& input) {
+  // A PCH another source made may hold that source's __BASE_FILE__, or
+  // another day's __DATE__: NVRTC does not check either.
+  if (!frozen_matches(m, input)) return false;
+  std::map<std::string, uint64_t> handed;
+  for (const NvrtcHeader& h : input.headers) handed[h.name] = xxh3_64(h.content);
+  for (const auto& [name, hash] : m.headers) {
+    auto h = handed.find(name);
+    if (h == handed.end() || h->second != hash) return false;
+  }
+  if (!input.serve_disk) return m.working_dir.empty();
+  return m.prefix == input.source.substr(0, leading_directives(input.source)) &&
+         m.working_dir == absolute_from("", input.working_dir) &&
+         m.source_dir == folder_of(absolute_from(input.working_dir, input.source_name));
+}
+
+void add_missing(const std::vector<std::string>& from, std::vector<std::string>* to) {
+  std::set<std::string> have(to->begin(), to->end());
+  for (const std::string& n : from) {
+    if (have.insert(n).second) to->push_back(n);
+  }
+}
+
+// Adds to `out` (a compile that used the PCH made as `m`) what the maker
+// read, as if NVRTC had read it itself: the PCH holds those headers. False
+// where `out` was served a file the maker was served with other bytes (one
+// changed while NVRTC ran: which bytes the output holds is not known).
+bool add_makers_reads(const Made& m, NvrtcOutput* out) {
+  std::map<std::string, Hash128> served;
+  for (const ServedFile& f : out->served) served.emplace(f.path, f.content);
+  for (const ServedFile& f : m.served) {
+    auto it = served.find(f.path);
+    if (it != served.end() && it->second != f.content) return false;
+    if (it == served.end()) out->served.push_back(f);
+  }
+  // A name the maker was served is not a probe of this compile's: served
+  // paths are not repeated in `probes`.
+  std::vector<std::string> probes;
+  for (const std::string& p : m.probes) {
+    if (!served.count(p)) probes.push_back(p);
+  }
+  add_missing(probes, &out->probes);
+  add_missing(m.relative_names, &out->relative_names);
+  add_missing(m.absolute_names, &out->absolute_names);
+  out->started_ns = std::min(out->started_ns, m.started_ns);
+  return true;
+}
+
 }  // namespace
 
 void set_pch_clock_for_testing(std::time_t (*clock)()) { pch_clock.store(clock); }
 
+int pch_uses_for_testing() { return pch_uses.load(); }
+
 NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
                              const std::string& pch_dir) {
+  // A program's answers are NVRTC's own, its log included.
+  if (input.program) return nvrtc.compile(input);
   NvrtcInput with_pch = input;
   with_pch.options.push_back("-pch");
   with_pch.options.push_back("-pch-dir=" + pch_dir);
@@ -209,6 +422,10 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
   std::string tmp_dir = tmp ? tmp : "";
   bool tmp_ok = tmp_dir == pch_dir || tmp_dir.rfind(pch_dir + "/", 0) == 0;
   for (int attempt = 0; tmp_ok && attempt < 2; ++attempt) {
+    {
+      std::lock_guard<std::mutex> lock(made_mutex);
+      drop_stale_pchs();
+    }
     NvrtcOutput out;
     try {
       out = nvrtc.compile(with_pch);
@@ -219,46 +436,21 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
     std::string used = pch_named(out.log, "\": using precompiled header file \"");
     out.log = strip_pch_messages(out.log, pch_dir);
     std::lock_guard<std::mutex> lock(made_mutex);
-    if (!created.empty()) {
-      Made& m = made()[created];
-      m.headers.clear();
-      for (const NvrtcHeader& h : input.headers) m.headers[h.name] = xxh3_64(h.content);
-      m.probes = out.probes;
-      m.states.clear();
-      for (const std::string& p : m.probes) m.states.push_back(state_of(p));
-      m.started_ns = out.started_ns;
-      record_frozen(input, out, &m);
+    if (!created.empty() && !remember_maker(created, input, out)) {
+      ::unlink(created.c_str());
+      made().erase(created);
     }
     if (used.empty()) return out;
     auto it = made().find(used);
-    bool current = it != made().end();
-    for (size_t i = 0; current && i < it->second.probes.size(); ++i) {
-      current = state_of(it->second.probes[i]) == it->second.states[i];
+    if (it != made().end() && serves(it->second, input) && add_makers_reads(it->second, &out)) {
+      pch_uses.fetch_add(1);
+      return out;
     }
-    // A PCH another source made may hold that source's __BASE_FILE__, or
-    // another day's __DATE__: NVRTC does not check either.
-    if (current) current = frozen_matches(it->second, input);
-    if (current) {
-      std::map<std::string, uint64_t> handed;
-      for (const NvrtcHeader& h : input.headers) handed[h.name] = xxh3_64(h.content);
-      for (const auto& [name, hash] : it->second.headers) {
-        auto h = handed.find(name);
-        if (h == handed.end() || h->second != hash) current = false;
-      }
-    }
-    if (!current) {
-      // Made elsewhere, or a header it stands for changed since: NVRTC
-      // would not notice. Drop it and compile again, making a new one.
-      ::unlink(used.c_str());
-      if (it != made().end()) made().erase(it);
-      continue;
-    }
-    std::set<std::string> have(out.probes.begin(), out.probes.end());
-    for (const std::string& p : it->second.probes) {
-      if (have.insert(p).second) out.probes.push_back(p);
-    }
-    out.started_ns = std::min(out.started_ns, it->second.started_ns);
-    return out;
+    // Made elsewhere, by a maker whose frozen inputs differ, or read while
+    // a file changed: NVRTC would not notice. Drop it and compile again,
+    // making a new one.
+    ::unlink(used.c_str());
+    if (it != made().end()) made().erase(it);
   }
   return nvrtc.compile(input);
 }

@@ -33,8 +33,23 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
 // no other compile. Otherwise the PCH is dropped and made again (a PCH whose
 // prefix uses none of them still serves every source: prewarm's speed-up).
 //
+// Served (NvrtcInput::serve_disk): NVRTC that uses a PCH opens none of the
+// headers it froze, so the seal serves none of them. The maker's whole read
+// set (every file it was served but its own source, with its bytes' hash and
+// stat, and every path it named) is remembered per PCH, in this process, and
+// a compile that uses the PCH gets it in its NvrtcOutput as if NVRTC had read
+// it: its key covers every file the PCH froze. Only a maker whose source
+// reads nothing past its leading directives lends its PCH, and only to a
+// source with the same leading directives. Before each compile, a PCH any of
+// whose files changed (a stat that stands for the bytes, common/stamp_trust.h,
+// else the bytes hashed again) is deleted, so NVRTC makes it again. A served
+// PCH serves only compiles from the same working folder and source folder.
+//
 // For tests: the clock a PCH's date is read from (null: the real one).
 void set_pch_clock_for_testing(std::time_t (*clock)());
+
+// For tests: how many compiles in this process used a PCH kcache made here.
+int pch_uses_for_testing();
 
 // `log` without the lines NVRTC writes about the PCH itself: its status lines
 // ("X": creating/using precompiled header file "`pch_dir`/..."), its PCH

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <map>
 
 #include "common/error.h"
 #include "common/file_system.h"
@@ -182,6 +183,92 @@ TEST(PchTest, APchWhoseMakerNamedTheDateServesOnlyThatDay) {
   set_pch_clock_for_testing(nullptr);
   EXPECT_FALSE(the_pch(dir) == made) << "the next day used the PCH made the day before";
   EXPECT_EQ(next_day.image, nvrtc.compile(named_input(t, "first.cu", named)).image);
+}
+
+// Served compiles (NvrtcInput::serve_disk) of sources in `src` whose prefix
+// includes frozen.h from that folder: NVRTC that uses a PCH opens none of
+// the headers it froze, so the seal serves them to the maker only.
+NvrtcInput served_input(const Toolkit& t, const std::string& src, const std::string& name) {
+  NvrtcInput in;
+  in.source_name = src + "/" + name + ".cu";
+  in.source = "#include \"frozen.h\"\n#include <cuda/std/limits>\n"
+              "extern \"C\" __global__ void " + name + "(int* o) { o[0] = frozen_value; }\n";
+  in.options = {"-arch=compute_80", "-std=c++17"};
+  for (const std::string& d : t.include_dirs) in.options.push_back("-I" + d);
+  in.want_cubin = false;
+  in.serve_disk = true;
+  in.working_dir = src;
+  return in;
+}
+
+std::string source_dir(const std::string& value) {
+  std::string src = "/tmp/kcache-pch-src-XXXXXX";
+  if (!::mkdtemp(&src[0])) ADD_FAILURE() << "mkdtemp failed";
+  testing::write(src, "frozen.h", "__device__ int frozen_value = " + value + ";\n");
+  return src;
+}
+
+// Every file served, by name, with its bytes' hash: what a served key holds.
+std::map<std::string, std::string> served_files(const NvrtcOutput& out) {
+  std::map<std::string, std::string> files;
+  for (const ServedFile& f : out.served) files[f.path] = f.content.hex();
+  return files;
+}
+
+// A compile that used a PCH reads the same files as a plain compile, though
+// NVRTC opened none of the prefix's: the key covers the frozen headers.
+TEST(PchTest, AServedCompileThatUsesAPchIsServedTheHeadersThePchFroze) {
+  std::string dir = test_dir();
+  std::string src = source_dir("1");
+  Toolkit t = find_toolkit("");
+  const Nvrtc& nvrtc = Nvrtc::open(t.nvrtc.path);
+  compile_with_pch(nvrtc, served_input(t, src, "maker"), dir);
+  int uses = pch_uses_for_testing();
+  NvrtcOutput user = compile_with_pch(nvrtc, served_input(t, src, "user"), dir);
+  ASSERT_EQ(pch_uses_for_testing(), uses + 1) << "the user did not use the maker's PCH";
+  NvrtcOutput plain = nvrtc.compile(served_input(t, src, "user"));
+  EXPECT_EQ(user.image, plain.image);
+  EXPECT_EQ(user.log, plain.log);
+  EXPECT_EQ(served_files(user), served_files(plain));
+  EXPECT_EQ(served_files(user).count(src + "/frozen.h"), 1u);
+}
+
+// A header the PCH froze, changed after it was made: the PCH is dropped, and
+// the next compile (in the same process) gives the new header's output.
+TEST(PchTest, AServedHeaderChangedSinceThePchWasMadeDropsIt) {
+  std::string dir = test_dir();
+  std::string src = source_dir("1");
+  Toolkit t = find_toolkit("");
+  const Nvrtc& nvrtc = Nvrtc::open(t.nvrtc.path);
+  compile_with_pch(nvrtc, served_input(t, src, "maker"), dir);
+  PchFile made = the_pch(dir);
+  NvrtcOutput before = compile_with_pch(nvrtc, served_input(t, src, "user"), dir);
+  testing::write(src, "frozen.h", "__device__ int frozen_value = 22;\n");
+  NvrtcOutput after = compile_with_pch(nvrtc, served_input(t, src, "user"), dir);
+  NvrtcOutput plain = nvrtc.compile(served_input(t, src, "user"));
+  EXPECT_EQ(after.image, plain.image) << "the user got the header the PCH froze";
+  EXPECT_NE(after.image, before.image);
+  EXPECT_EQ(served_files(after), served_files(plain));
+  EXPECT_FALSE(the_pch(dir) == made) << "the stale PCH was kept";
+}
+
+// A maker that reads a file past its leading directives would lend that
+// file to every user's key (and a Bazel action declares only its own): its
+// PCH is not kept, and the user's reads are a plain compile's.
+TEST(PchTest, AServedMakerThatIncludesPastItsDirectivesLendsNoPch) {
+  std::string dir = test_dir();
+  std::string src = source_dir("1");
+  testing::write(src, "extra.h", "__device__ int extra_value = 3;\n");
+  Toolkit t = find_toolkit("");
+  const Nvrtc& nvrtc = Nvrtc::open(t.nvrtc.path);
+  NvrtcInput maker = served_input(t, src, "maker");
+  maker.source += "#include \"extra.h\"\n";
+  compile_with_pch(nvrtc, maker, dir);
+  int uses = pch_uses_for_testing();
+  NvrtcOutput user = compile_with_pch(nvrtc, served_input(t, src, "user"), dir);
+  EXPECT_EQ(pch_uses_for_testing(), uses) << "the user used the PCH of a maker that read extra.h";
+  EXPECT_EQ(served_files(user), served_files(nvrtc.compile(served_input(t, src, "user"))));
+  EXPECT_EQ(served_files(user).count(src + "/extra.h"), 0u);
 }
 
 TEST(PchTest, StripRemovesNvrtcsPchMessagesOnly) {
