@@ -346,8 +346,12 @@ TEST_F(RealFileSystemAttack2Test, LookupRecordOfASharedEntryMadeInTheIncludeFold
   compiler::testing::age();
   storage_ = std::make_unique<cache::Storage>(so);
   compiler::testing::age();
-  const std::string source =
-      std::string(kComputed) + "#include XSTR(CAT(x, .h))\n" + std::string(kKernel);
+  // A computed include that pastes nothing: a source with `##` is never
+  // shared by every name (compiler_name_check.cc), and this case is about one
+  // that is.
+  const std::string source = "#define STR(x) #x\n#define XSTR(x) STR(x)\n#define HDR x.h\n"
+                             "#include XSTR(HDR)\n" +
+                             std::string(kKernel);
   const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "A/inc"};
   expect_cached_nvrtcs_answer(source, dir_ / "C/kern.cu", options);
   compiler::testing::age();
