@@ -200,10 +200,15 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
       folder.clear();
     }
   }
-  std::optional<std::vector<cache::ManifestProbe>> probes = seen.probes(folder, p.keyed_absolutely);
+  // The toolkit's folders, as named and as links resolve: no program writes
+  // into them, so a name NVRTC found absent there is checked by its folder.
+  std::vector<std::string> quiet = probe_context_.toolkit_dirs;
+  for (const std::string& d : toolkit_.include_dirs) quiet.push_back(parts::absolute_path(d));
+  std::optional<std::vector<cache::ManifestProbe>> probes =
+      seen.probes(folder, p.keyed_absolutely, quiet);
   if (!probes && any_name) {
     any_name = false;  // it holds for this folder only (lookup_record.h)
-    probes = seen.probes("");
+    probes = seen.probes("", {}, quiet);
   }
   if (!probes) return;
   cache::ManifestSet set;

@@ -74,8 +74,53 @@ void DiskObservations::record(const std::string& path, int stat_result, int stat
   }
 }
 
+namespace {
+
+// An absent `path` beneath a quiet folder, checked by the stamp of the
+// deepest folder on its path that exists: false where there is none whose
+// stamp has settled, or where `path` is there now. The folder is stat-ed
+// before the name is found absent again, so an entry made after the
+// folder's stat moves the stamp a later lookup compares.
+bool absent_by_folder(const std::string& path, int64_t started_ns, cache::ManifestProbe* p) {
+  uint32_t depth = 0;
+  std::string folder = path;
+  struct stat st;
+  for (;;) {
+    const size_t slash = folder.rfind('/');
+    if (slash == std::string::npos || folder.size() <= 1) return false;
+    folder.resize(slash == 0 ? 1 : slash);
+    ++depth;
+    if (::stat(folder.c_str(), &st) == 0) break;
+    if (errno != ENOENT && errno != ENOTDIR) return false;
+  }
+  if (!S_ISDIR(st.st_mode)) return false;
+  const FileStamp stamp{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+                        static_cast<uint64_t>(st.st_size),
+                        static_cast<uint64_t>(record_ns(st.st_mtim)),
+                        static_cast<uint64_t>(record_ns(st.st_ctim))};
+  if (!stamp_stands_for_bytes(stamp, folder, started_ns)) return false;
+  struct stat again;
+  if (::stat(path.c_str(), &again) == 0 || (errno != ENOENT && errno != ENOTDIR)) return false;
+  p->has_folder = true;
+  p->folder_depth = depth;
+  p->dev = stamp.dev;
+  p->ino = stamp.ino;
+  p->mtime_ns = stamp.mtime_ns;
+  p->ctime_ns = stamp.ctime_ns;
+  return true;
+}
+
+}  // namespace
+
 std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
-    const std::string& relative_to, const std::set<std::string>& keyed_absolutely) const {
+    const std::string& relative_to, const std::set<std::string>& keyed_absolutely,
+    const std::vector<std::string>& quiet_folders) const {
+  auto in_quiet_folder = [&](const std::string& path) {
+    for (const std::string& f : quiet_folders) {
+      if (!f.empty() && record_starts_with(path, f + "/")) return true;
+    }
+    return false;
+  };
   if (spoiled_ || seen_.empty()) return std::nullopt;
   auto beneath_program_folder = [&](const std::string& path) {
     return !relative_to.empty() &&
@@ -102,7 +147,9 @@ std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
       p.ctime_ns = s.ctime_ns;
     }
     // A folder: present with no stamp, checked as a folder. An absent name:
-    // checked by its own stat, "not there" again.
+    // checked by its own stat, "not there" again, or beneath a quiet folder
+    // by its deepest existing folder's stamp.
+    if (!s.there && !rebased && in_quiet_folder(path)) absent_by_folder(path, started_ns_, &p);
     if (absolute_too) {
       cache::ManifestProbe as_keyed = p;
       as_keyed.path = path;

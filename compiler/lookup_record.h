@@ -24,7 +24,9 @@
 //  - a path that was not there: the path, checked by one stat of its own to
 //    be "not there" again (ENOENT or ENOTDIR, as the lookup took either).
 //    Not its folder's stamp: a program writing a log into its working
-//    folder would invalidate every record.
+//    folder would invalidate every record. Beneath the toolkit's folders,
+//    which no program writes into, by the settled stamp of the deepest
+//    folder on its path that exists (any entry made in it moves that stamp).
 // A record is written only where no stat failed other than "not there" and
 // where the compile uses no time macro. Paths beneath the program's folder
 // are recorded relative to it for a program shared by every folder
@@ -73,8 +75,14 @@ class DiskObservations {
   // Paths beneath `relative_to` (an absolute folder; empty: none) are
   // written as kSourceFolderPrefix + the rest.
   // Paths in `keyed_absolutely` stay absolute wherever they are.
+  // An absent name beneath one of `quiet_folders` (absolute: the toolkit's,
+  // which no program writes into) is checked by the stamp of the deepest
+  // folder on its path that exists, where that stamp has settled (older
+  // than the writeback window): one stat answers for the hundreds of names
+  // NVRTC's search finds absent there. Elsewhere each is its own stat.
   std::optional<std::vector<cache::ManifestProbe>> probes(
-      const std::string& relative_to, const std::set<std::string>& keyed_absolutely = {}) const;
+      const std::string& relative_to, const std::set<std::string>& keyed_absolutely = {},
+      const std::vector<std::string>& quiet_folders = {}) const;
 
  private:
   struct Seen {

@@ -39,6 +39,17 @@ std::optional<std::vector<cache::ManifestProbe>> observe(const std::vector<std::
   return seen.probes(relative_to);
 }
 
+// The same, with `quiet_folders` (the toolkit's).
+std::optional<std::vector<cache::ManifestProbe>> observe_quiet(
+    const std::vector<std::string>& paths, const std::vector<std::string>& quiet_folders) {
+  DiskObservations seen;
+  for (const std::string& p : paths) {
+    struct stat st;
+    observed_stat(p, &st);
+  }
+  return seen.probes("", {}, quiet_folders);
+}
+
 TEST_F(LookupRecordTest, AnEditedFileIsNoLongerAsRecorded) {
   std::string dir = test_dir();
   std::string h = write(dir, "inc/h.cuh", "int a;\n");
@@ -67,6 +78,54 @@ TEST_F(LookupRecordTest, AnAbsentNameIsCheckedByItsOwnStatNotByItsFolder) {
   write(dir, "inc/log.txt", "");  // another name in the folder: no concern of the record
   EXPECT_TRUE(disk_unchanged(*probes, ""));
   write(dir, "inc/sub/c.cuh", "");
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+}
+
+// Beneath the toolkit's folders, which no program writes into, NVRTC's
+// search finds hundreds of names absent: each is checked by the settled
+// stamp of the deepest folder on its path that exists, and any entry made
+// in that folder (the name itself, or a folder on its way) is a change.
+TEST_F(LookupRecordTest, AnAbsentNameInAQuietFolderIsCheckedByItsFolder) {
+  std::string dir = test_dir();
+  write(dir, "toolkit/include/cub/x.cuh", "");
+  write(dir, "mine/keep", "");
+  age();
+  const std::string quiet = dir + "/toolkit/include";
+  auto probes = observe_quiet({quiet + "/cub/a.cuh", quiet + "/cub/deep/b.cuh", dir + "/mine/c.cuh"},
+                              {quiet});
+  ASSERT_TRUE(probes);
+  ASSERT_EQ(probes->size(), 3u);
+  for (const cache::ManifestProbe& p : *probes) {
+    EXPECT_FALSE(p.present);
+    EXPECT_EQ(p.has_folder, p.path.rfind(quiet, 0) == 0) << p.path;  // mine/ is a program's
+  }
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "toolkit/include/cub/deep/b.cuh", "");  // a new folder in cub/, then the name
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+  ::unlink((dir + "/toolkit/include/cub/deep/b.cuh").c_str());
+  ::rmdir((dir + "/toolkit/include/cub/deep").c_str());
+  age();
+  probes = observe_quiet({quiet + "/cub/a.cuh"}, {quiet});
+  ASSERT_TRUE(probes);
+  ASSERT_TRUE((*probes)[0].has_folder);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "toolkit/include/cub/a.cuh", "");
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+}
+
+// A folder changed within the writeback window has no settled stamp: its
+// absent names are checked one stat each.
+TEST_F(LookupRecordTest, AnAbsentNameInARecentlyChangedQuietFolderIsCheckedByItself) {
+  std::string dir = test_dir();
+  write(dir, "toolkit/include/cub/x.cuh", "");
+  set_too_new_margin_for_testing(int64_t{3600} * 1000000000);  // nothing has settled
+  const std::string quiet = dir + "/toolkit/include";
+  auto probes = observe_quiet({quiet + "/cub/a.cuh"}, {quiet});
+  set_too_new_margin_for_testing(int64_t{50} * 1000000);
+  ASSERT_TRUE(probes);
+  ASSERT_EQ(probes->size(), 1u);
+  EXPECT_FALSE((*probes)[0].has_folder);
+  write(dir, "toolkit/include/cub/a.cuh", "");
   EXPECT_FALSE(disk_unchanged(*probes, ""));
 }
 
