@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kcache {
 
@@ -23,6 +24,11 @@ class ByteWriter {
   void str(std::string_view s) {
     u32(static_cast<uint32_t>(s.size()));
     bytes(s);
+  }
+  // u32 count, then each as str().
+  void strs(const std::vector<std::string>& items) {
+    u32(static_cast<uint32_t>(items.size()));
+    for (const std::string& s : items) str(s);
   }
   size_t size() const { return out_.size(); }
   const std::string& data() const { return out_; }
@@ -47,6 +53,16 @@ class ByteReader {
   std::string_view bytes(size_t n, const char* field);
   // u32 length, then the bytes; the length must fit in what is left.
   std::string_view str(const char* field) { return bytes(u32(field), field); }
+  // u32 count, then each as str(); a count the bytes left cannot hold fails
+  // before anything is allocated for it.
+  std::vector<std::string> strs(const char* field) {
+    const uint32_t n = u32(field);
+    if (n > remaining() / 4) fail(std::string(field) + " count past the end");
+    std::vector<std::string> out;
+    out.reserve(n);
+    for (uint32_t i = 0; i < n; ++i) out.emplace_back(str(field));
+    return out;
+  }
 
   size_t offset() const { return pos_; }
   size_t remaining() const { return data_.size() - pos_; }

@@ -14,19 +14,6 @@ constexpr std::string_view kProgramRequestMagic = "KCPROGQ1";
 constexpr std::string_view kProgramAnswerMagic = "KCPROGA1";
 constexpr std::string_view kProgramProgressMagic = "KCPROGM1";
 
-void put_list(ByteWriter& w, const std::vector<std::string>& items) {
-  w.u32(static_cast<uint32_t>(items.size()));
-  for (const std::string& s : items) w.str(s);
-}
-
-std::vector<std::string> get_list(ByteReader& r, const char* field) {
-  uint32_t n = r.u32(field);
-  if (n > r.remaining() / 4) r.fail(std::string(field) + " count past the end");
-  std::vector<std::string> out;
-  for (uint32_t i = 0; i < n; ++i) out.emplace_back(r.str(field));
-  return out;
-}
-
 }  // namespace
 
 bool is_program_request(std::string_view bytes) {
@@ -47,8 +34,8 @@ std::string encode_program_request(const ProgramRequest& q) {
     w.str(h.include_name);
     w.str(h.content);
   }
-  put_list(w, q.program.name_expressions);
-  put_list(w, q.options);
+  w.strs(q.program.name_expressions);
+  w.strs(q.options);
   w.u8(q.lean ? 1 : 0);
   w.str(q.nvrtc_path);
   w.str(q.working_dir);
@@ -69,8 +56,8 @@ ProgramRequest decode_program_request(std::string_view bytes) {
     h.content = std::string(r.str("header content"));
     q.program.headers.push_back(std::move(h));
   }
-  q.program.name_expressions = get_list(r, "name expressions");
-  q.options = get_list(r, "options");
+  q.program.name_expressions = r.strs("name expressions");
+  q.options = r.strs("options");
   q.lean = r.u8("lean") != 0;
   q.nvrtc_path = std::string(r.str("NVRTC path"));
   q.working_dir = std::string(r.str("working folder"));
@@ -81,7 +68,7 @@ ProgramRequest decode_program_request(std::string_view bytes) {
 std::string encode_program_answer(const ProgramAnswer& a) {
   ByteWriter w;
   w.bytes(kProgramAnswerMagic);
-  put_list(w, a.notices);
+  w.strs(a.notices);
   w.str(a.unsealed);
   w.u8(a.result ? 1 : 0);
   if (!a.result) {
@@ -108,7 +95,7 @@ ProgramAnswer decode_program_answer(std::string_view bytes) {
   ByteReader r(bytes, "kcache compile process's answer");
   if (r.bytes(kProgramAnswerMagic.size(), "magic") != kProgramAnswerMagic) r.fail("bad magic");
   ProgramAnswer a;
-  a.notices = get_list(r, "notices");
+  a.notices = r.strs("notices");
   a.unsealed = std::string(r.str("why not sealed"));
   if (r.u8("has result") == 0) {
     a.error = std::string(r.str("error"));

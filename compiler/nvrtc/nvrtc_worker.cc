@@ -33,19 +33,6 @@ constexpr std::string_view kResponseMagic{"KCNVRS3\0", 8};
 
 enum Status : uint8_t { kOk = 0, kCompileError = 1, kOtherError = 2 };
 
-void write_list(ByteWriter& w, const std::vector<std::string>& items) {
-  w.u32(static_cast<uint32_t>(items.size()));
-  for (const std::string& s : items) w.str(s);
-}
-
-std::vector<std::string> read_list(ByteReader& r, const char* what) {
-  uint32_t n = r.u32(what);
-  if (n > r.remaining() / 4) r.fail(std::string(what) + " count past the end");
-  std::vector<std::string> out;
-  for (uint32_t i = 0; i < n; ++i) out.emplace_back(r.str(what));
-  return out;
-}
-
 std::string read_all(int fd) {
   std::string out;
   char buf[1 << 16];
@@ -102,11 +89,11 @@ std::string encode_worker_request(const std::string& nvrtc_path, const NvrtcInpu
     w.str(h.name);
     w.str(h.content);
   }
-  write_list(w, input.options);
-  write_list(w, input.name_expressions);
+  w.strs(input.options);
+  w.strs(input.name_expressions);
   w.u8(input.want_cubin ? 1 : 0);
   w.u8(input.want_ptx ? 1 : 0);
-  write_list(w, input.writable_dirs);
+  w.strs(input.writable_dirs);
   w.u8(input.program ? 1 : 0);
   w.u8(input.serve_disk ? 1 : 0);
   w.str(input.working_dir);
@@ -127,11 +114,11 @@ void decode_worker_request(std::string_view bytes, std::string& nvrtc_path, Nvrt
     h.content = std::string(r.str("header content"));
     input.headers.push_back(std::move(h));
   }
-  input.options = read_list(r, "options");
-  input.name_expressions = read_list(r, "name expressions");
+  input.options = r.strs("options");
+  input.name_expressions = r.strs("name expressions");
   input.want_cubin = r.u8("want cubin") != 0;
   input.want_ptx = r.u8("want PTX") != 0;
-  input.writable_dirs = read_list(r, "writable folders");
+  input.writable_dirs = r.strs("writable folders");
   input.program = r.u8("program") != 0;
   input.serve_disk = r.u8("serve disk") != 0;
   input.working_dir = std::string(r.str("working folder"));
@@ -162,7 +149,7 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     w.str(out.ptx);
     w.u8(out.sealed ? 1 : 0);
     w.str(out.unsealed_why);
-    write_list(w, out.probes);
+    w.strs(out.probes);
     w.u64(static_cast<uint64_t>(out.started_ns));
     w.u8(out.program ? 1 : 0);
     if (out.program) w.str(out.program->encode());
@@ -174,13 +161,13 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
         w.u64(v);
       }
     }
-    write_list(w, out.relative_names);
-    write_list(w, out.absolute_names);
+    w.strs(out.relative_names);
+    w.strs(out.absolute_names);
   } catch (const CompileError& e) {
     w.u8(kCompileError);
     w.str(e.what());
     w.str(e.log());
-    write_list(w, e.probes());
+    w.strs(e.probes());
     w.u64(static_cast<uint64_t>(e.started_ns()));
   } catch (const Error& e) {
     w.u8(kOtherError);
@@ -436,7 +423,7 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
   if (result == kCompileError) {
     std::string message(r.str("message"));
     CompileError e(message, std::string(r.str("log")), input.options);
-    std::vector<std::string> probes = read_list(r, "probes");
+    std::vector<std::string> probes = r.strs("probes");
     e.set_probes(std::move(probes), static_cast<int64_t>(r.u64("start time")));
     throw e;
   }
@@ -473,7 +460,7 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
   out.ptx = std::string(r.str("PTX"));
   out.sealed = r.u8("sealed") != 0;
   out.unsealed_why = std::string(r.str("why not sealed"));
-  out.probes = read_list(r, "probes");
+  out.probes = r.strs("probes");
   out.started_ns = static_cast<int64_t>(r.u64("start time"));
   if (r.u8("has program answers") != 0) {
     out.program = cache::ProgramRecord::decode(r.str("program answers"), who + "'s answers");
@@ -492,8 +479,8 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
     f.ctime_ns = r.u64("served stat");
     out.served.push_back(std::move(f));
   }
-  out.relative_names = read_list(r, "relative names");
-  out.absolute_names = read_list(r, "absolute names");
+  out.relative_names = r.strs("relative names");
+  out.absolute_names = r.strs("absolute names");
   r.expect_end();
   return out;
 }
