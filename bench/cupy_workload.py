@@ -21,8 +21,29 @@ import cupy as cp
 import numpy as np
 
 
+def time_compiles(path):
+    """$WL_COMPILE_TIMES=FILE: one line per nvrtcCompileProgram as CuPy calls it
+    (milliseconds, the program's name), to set each compile beside kcache's
+    per-compile lines in the same run."""
+    from cupy.cuda import compiler
+    compile_ = compiler._NVRTCProgram.compile
+    out = open(path, "a")
+
+    def timed(self, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return compile_(self, *args, **kwargs)
+        finally:
+            out.write("%.1f %s\n" % ((time.perf_counter() - t) * 1e3, self.name))
+            out.flush()
+
+    compiler._NVRTCProgram.compile = timed
+
+
 def main():
     header_dir = sys.argv[1]
+    if os.environ.get("WL_COMPILE_TIMES"):
+        time_compiles(os.environ["WL_COMPILE_TIMES"])
     x = cp.arange(1, 1025, dtype=cp.float32)  # initialises CUDA outside the timing
     cp.cuda.Device().synchronize()
     xs = cp.asnumpy(x)

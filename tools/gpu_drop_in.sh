@@ -146,6 +146,9 @@ run() {
   step headers_kcache_hit_new_process median env KCACHE_DIR="$work/hstore" \
     LD_PRELOAD="$here/libnvrtc.so.13" python3 "$here/cupy_headers_hit.py" 1
 
+  # Every step's per-compile lines (hit/miss, NVRTC's time, the call's wall
+  # time): where a cold run's time goes against CuPy alone.
+  mkdir -p "$out/stats" && cp "$work"/*.stats "$out/stats/" 2>/dev/null
   echo "$passed passed, $failed failed" | tee -a "$out/log.txt"
   [ "$failed" -eq 0 ]
 }
