@@ -46,7 +46,7 @@ build() {
   rm -rf "$dest"
   mkdir -p "$dest/py" "$dest/cubins" "$dest/probe"
   src=tests/compiler/kernels/cutlass/cutlass2_gemm.cu
-  # As tests/compiler/cutlass_lean_test.cc compiles it.
+  # As tests/compiler/image/cutlass_lean_test.cc compiles it.
   local variant flag
   for variant in lean nvrtc; do
     flag=()

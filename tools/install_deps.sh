@@ -39,7 +39,7 @@ fi
 # CUTLASS 4.x and CuTe headers (the `nvidia-cutlass` wheel from PyPI; the
 # headers sit under cutlass_library/source/include): the heaviest code people
 # JIT-compile with NVRTC, compiled through kcache by
-# tests/compiler/cutlass_lean_test (which skips, saying so, without them).
+# tests/compiler/image/cutlass_lean_test (which skips, saying so, without them).
 # Only the headers are used, so no dependencies and no venv.
 CUTLASS_DIR=${KCACHE_CUTLASS_DIR:-/opt/kcache-cutlass}
 if [ ! -f "$CUTLASS_DIR/cutlass_library/source/include/cute/tensor.hpp" ]; then

@@ -20,6 +20,7 @@
 #include "compiler/toolkit.h"
 #include "tests/compiler/lookup_record_testing.h"
 #include "tests/compiler/real_nvrtc.h"
+#include "tests/compiler/test_files.h"
 #include "tests/testing/temp_dir.h"
 
 namespace kcache::compiler::testing {
@@ -29,20 +30,7 @@ constexpr char kKernel[] = "extern \"C\" __global__ void k(int* p) { p[0] = VALU
 
 // Runs in `dir` as the process's working folder (NVRTC takes relative names
 // from it), and back.
-class InFolder {
- public:
-  explicit InFolder(const std::string& dir) {
-    char here[4096];
-    back_ = ::getcwd(here, sizeof here) ? here : "";
-    EXPECT_EQ(::chdir(dir.c_str()), 0);
-  }
-  ~InFolder() { EXPECT_EQ(::chdir(back_.c_str()), 0); }
-  InFolder(const InFolder&) = delete;
-  InFolder& operator=(const InFolder&) = delete;
-
- private:
-  std::string back_;
-};
+using InFolder = ScopedCwd;
 
 class ProgramVsNvrtcTest : public LookupRecordFixture {
  protected:

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "common/file_system.h"
@@ -43,10 +44,35 @@ class ScopedCwd {
     old_ = ::getcwd(buf, sizeof buf) ? buf : ".";
     EXPECT_EQ(::chdir(dir.c_str()), 0) << dir;
   }
-  ~ScopedCwd() { (void)::chdir(old_.c_str()); }
+  ~ScopedCwd() { EXPECT_EQ(::chdir(old_.c_str()), 0) << old_; }
+  ScopedCwd(const ScopedCwd&) = delete;
+  ScopedCwd& operator=(const ScopedCwd&) = delete;
 
  private:
   std::string old_;
+};
+
+// Sets an environment variable for the enclosing scope, then puts back what
+// was there (NVRTC reads some of its own settings from the environment).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
 };
 
 }  // namespace kcache::compiler::testing

@@ -7,8 +7,8 @@
 #include <cstdint>
 
 #include "bundle/bundle.h"
-#include "tests/compiler/embed_sample.h"
-#include "tests/compiler/embedded_sample.h"
+#include "tests/compiler/image/embed_sample.h"
+#include "tests/compiler/image/embedded_sample.h"
 
 namespace kcache::compiler {
 namespace {

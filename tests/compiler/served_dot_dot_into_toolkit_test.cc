@@ -1,7 +1,9 @@
-// Third round of attacks (attack5) on the drop-in's served disk, aimed at two
-// changes: '..' names keyed as NVRTC opened them (93029b7) and a program in
-// the working folder shared with other folders (04995a3). Every answer must
-// be the real NVRTC's from the disk as it is at that moment.
+// The drop-in's served disk (seal.h, SealPolicy::serve) through its path
+// (compile_program) for '..' names whose lexical fold lies in the toolkit's
+// (or NVRTC's library) folder while a link makes them reach a user's file, or
+// the reverse, and the link moves between compiles; quoted, computed,
+// __has_include and through an -I root that climbs. Every answer must be the
+// real NVRTC's from the disk as it is at that moment.
 #include <gtest/gtest.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -33,7 +35,7 @@ std::string real_name(const std::string& path) {
   return ::realpath(path.c_str(), real) ? std::string(real) : path;
 }
 
-class RealFileSystemAttack3Test : public testing::ProgramVsNvrtcTest {
+class ServedDotDotIntoToolkitTest : public testing::ProgramVsNvrtcTest {
  protected:
   // The test's folder, real (base_); base/L/t, from which n_ '..' climb to
   // "/", for a link base/L/s the cases make; and deep_, a folder n_ below
@@ -48,21 +50,6 @@ class RealFileSystemAttack3Test : public testing::ProgramVsNvrtcTest {
     deep_ += "/q/r";
     ASSERT_EQ(depth_of(deep_), n_ + depth_of(base_));
     write(deep_.substr(base_.size() + 1) + "/.keep", "");
-  }
-
-  // The program compiled twice with working folder `a` as `name_a` (a miss,
-  // then its entry), then with working folder `b` as `name_b`: each time
-  // NVRTC's own answer there (folders and names relative to the test's).
-  void made_in_a_asked_in_b(const std::string& source, const std::vector<std::string>& options,
-                            const std::string& a, const std::string& name_a, const std::string& b,
-                            const std::string& name_b) {
-    {
-      InFolder in(dir_ / a);
-      expect_nvrtcs_answer(source, dir_ / name_a, options);
-      expect_nvrtcs_answer(source, dir_ / name_a, options);
-    }
-    InFolder in(dir_ / b);
-    expect_nvrtcs_answer(source, dir_ / name_b, options);
   }
 
   // The program base/src/k.cu compiled twice while the link base/L/s leads
@@ -106,7 +93,7 @@ std::string repeat(const std::string& s, size_t n) {
 // keyed as a toolkit header (toolkit_name) when, at compile time, the kernel
 // resolves it to the same file. Retarget the link deeper: the same spelling
 // now climbs to a user folder that mirrors the toolkit's path.
-TEST_F(RealFileSystemAttack3Test, DotDotFoldsIntoTheToolkitThenTheLinkMoves) {
+TEST_F(ServedDotDotIntoToolkitTest, DotDotFoldsIntoTheToolkitThenTheLinkMoves) {
   const std::string toolkit = real_name("/usr/local/cuda/include");  // e.g. /usr/local/cuda-13.0/include
   make_climbing_folders();
   const std::string& base = base_;
@@ -123,7 +110,7 @@ TEST_F(RealFileSystemAttack3Test, DotDotFoldsIntoTheToolkitThenTheLinkMoves) {
 }
 
 // C2. The same through an -I folder with '..' in it (an -I root that climbs).
-TEST_F(RealFileSystemAttack3Test, DotDotIncludeRootFoldsIntoTheToolkitThenTheLinkMoves) {
+TEST_F(ServedDotDotIntoToolkitTest, DotDotIncludeRootFoldsIntoTheToolkitThenTheLinkMoves) {
   const std::string toolkit = real_name("/usr/local/cuda/include");
   make_climbing_folders();
   const std::string& base = base_;
@@ -138,104 +125,9 @@ TEST_F(RealFileSystemAttack3Test, DotDotIncludeRootFoldsIntoTheToolkitThenTheLin
       << "NVRTC now reads the user's mirror (VALUE 9)";
 }
 
-// C3. A program in the working folder with "-I .": NVRTC takes the include
-// from the working folder, which the second compile names by the same
-// absolute name (kept absolute: NotTheFolders). In another folder "-I ."
-// is that folder.
-TEST_F(RealFileSystemAttack3Test, IncludeDotWithAProgramInTheWorkingFolder) {
-  write("a/i.h", "#define VALUE 1\n");
-  write("b/i.h", "#define VALUE 2\n");
-  const std::string source = "#include <i.h>\n" + std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90", "-I."};
-  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");  // b's i.h: VALUE 2
-}
-
-// C4. "-I .." with a program in the working folder, folders at two depths.
-TEST_F(RealFileSystemAttack3Test, IncludeDotDotWithAProgramInTheWorkingFolder) {
-  write("i.h", "#define VALUE 1\n");
-  write("x/i.h", "#define VALUE 2\n");
-  write("a/.keep", "");
-  write("x/b/.keep", "");
-  const std::string source = "#include <i.h>\n" + std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90", "-I.."};
-  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "x/b", "x/b/k.cu");  // x/i.h: VALUE 2
-}
-
-// C5. "-I ." where the include is absent in the first folder (found by a
-// later -I), present in the second.
-TEST_F(RealFileSystemAttack3Test, IncludeDotAbsentThenPresentInAnotherFolder) {
-  write("a/.keep", "");
-  write("inc/i.h", "#define VALUE 1\n");
-  write("b/i.h", "#define VALUE 2\n");
-  const std::string source = "#include <i.h>\n" + std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90", "-I.", "-I" + dir_ / "inc"};
-  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");  // b's i.h: VALUE 2
-}
-
-// C6. __has_include of a name beside a program in the working folder, absent
-// in a, present in b.
-TEST_F(RealFileSystemAttack3Test, HasIncludeBesideAProgramInTheWorkingFolder) {
-  write("a/.keep", "");
-  write("b/flag.h", "\n");
-  const std::string source =
-      "#if __has_include(\"flag.h\")\n#define VALUE 2\n#else\n#define VALUE 1\n#endif\n" +
-      std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90"};
-  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");
-}
-
-// C7. A relative program name through a linked folder, including "../y.h":
-// NVRTC opens "sub/../y.h"; the link moves.
-TEST_F(RealFileSystemAttack3Test, RelativeProgramNameDotDotThroughAMovingLink) {
-  write("t1/d/.keep", "");
-  write("t1/y.h", "#define VALUE 1\n");
-  write("t2/d/.keep", "");
-  write("t2/y.h", "#define VALUE 2\n");
-  write("y.h", "#define VALUE 3\n");
-  ASSERT_EQ(::symlink((dir_ / "t1/d").c_str(), (dir_ / "sub").c_str()), 0);
-  const std::string source = "#include \"../y.h\"\n" + std::string(kKernel);
-  InFolder in(dir_.path());
-  expect_nvrtcs_answer(source, "sub/k.cu", {"-arch=sm_90"});
-  expect_nvrtcs_answer(source, "sub/k.cu", {"-arch=sm_90"});
-  ASSERT_EQ(::unlink((dir_ / "sub").c_str()), 0);
-  ASSERT_EQ(::symlink((dir_ / "t2/d").c_str(), (dir_ / "sub").c_str()), 0);
-  expect_nvrtcs_answer(source, "sub/k.cu", {"-arch=sm_90"});  // VALUE 2
-}
-
-// C8. A program in the working folder including "../y.h" (absent above a,
-// found in an -I), then in a folder at another depth where ../y.h exists.
-TEST_F(RealFileSystemAttack3Test, ProgramInTheWorkingFolderClimbsOut) {
-  write("a/.keep", "");
-  write("x/b/.keep", "");
-  write("inc/y.h", "#define VALUE 1\n");
-  write("x/y.h", "#define VALUE 2\n");
-  const std::string source = "#include \"../y.h\"\n" + std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc/q"};
-  write("inc/q/.keep", "");
-  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "x/b", "x/b/k.cu");  // x/y.h: VALUE 2
-}
-
-// C9. The program in the working folder, but named relatively with "./":
-// and the working folder reached through a link that moves.
-TEST_F(RealFileSystemAttack3Test, WorkingFolderThroughAMovingLinkWithQuotedInclude) {
-  write("t1/h.h", "#define VALUE 1\n");
-  write("t2/h.h", "#define VALUE 2\n");
-  ASSERT_EQ(::symlink((dir_ / "t1").c_str(), (dir_ / "w").c_str()), 0);
-  const std::string source = "#include \"h.h\"\n" + std::string(kKernel);
-  {
-    InFolder in(dir_ / "w");
-    expect_nvrtcs_answer(source, dir_ / "w/k.cu", {"-arch=sm_90"});
-    expect_nvrtcs_answer(source, dir_ / "w/k.cu", {"-arch=sm_90"});
-  }
-  ASSERT_EQ(::unlink((dir_ / "w").c_str()), 0);
-  ASSERT_EQ(::symlink((dir_ / "t2").c_str(), (dir_ / "w").c_str()), 0);
-  InFolder in(dir_ / "w");
-  expect_nvrtcs_answer(source, dir_ / "w/k.cu", {"-arch=sm_90"});
-}
-
 // C1b. C1 with the include's name computed (the scanner cannot follow it,
 // so only the served file's probe keys it: "toolkit0:fatbinary_section.h").
-TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitThenTheLinkMoves) {
+TEST_F(ServedDotDotIntoToolkitTest, ComputedDotDotFoldsIntoTheToolkitThenTheLinkMoves) {
   const std::string toolkit = real_name("/usr/local/cuda/include");
   make_climbing_folders();
   const std::string& base = base_;
@@ -255,7 +147,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitThenTheLinkMo
 // C1c. C1b into NVRTC's own library folder (files the seal lets NVRTC read
 // unserved): a name with `..` that only folds into it is served as any, so
 // a moved link is NVRTC's answer, not a refusal.
-TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoNvrtcsLibraryFolderThenTheLinkMoves) {
+TEST_F(ServedDotDotIntoToolkitTest, ComputedDotDotFoldsIntoNvrtcsLibraryFolderThenTheLinkMoves) {
   char real[PATH_MAX];
   ASSERT_NE(::realpath(toolkit_.nvrtc.path.c_str(), real), nullptr);
   const std::string lib = std::string(real).substr(0, std::string(real).rfind('/'));
@@ -276,7 +168,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoNvrtcsLibraryFolderThen
 }
 
 // C2b. C2 with the include's name computed, through the climbing -I root.
-TEST_F(RealFileSystemAttack3Test, ComputedDotDotIncludeRootFoldsIntoTheToolkitThenTheLinkMoves) {
+TEST_F(ServedDotDotIntoToolkitTest, ComputedDotDotIncludeRootFoldsIntoTheToolkitThenTheLinkMoves) {
   const std::string toolkit = real_name("/usr/local/cuda/include");
   make_climbing_folders();
   const std::string& base = base_;
@@ -293,116 +185,10 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotIncludeRootFoldsIntoTheToolkitTh
       << "NVRTC now reads the user's mirror (VALUE 9)";
 }
 
-// C10. NVRTC's own names in the working folder (__nv_nvrtc_builtin_header.h,
-// __nv_name_map) are keyed by their absolute names in folder a (NotTheFolders);
-// in folder b a user's file by that name sits in the working folder.
-TEST_F(RealFileSystemAttack3Test, NvrtcsOwnNamesInAnotherWorkingFolder) {
-  write("a/.keep", "");
-  write("b/__nv_nvrtc_builtin_header.h", "#define VALUE 7\n");
-  write("b/__nv_name_map", "#define VALUE 8\n");
-  const std::string source = "#ifndef VALUE\n#define VALUE 1\n#endif\n" + std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90"};
-  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");
-}
-
-// C11. The same for a program outside the working folder (the working
-// folder changes, the program's name does not).
-TEST_F(RealFileSystemAttack3Test, NvrtcsOwnNamesWithAProgramElsewhere) {
-  write("a/.keep", "");
-  write("b/__nv_nvrtc_builtin_header.h", "#define VALUE 7\n");
-  write("b/__nv_name_map", "#define VALUE 8\n");
-  const std::string source = "#ifndef VALUE\n#define VALUE 1\n#endif\n" + std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90"};
-  made_in_a_asked_in_b(source, options, "a", "src/k.cu", "b", "src/k.cu");
-}
-
-// C12. A quoted include beside a program in the working folder where a's copy
-// is a link into an -I folder (the same file by two names).
-TEST_F(RealFileSystemAttack3Test, BesideIsALinkToAnIncludeFolderFile) {
-  write("inc/h.h", "#define VALUE 1\n");
-  write("b/h.h", "#define VALUE 2\n");
-  write("a/.keep", "");
-  ASSERT_EQ(::symlink((dir_ / "inc/h.h").c_str(), (dir_ / "a/h.h").c_str()), 0);
-  const std::string source = "#include \"h.h\"\n" + std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
-  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");  // b/h.h: VALUE 2
-}
-
-// C13. -I of the working folder's parent plus a quoted include spelled with
-// the folder's own name: "a/h.h" from -I dir_ names a's file absolutely.
-TEST_F(RealFileSystemAttack3Test, IncludeFolderAboveTheWorkingFolder) {
-  write("a/h.h", "#define VALUE 1\n");
-  write("b/h.h", "#define VALUE 2\n");
-  const std::string source = std::string(kComputed) +
-                             "#define H(n) STR(n.h)\n#include H(h)\n" + std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "a"};
-  {
-    InFolder in(dir_ / "a");
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-    expect_nvrtcs_answer(source, dir_ / "a/k.cu", options);
-  }
-  write("b/h.h", "#define VALUE 3\n");
-  InFolder in(dir_ / "b");
-  expect_nvrtcs_answer(source, dir_ / "b/k.cu", options);  // b/h.h beside: VALUE 3
-}
-
-// C14. Program in the working folder, computed quoted include absent beside
-// it in a and found in -I inc; in b the file beside the program appears.
-TEST_F(RealFileSystemAttack3Test, ComputedBesideAbsentThenPresent) {
-  write("a/.keep", "");
-  write("inc/h.h", "#define VALUE 1\n");
-  write("b/h.h", "#define VALUE 2\n");
-  const std::string source = std::string(kComputed) +
-                             "#define H(n) STR(n.h)\n#include H(h)\n" + std::string(kKernel);
-  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
-  made_in_a_asked_in_b(source, options, "a", "a/k.cu", "b", "b/k.cu");  // VALUE 2
-}
-
-// (--pre-include=pre.h and -include pre.h were tried too: program_options
-// refuses them, "it includes a file kcache does not hand", so the drop-in
-// hands them to the real NVRTC.)
-// C15-C17. Options naming a file or folder relative to the working folder,
-// spelled in ways other than "-I.", with a program in the working folder.
-void InFoldersAThenB(testing::ProgramVsNvrtcTest* /*t*/, const std::string& a, const std::string& b,
-                     const std::string& source, const std::vector<std::string>& options,
-                     const std::function<bool(const std::string&, const std::string&,
-                                              const std::vector<std::string>&)>& check) {
-  {
-    InFolder in(a);
-    check(source, a + "/k.cu", options);
-    check(source, a + "/k.cu", options);
-  }
-  InFolder in(b);
-  check(source, b + "/k.cu", options);
-}
-
-#define CHECK_FN [this](const std::string& s, const std::string& n, const std::vector<std::string>& o) { return expect_nvrtcs_answer(s, n, o); }
-
-TEST_F(RealFileSystemAttack3Test, LongIncludePathDotWithAProgramInTheWorkingFolder) {
-  write("a/i.h", "#define VALUE 1\n");
-  write("b/i.h", "#define VALUE 2\n");
-  InFoldersAThenB(this, dir_ / "a", dir_ / "b", "#include <i.h>\n" + std::string(kKernel),
-                  {"-arch=sm_90", "--include-path=."}, CHECK_FN);
-}
-
-TEST_F(RealFileSystemAttack3Test, SeparateIncludeDotWithAProgramInTheWorkingFolder) {
-  write("a/i.h", "#define VALUE 1\n");
-  write("b/i.h", "#define VALUE 2\n");
-  InFoldersAThenB(this, dir_ / "a", dir_ / "b", "#include <i.h>\n" + std::string(kKernel),
-                  {"-arch=sm_90", "-I", "."}, CHECK_FN);
-}
-
-TEST_F(RealFileSystemAttack3Test, IncludeEmptyRelativeSubfolderWithAProgramInTheWorkingFolder) {
-  write("a/sub/i.h", "#define VALUE 1\n");
-  write("b/sub/i.h", "#define VALUE 2\n");
-  InFoldersAThenB(this, dir_ / "a", dir_ / "b", "#include <i.h>\n" + std::string(kKernel),
-                  {"-arch=sm_90", "-Isub/"}, CHECK_FN);
-}
-
 // C1c. An absent name: __has_include of a computed '..' name whose lexical
 // fold is a toolkit header that does not exist; after the link moves the same
 // spelling reaches a user's file that does.
-TEST_F(RealFileSystemAttack3Test, ComputedHasIncludeDotDotFoldsIntoTheToolkitThenTheLinkMoves) {
+TEST_F(ServedDotDotIntoToolkitTest, ComputedHasIncludeDotDotFoldsIntoTheToolkitThenTheLinkMoves) {
   const std::string toolkit = real_name("/usr/local/cuda/include");
   make_climbing_folders();
   const std::string& base = base_;
@@ -421,7 +207,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedHasIncludeDotDotFoldsIntoTheToolkitThe
 
 // C1d. C1b's program named in the working folder (04995a3's any-name path):
 // shared with another folder, the stale toolkit label goes with it.
-TEST_F(RealFileSystemAttack3Test, ComputedDotDotIntoTheToolkitFromAProgramInTheWorkingFolder) {
+TEST_F(ServedDotDotIntoToolkitTest, ComputedDotDotIntoTheToolkitFromAProgramInTheWorkingFolder) {
   const std::string toolkit = real_name("/usr/local/cuda/include");
   make_climbing_folders();
   const std::string& base = base_;
@@ -451,7 +237,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotIntoTheToolkitFromAProgramInTheW
 // C1e. No cache involved: the link already climbs to the user's mirror when
 // the first compile runs. The seal judges "own" (readable: the toolkit's) by
 // the folded name; the kernel opens the user's file.
-TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitButReachesAUserFile) {
+TEST_F(ServedDotDotIntoToolkitTest, ComputedDotDotFoldsIntoTheToolkitButReachesAUserFile) {
   const std::string toolkit = real_name("/usr/local/cuda/include");
   const std::string base = real_name(dir_.path());
   const size_t n = depth_of(base) + 2;
@@ -477,7 +263,7 @@ TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsIntoTheToolkitButReachesAUs
 // C1f. The reverse: the folded name is the user's mirror (not the toolkit's),
 // the kernel reaches the real toolkit header: then the link moves so the
 // spelling climbs to the mirror.
-TEST_F(RealFileSystemAttack3Test, ComputedDotDotFoldsToAUserFileButReachesTheToolkit) {
+TEST_F(ServedDotDotIntoToolkitTest, ComputedDotDotFoldsToAUserFileButReachesTheToolkit) {
   const std::string toolkit = real_name("/usr/local/cuda/include");
   const std::string base = real_name(dir_.path());
   const size_t d = depth_of(base);

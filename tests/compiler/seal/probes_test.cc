@@ -20,6 +20,7 @@
 namespace kcache::compiler {
 namespace {
 
+using testing::ScopedEnv;
 using testing::test_dir;
 using testing::write;
 
@@ -211,27 +212,6 @@ TEST_F(ProbesTest, AnAskedNameIsKeyedAbsentInEveryToolkitFolder) {
   add_asked_absences("../h.h", context_, started_, &none);
   EXPECT_TRUE(none.keyed.empty());
 }
-
-// Sets an environment variable for one test (issue 27: what is NVRTC's own
-// must not let an entry made in one environment be served in another).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = ::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // A folder on $LD_LIBRARY_PATH is the user's: a header there that a computed
 // __has_include looked for is keyed, so after the variable changes (or not)

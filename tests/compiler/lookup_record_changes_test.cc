@@ -1,6 +1,7 @@
-// Adversarial attempts at a wrong hit through lookup records
-// (compiler/lookup_record.h): each compiles through a store with records and
-// compares with a compile through no store.
+// Lookup records (compiler/lookup_record.h) against what may change between
+// two compiles: files edited with their stamps set back, links and folders
+// retargeted or created, the working folder, the defines. Each compiles
+// through a store with records and compares with a compile through no store.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -27,7 +28,7 @@ using testing::write;
 
 using testing::age;
 using testing::record_hits;
-using LookupRecordAttackTest = testing::LookupRecordFixture;
+using LookupRecordChangesTest = testing::LookupRecordFixture;
 
 std::string ptx_of(const ProgramResult& r) {
   return r.record.output(cache::ProgramOutput::ptx).bytes;
@@ -52,7 +53,7 @@ ProgramResult program(cache::Storage* storage, const std::string& source, const 
 // record is written relative to the program folder. Another program in an
 // existing sibling folder that holds its own h.cuh sees the same stamp of the
 // parent folder.
-TEST_F(LookupRecordAttackTest, MissingProgramFolderAnsweredByItsParent) {
+TEST_F(LookupRecordChangesTest, MissingProgramFolderAnsweredByItsParent) {
   std::string dir = test_dir();
   write(dir, "inc/h.cuh", "#define V 1\n");
   write(dir, "base/p2/h.cuh", "#define V 2\n");
@@ -80,7 +81,7 @@ CompileOptions file_options(const std::string& dir) {
 }
 
 // Attempt 2: a same-size edit with mtime set back (touch -d); ctime moves.
-TEST_F(LookupRecordAttackTest, SameSizeEditWithMtimeSetBack) {
+TEST_F(LookupRecordChangesTest, SameSizeEditWithMtimeSetBack) {
   std::string dir = test_dir();
   std::string h = write(dir, "inc/h.cuh", "#define V 1\n");
   write(dir, "k.cu", "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
@@ -106,7 +107,7 @@ TEST_F(LookupRecordAttackTest, SameSizeEditWithMtimeSetBack) {
 }
 
 // Attempt 3: a symlinked -I folder retargeted to another folder.
-TEST_F(LookupRecordAttackTest, RetargetedSymlinkedIncludeFolder) {
+TEST_F(LookupRecordChangesTest, RetargetedSymlinkedIncludeFolder) {
   std::string dir = test_dir();
   write(dir, "a/h.cuh", "#define V 1\n");
   write(dir, "b/h.cuh", "#define V 2\n");
@@ -131,7 +132,7 @@ TEST_F(LookupRecordAttackTest, RetargetedSymlinkedIncludeFolder) {
 
 // Attempt 4: a folder created where a missing folder was (include "sub/h.cuh"
 // found in a later -I while the first has no "sub").
-TEST_F(LookupRecordAttackTest, NewFolderWhereAMissingOneWas) {
+TEST_F(LookupRecordChangesTest, NewFolderWhereAMissingOneWas) {
   std::string dir = test_dir();
   write(dir, "inc1/keep", "");
   write(dir, "inc2/sub/h.cuh", "#define V 1\n");
@@ -155,7 +156,7 @@ TEST_F(LookupRecordAttackTest, NewFolderWhereAMissingOneWas) {
 }
 
 // Attempt 5: relative -I with a changed working directory.
-TEST_F(LookupRecordAttackTest, RelativeIncludeFolderAndAnotherWorkingDirectory) {
+TEST_F(LookupRecordChangesTest, RelativeIncludeFolderAndAnotherWorkingDirectory) {
   std::string dir = test_dir();
   write(dir, "w1/inc/h.cuh", "#define V 1\n");
   write(dir, "w2/inc/h.cuh", "#define V 2\n");
@@ -178,7 +179,7 @@ TEST_F(LookupRecordAttackTest, RelativeIncludeFolderAndAnotherWorkingDirectory) 
 }
 
 // Attempt 6: -D changed between compiles (same text, same files).
-TEST_F(LookupRecordAttackTest, ChangedDefine) {
+TEST_F(LookupRecordChangesTest, ChangedDefine) {
   std::string dir = test_dir();
   write(dir, "inc/h.cuh", "#ifndef V\n#define V 1\n#endif\n");
   write(dir, "k.cu", "#include <h.cuh>\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
@@ -195,6 +196,36 @@ TEST_F(LookupRecordAttackTest, ChangedDefine) {
   o.macros.clear();
   o.defines = {"V=4"};
   got = Compiler(tk, &storage).compile(o);
+  EXPECT_EQ(got.bundle, Compiler(tk, nullptr).compile(o).bundle);
+}
+
+// Attempt 7: a header that is a symlink, retargeted to another file of the
+// same size and mtime.
+TEST_F(LookupRecordChangesTest, HeaderSymlinkRetargetedToSameSizeAndMtime) {
+  std::string dir = test_dir();
+  std::string a = write(dir, "a.cuh", "#define V 1\n");
+  std::string b = write(dir, "b.cuh", "#define V 2\n");
+  struct stat st;
+  ASSERT_EQ(::stat(a.c_str(), &st), 0);
+  struct timespec times[2] = {st.st_atim, st.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, b.c_str(), times, 0), 0);
+  ASSERT_EQ(::symlink(a.c_str(), (dir + "/h.cuh").c_str()), 0);
+  write(dir, "k.cu", "#include \"h.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
+  cache::Storage& storage = store_in(dir);
+  CompileOptions o;
+  o.source_path = dir + "/k.cu";
+  o.source_name = "k.cu";
+  o.ptx_arch = "compute_80";
+  Toolkit tk = find_toolkit("");
+  Compiler(tk, &storage).compile(o);
+  age();
+  Compiler(tk, &storage).compile(o);
+  Compiler(tk, &storage).compile(o);
+  ASSERT_GE(record_hits(storage), 1);
+  ::unlink((dir + "/h.cuh").c_str());
+  ASSERT_EQ(::symlink(b.c_str(), (dir + "/h.cuh").c_str()), 0);
+  age();
+  CompileResult got = Compiler(tk, &storage).compile(o);
   EXPECT_EQ(got.bundle, Compiler(tk, nullptr).compile(o).bundle);
 }
 

@@ -3,7 +3,7 @@
 
 #include "common/file_system.h"
 #include "compiler/image/codegen.h"
-#include "tests/compiler/embed_sample.h"
+#include "tests/compiler/image/embed_sample.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

@@ -32,6 +32,7 @@ namespace {
 
 using testing::edit_toolkit_header;
 using testing::make_toolkit_copy;
+using testing::ScopedEnv;
 using testing::test_dir;
 using testing::write;
 
@@ -606,24 +607,6 @@ TEST_F(SealBoundaryTest, AComputedDotDotIncludeAppearingInTheToolkitIsKeyed) {
 // process that looks the entry up. Each case makes the entry in one
 // environment, then changes the environment and the disk: a fresh compile
 // differs, and kcache must miss instead of serving the entry.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = ::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 // The stale-hit shapes below, for both ways NVRTC meets the disk: handed
 // (the runtime JIT) and served (`kcache compile`, cuda_kernel).

@@ -1,0 +1,167 @@
+// The drop-in's served disk (seal.h, SealPolicy::serve) through its path
+// (compile_program) for names that are not plain headers: a folder, an empty
+// header, names like libraries (never served), files under /etc, /proc and
+// /dev/shm, a header over 64 MiB. Every answer kcache gives must be the real
+// NVRTC's; a refusal leaves the program to the real NVRTC.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/storage.h"
+#include "common/error.h"
+#include "common/file_system.h"
+#include "compiler/program.h"
+#include "compiler/toolkit.h"
+#include "tests/compiler/program_vs_nvrtc.h"
+#include "tests/testing/temp_dir.h"
+
+namespace kcache::compiler {
+namespace {
+
+using testing::InFolder;
+using testing::kKernel;
+using ServedUnusualFilesTest = testing::ProgramVsNvrtcTest;
+
+// The include's name is made by token pasting: only NVRTC knows it (the
+// scanner's key does not hold the header's bytes; the probes do).
+const char kComputed[] =
+    "#define CAT(a, b) a##b\n#define STR(x) #x\n#define XSTR(x) STR(x)\n";
+
+// Refusals (kcache::Error) are the drop-in's cue to ask the real NVRTC
+// (shim.cc): only an answer kcache gives must be NVRTC's.
+#define ALLOW_REFUSAL(stmt)                                                  \
+  try {                                                                      \
+    stmt;                                                                    \
+  } catch (const Error& e) {                                                 \
+    std::fprintf(stderr, "refused (the drop-in falls back): %s\n", e.what()); \
+  }
+
+// A4. __has_include of a name that is a folder, then absent.
+TEST_F(ServedUnusualFilesTest, HasIncludeOfAFolder) {
+  const std::string source =
+      "#if __has_include(\"d\")\n#define VALUE 1\n#else\n#define VALUE 2\n#endif\n" +
+      std::string(kKernel);
+  const std::string name = dir_ / "src/kern.cu";
+  // kcache refuses to serve a folder (an Error: the drop-in asks the real
+  // NVRTC then, shim.cc); what it answers is NVRTC's.
+  auto check = [&] {
+    cache::ProgramRecord want = real_->answer(source, name, {"-arch=sm_90"});
+    try {
+      ProgramResult got = through_kcache(source, name, {"-arch=sm_90"});
+      EXPECT_EQ(got.record.log, want.log);
+      EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx),
+                want.output(cache::ProgramOutput::ptx));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "refused (the drop-in falls back): %s\n", e.what());
+    }
+  };
+  FileSystem::real().create_directories(dir_ / "src/d", 0755);
+  check();
+  check();
+  ::rmdir((dir_ / "src/d").c_str());
+  check();
+  check();
+  FileSystem::real().create_directories(dir_ / "src/d", 0755);
+  check();
+}
+
+// B8. A 0-byte header, then one that grows; a header named like a library
+// (lib*.so*: never served, own()); a header over 64 MiB.
+TEST_F(ServedUnusualFilesTest, EmptyHeaderThenContent) {
+  write("inc/e.h", "");
+  const std::string source = std::string(kComputed) + "#include XSTR(CAT(e, .h))\n" +
+                             "#ifndef VALUE\n#define VALUE 17\n#endif\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  expect_cached_nvrtcs_answer(source, dir_ / "k.cu", options);
+  write("inc/e.h", "#define VALUE 18\n");
+  EXPECT_FALSE(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+}
+
+TEST_F(ServedUnusualFilesTest, HeaderNamedLikeALibrary) {
+  write("inc/libx.so", "#define VALUE 19\n");
+  const std::string source = std::string(kComputed) + "#include XSTR(CAT(libx, .so))\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  ALLOW_REFUSAL(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+  ALLOW_REFUSAL(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+  write("inc/libx.so", "#define VALUE 20\n");
+}
+
+TEST_F(ServedUnusualFilesTest, HasIncludeOfALibraryName) {
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  write("inc/keep", "");
+  const std::string s2 = "#if __has_include(\"liby.so.1\")\n#define VALUE 1\n#else\n"
+                         "#define VALUE 2\n#endif\n" + std::string(kKernel);
+  ALLOW_REFUSAL(expect_nvrtcs_answer(s2, dir_ / "k.cu", options));
+  ALLOW_REFUSAL(expect_nvrtcs_answer(s2, dir_ / "k.cu", options));
+  write("inc/liby.so.1", "\n");
+  ALLOW_REFUSAL(expect_nvrtcs_answer(s2, dir_ / "k.cu", options));
+}
+
+// B11. An include of a file under /etc and /proc (never served, own()):
+// NVRTC reads them; Landlock judges kcache's.
+TEST_F(ServedUnusualFilesTest, IncludeUnderEtcAndProc) {
+  auto source = [](const std::string& file) {
+    return "#if __has_include(\"" + file + "\")\n#define VALUE 1\n#else\n#define VALUE 2\n#endif\n" +
+           std::string(kKernel);
+  };
+  // A file under /etc is served like any other: NVRTC's answer, cached.
+  EXPECT_FALSE(expect_nvrtcs_answer(source("/etc/passwd"), dir_ / "k.cu", {"-arch=sm_90"}));
+  EXPECT_TRUE(expect_nvrtcs_answer(source("/etc/passwd"), dir_ / "k.cu", {"-arch=sm_90"}));
+  // A pseudo-file of the kernel's has no snapshot: an error naming it, and
+  // the drop-in leaves the program to the real NVRTC (never a wrong answer).
+  for (int i = 0; i < 2; ++i) {
+    try {
+      through_kcache(source("/proc/self/comm"), dir_ / "k.cu", {"-arch=sm_90"});
+      ADD_FAILURE() << "a /proc file was answered through the cache";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("/proc/self/comm"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(ServedUnusualFilesTest, HeaderOver64MiB) {
+  std::string big = "#define VALUE 21\n";
+  big += std::string((size_t{64} << 20) + 10 - big.size(), '\n');
+  write("inc/big.h", big);
+  const std::string source = std::string(kComputed) + "#include XSTR(CAT(big, .h))\n" +
+                             std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + dir_ / "inc"};
+  for (int i = 0; i < 2; ++i) {
+    cache::ProgramRecord want = real_->answer(source, dir_ / "k.cu", options);
+    try {
+      ProgramResult got = through_kcache(source, dir_ / "k.cu", options);
+      EXPECT_EQ(got.record.log, want.log);
+      EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx),
+                want.output(cache::ProgramOutput::ptx));
+    } catch (const Error& e) {
+      std::fprintf(stderr, "refused (the drop-in falls back): %s\n", e.what());
+    }
+  }
+}
+
+// B9. A header under /dev/shm.
+TEST_F(ServedUnusualFilesTest, HeaderUnderDevShm) {
+  std::string shm = "/dev/shm/kcache-attack2-" + std::to_string(::getpid());
+  FileSystem::real().create_directories(shm, 0755);
+  std::ofstream(shm + "/x.h") << "#define VALUE 22\n";
+  const std::string source =
+      std::string(kComputed) + "#include XSTR(CAT(x, .h))\n" + std::string(kKernel);
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + shm};
+  ALLOW_REFUSAL(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+  ALLOW_REFUSAL(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+  std::ofstream(shm + "/x.h") << "#define VALUE 23\n";
+  ALLOW_REFUSAL(expect_nvrtcs_answer(source, dir_ / "k.cu", options));
+  ::unlink((shm + "/x.h").c_str());
+  ::rmdir(shm.c_str());
+}
+
+}  // namespace
+}  // namespace kcache::compiler
