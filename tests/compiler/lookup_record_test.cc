@@ -145,6 +145,43 @@ TEST_F(LookupRecordTest, ADanglingLinkIsCheckedByItsOwnPath) {
   EXPECT_FALSE(disk_unchanged(*probes, ""));
 }
 
+// A check stats a folder's names relative to the folder, opened once: the
+// outcome must stay each name's own stat, whatever the folder became.
+TEST_F(LookupRecordTest, NamesInAFolderSwappedForALinkAreSeenThroughTheLink) {
+  std::string dir = test_dir();
+  write(dir, "inc/a.cuh", "int a;\n");
+  write(dir, "inc/b.cuh", "int b;\n");
+  write(dir, "copy/a.cuh", "int a;\n");
+  write(dir, "copy/b.cuh", "int b;\n");
+  age();
+  auto probes = observe({dir + "/inc/a.cuh", dir + "/inc/b.cuh", dir + "/inc/c.cuh"});
+  ASSERT_TRUE(probes);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  ASSERT_EQ(::rename((dir + "/inc").c_str(), (dir + "/old").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/copy").c_str(), (dir + "/inc").c_str()), 0);
+  EXPECT_FALSE(disk_unchanged(*probes, ""));  // the same names, other files
+  ASSERT_EQ(::unlink((dir + "/inc").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/old").c_str(), (dir + "/inc").c_str()), 0);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));  // through a link, the very files
+}
+
+TEST_F(LookupRecordTest, AnAbsentNameWhoseFolderBecameAFileOrALoopIsJudgedAsItsStat) {
+  std::string dir = test_dir();
+  write(dir, "inc/keep", "");
+  age();
+  auto probes = observe({dir + "/inc/sub/c.cuh", dir + "/inc/sub/d.cuh"});
+  ASSERT_TRUE(probes);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "inc/sub", "");  // ENOTDIR: still not there, as a lookup takes it
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  ASSERT_EQ(::unlink((dir + "/inc/sub").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/inc/sub").c_str(), (dir + "/inc/sub").c_str()), 0);
+  EXPECT_FALSE(disk_unchanged(*probes, ""));  // ELOOP: no state a record vouches for
+  ASSERT_EQ(::unlink((dir + "/inc/sub").c_str()), 0);
+  write(dir, "inc/sub/d.cuh", "");
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+}
+
 TEST_F(LookupRecordTest, NothingIsRecordedForATooNewStampOrALoop) {
   std::string dir = test_dir();
   std::string h = write(dir, "h.cuh", "");
