@@ -233,47 +233,60 @@ void observe_path(const std::string& path) {
   observed_stat(path, &st);
 }
 
+namespace {
+
+// Whether the name a record's `p` checks, now at `path`, is as recorded.
+// `folders` remembers each folder stamp's answer, for the many names it
+// answers for.
+bool probe_holds(const cache::ManifestProbe& p, const std::string& path, FolderStats& names,
+                 std::unordered_map<std::string, bool>& folders) {
+  struct stat st;
+  if (p.present && p.size == 0 && p.mtime_ns == 0 && p.ctime_ns == 0) {
+    // A folder (probes): what a lookup took from its stat is that it is one.
+    return names.stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  }
+  if (p.present) {
+    return names.stat(path, &st) == 0 && static_cast<uint64_t>(st.st_dev) == p.dev &&
+           static_cast<uint64_t>(st.st_ino) == p.ino &&
+           static_cast<uint64_t>(st.st_size) == p.size &&
+           static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
+           static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
+  }
+  if (p.has_folder) {
+    std::optional<std::string> folder = record_strip_components(path, p.folder_depth);
+    if (!folder) return false;
+    auto it = folders.find(*folder);
+    if (it == folders.end()) {
+      bool same = ::stat(folder->c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+                  static_cast<uint64_t>(st.st_dev) == p.dev &&
+                  static_cast<uint64_t>(st.st_ino) == p.ino &&
+                  static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
+                  static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
+      it = folders.emplace(*folder, same).first;
+    }
+    return it->second;
+  }
+  return names.stat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR);
+}
+
+}  // namespace
+
 bool disk_unchanged(const std::vector<cache::ManifestProbe>& probes,
                     const std::string& source_folder) {
-  std::unordered_map<std::string, bool> folders;  // a folder answers for many names
+  std::unordered_map<std::string, bool> folders;
   FolderStats names;
   const std::string prefix = kSourceFolderPrefix;
+  std::string rebased;
   for (const cache::ManifestProbe& p : probes) {
-    std::string path = p.path;
-    if (record_starts_with(path, prefix)) {
+    const std::string* path = &p.path;  // no copy of each of hundreds of paths
+    if (record_starts_with(p.path, prefix)) {
       if (source_folder.empty()) return false;
-      path = source_folder + path.substr(prefix.size());
-    } else if (path.empty() || path.front() != '/') {
+      rebased = source_folder + p.path.substr(prefix.size());
+      path = &rebased;
+    } else if (p.path.empty() || p.path.front() != '/') {
       return false;
     }
-    struct stat st;
-    if (p.present && p.size == 0 && p.mtime_ns == 0 && p.ctime_ns == 0) {
-      // A folder (probes): what a lookup took from its stat is that it is one.
-      if (names.stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return false;
-    } else if (p.present) {
-      if (names.stat(path, &st) != 0 || static_cast<uint64_t>(st.st_dev) != p.dev ||
-          static_cast<uint64_t>(st.st_ino) != p.ino ||
-          static_cast<uint64_t>(st.st_size) != p.size ||
-          static_cast<uint64_t>(record_ns(st.st_mtim)) != p.mtime_ns ||
-          static_cast<uint64_t>(record_ns(st.st_ctim)) != p.ctime_ns) {
-        return false;
-      }
-    } else if (p.has_folder) {
-      std::optional<std::string> folder = record_strip_components(path, p.folder_depth);
-      if (!folder) return false;
-      auto it = folders.find(*folder);
-      if (it == folders.end()) {
-        bool same = ::stat(folder->c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-                    static_cast<uint64_t>(st.st_dev) == p.dev &&
-                    static_cast<uint64_t>(st.st_ino) == p.ino &&
-                    static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
-                    static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
-        it = folders.emplace(*folder, same).first;
-      }
-      if (!it->second) return false;
-    } else if (names.stat(path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) {
-      return false;
-    }
+    if (!probe_holds(p, *path, names, folders)) return false;
   }
   return true;
 }
