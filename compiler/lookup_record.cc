@@ -154,13 +154,27 @@ class FolderStats {
       std::string folder = path.substr(0, slash);
       last_ = fds_.find(folder);
       if (last_ == fds_.end()) {
-        const int fd = ::open(folder.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+        const int fd = open_folder(folder);
         last_ = fds_.emplace(std::move(folder), fd >= 0 ? fd : -errno).first;
       }
     }
     if (last_->second >= 0) return last_->second;
     errno = -last_->second;
     return -1;
+  }
+
+  // `folder` opened relative to the deepest folder on its path already open
+  // (most share all but their last component), as the kernel would reach it
+  // from the root: the walk from there, ".." included, is the same walk.
+  int open_folder(const std::string& folder) const {
+    for (size_t cut = folder.rfind('/'); cut != std::string::npos && cut > 0;
+         cut = folder.rfind('/', cut - 1)) {
+      auto above = fds_.find(folder.substr(0, cut));
+      if (above != fds_.end() && above->second >= 0) {
+        return ::openat(above->second, folder.c_str() + cut + 1, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      }
+    }
+    return ::open(folder.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   }
 
   std::unordered_map<std::string, int> fds_;  // -errno: the open failed
