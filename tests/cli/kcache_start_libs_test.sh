@@ -17,6 +17,15 @@ if echo "$needed" | grep -E 'libstdc\+\+|libsqlite3|libxxhash'; then
   echo "FAIL: kcache loads the shared library above at every start; link it in (cli/BUILD.bazel)"
   exit 1
 fi
+# Nothing of the linked-in libstdc++ is exported: the plugin's references to
+# it must bind to its own shared copy, not to pieces of kcache's.
+std_exports=$(readelf --dyn-syms -W "$binary" | awk '$7 != "UND" {print $8}' |
+  grep -E '^_Z(N|NK|T[VIS]N?)?St' | head -5)
+if [ -n "$std_exports" ]; then
+  echo "FAIL: kcache exports libstdc++ symbols (-Wl,--exclude-libs,ALL), e.g.:"
+  echo "$std_exports"
+  exit 1
+fi
 out=$(KCACHE_REAPI_LIBRARY="$plugin" KCACHE_REMOTE_RETRIES=0 KCACHE_REMOTE_CONNECT_TIMEOUT=1 \
   "$binary" --dir "$TEST_TMPDIR/store" remote check --remote grpc://127.0.0.1:1 2>&1)
 rc=$?
