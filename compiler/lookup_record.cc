@@ -1,5 +1,6 @@
 #include "compiler/lookup_record.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -110,6 +111,76 @@ bool absent_by_folder(const std::string& path, int64_t started_ns, cache::Manife
   return true;
 }
 
+// Stats of many names in few folders (a CUB record: ~800 names in ~70
+// folders, ten components deep through two links): each folder is opened
+// once (O_PATH) and each name stat-ed relative to it, so the kernel walks
+// the folder's path once, not once per name. The outcome is ::stat(path)'s:
+// the open resolves the folder's components as stat would (links followed;
+// ENOENT, ENOTDIR, EACCES alike), fstatat the last one, following a link
+// as stat does. Each folder is resolved once per check, which a check of
+// many stats one after another never was atomic against anyway.
+class FolderStats {
+ public:
+  FolderStats() = default;
+  FolderStats(const FolderStats&) = delete;
+  FolderStats& operator=(const FolderStats&) = delete;
+  ~FolderStats() {
+    for (const auto& [folder, fd] : fds_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  int stat(const std::string& path, struct stat* st) {
+    const size_t slash = path.rfind('/');
+    // "/x", "a/" and names with no folder: as they are (nothing to share).
+    if (slash == std::string::npos || slash == 0 || slash + 1 == path.size() ||
+        fds_.size() >= kMaxFolders) {
+      return ::stat(path.c_str(), st);
+    }
+    const int fd = folder_fd(path, slash);
+    return fd < 0 ? -1 : ::fstatat(fd, path.c_str() + slash + 1, st, 0);
+  }
+
+ private:
+  // Descriptors held at once: far below any RLIMIT_NOFILE; past it, plain stats.
+  static constexpr size_t kMaxFolders = 256;
+
+  // The folder of `path` (its first `slash` bytes) opened, or -1 with errno
+  // set as stat(path) would meet it on the folder's path. A record's names
+  // come sorted, so most share the folder of the one before.
+  int folder_fd(const std::string& path, size_t slash) {
+    if (last_ == fds_.end() || last_->first.size() != slash ||
+        path.compare(0, slash, last_->first) != 0) {
+      std::string folder = path.substr(0, slash);
+      last_ = fds_.find(folder);
+      if (last_ == fds_.end()) {
+        const int fd = open_folder(folder);
+        last_ = fds_.emplace(std::move(folder), fd >= 0 ? fd : -errno).first;
+      }
+    }
+    if (last_->second >= 0) return last_->second;
+    errno = -last_->second;
+    return -1;
+  }
+
+  // `folder` opened relative to the deepest folder on its path already open
+  // (most share all but their last component), as the kernel would reach it
+  // from the root: the walk from there, ".." included, is the same walk.
+  int open_folder(const std::string& folder) const {
+    for (size_t cut = folder.rfind('/'); cut != std::string::npos && cut > 0;
+         cut = folder.rfind('/', cut - 1)) {
+      auto above = fds_.find(folder.substr(0, cut));
+      if (above != fds_.end() && above->second >= 0) {
+        return ::openat(above->second, folder.c_str() + cut + 1, O_PATH | O_DIRECTORY | O_CLOEXEC);
+      }
+    }
+    return ::open(folder.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  }
+
+  std::unordered_map<std::string, int> fds_;  // -errno: the open failed
+  std::unordered_map<std::string, int>::iterator last_ = fds_.end();
+};
+
 }  // namespace
 
 std::optional<std::vector<cache::ManifestProbe>> DiskObservations::probes(
@@ -176,46 +247,60 @@ void observe_path(const std::string& path) {
   observed_stat(path, &st);
 }
 
+namespace {
+
+// Whether the name a record's `p` checks, now at `path`, is as recorded.
+// `folders` remembers each folder stamp's answer, for the many names it
+// answers for.
+bool probe_holds(const cache::ManifestProbe& p, const std::string& path, FolderStats& names,
+                 std::unordered_map<std::string, bool>& folders) {
+  struct stat st;
+  if (p.present && p.size == 0 && p.mtime_ns == 0 && p.ctime_ns == 0) {
+    // A folder (probes): what a lookup took from its stat is that it is one.
+    return names.stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  }
+  if (p.present) {
+    return names.stat(path, &st) == 0 && static_cast<uint64_t>(st.st_dev) == p.dev &&
+           static_cast<uint64_t>(st.st_ino) == p.ino &&
+           static_cast<uint64_t>(st.st_size) == p.size &&
+           static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
+           static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
+  }
+  if (p.has_folder) {
+    std::optional<std::string> folder = record_strip_components(path, p.folder_depth);
+    if (!folder) return false;
+    auto it = folders.find(*folder);
+    if (it == folders.end()) {
+      bool same = ::stat(folder->c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+                  static_cast<uint64_t>(st.st_dev) == p.dev &&
+                  static_cast<uint64_t>(st.st_ino) == p.ino &&
+                  static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
+                  static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
+      it = folders.emplace(*folder, same).first;
+    }
+    return it->second;
+  }
+  return names.stat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR);
+}
+
+}  // namespace
+
 bool disk_unchanged(const std::vector<cache::ManifestProbe>& probes,
                     const std::string& source_folder) {
-  std::unordered_map<std::string, bool> folders;  // a folder answers for many names
+  std::unordered_map<std::string, bool> folders;
+  FolderStats names;
   const std::string prefix = kSourceFolderPrefix;
+  std::string rebased;
   for (const cache::ManifestProbe& p : probes) {
-    std::string path = p.path;
-    if (record_starts_with(path, prefix)) {
+    const std::string* path = &p.path;  // no copy of each of hundreds of paths
+    if (record_starts_with(p.path, prefix)) {
       if (source_folder.empty()) return false;
-      path = source_folder + path.substr(prefix.size());
-    } else if (path.empty() || path.front() != '/') {
+      rebased = source_folder + p.path.substr(prefix.size());
+      path = &rebased;
+    } else if (p.path.empty() || p.path.front() != '/') {
       return false;
     }
-    struct stat st;
-    if (p.present && p.size == 0 && p.mtime_ns == 0 && p.ctime_ns == 0) {
-      // A folder (probes): what a lookup took from its stat is that it is one.
-      if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
-    } else if (p.present) {
-      if (::stat(path.c_str(), &st) != 0 || static_cast<uint64_t>(st.st_dev) != p.dev ||
-          static_cast<uint64_t>(st.st_ino) != p.ino ||
-          static_cast<uint64_t>(st.st_size) != p.size ||
-          static_cast<uint64_t>(record_ns(st.st_mtim)) != p.mtime_ns ||
-          static_cast<uint64_t>(record_ns(st.st_ctim)) != p.ctime_ns) {
-        return false;
-      }
-    } else if (p.has_folder) {
-      std::optional<std::string> folder = record_strip_components(path, p.folder_depth);
-      if (!folder) return false;
-      auto it = folders.find(*folder);
-      if (it == folders.end()) {
-        bool same = ::stat(folder->c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-                    static_cast<uint64_t>(st.st_dev) == p.dev &&
-                    static_cast<uint64_t>(st.st_ino) == p.ino &&
-                    static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
-                    static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
-        it = folders.emplace(*folder, same).first;
-      }
-      if (!it->second) return false;
-    } else if (::stat(path.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) {
-      return false;
-    }
+    if (!probe_holds(p, *path, names, folders)) return false;
   }
   return true;
 }

@@ -27,9 +27,12 @@ void write_key(ByteWriter& w, const Hash128& key) {
 }
 
 Hash128 read_key(ByteReader& r) {
+  // One read of 16 bytes, not 16 of one: a lookup record holds one per file.
+  const std::string_view b = r.bytes(16, "key");
   Hash128 key;
-  for (uint64_t* half : {&key.high, &key.low}) {
-    for (int i = 0; i < 8; ++i) *half = (*half << 8) | r.u8("key");
+  for (int i = 0; i < 8; ++i) {
+    key.high = (key.high << 8) | static_cast<uint8_t>(b[i]);
+    key.low = (key.low << 8) | static_cast<uint8_t>(b[8 + i]);
   }
   return key;
 }
@@ -232,6 +235,7 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
     if (version >= 2) {
       uint32_t probes = count_or_none(body, "probe count", kMaxManifestProbes, kMinProbe);
       if (probes == 0 && asks == 0) body.fail("set " + std::to_string(s) + " is empty");
+      set.probes.reserve(probes);  // bounded by the bytes left (count_or_none)
       for (uint32_t i = 0; i < probes; ++i) {
         ManifestProbe p;
         uint8_t state = body.u8("probe state");

@@ -145,6 +145,72 @@ TEST_F(LookupRecordTest, ADanglingLinkIsCheckedByItsOwnPath) {
   EXPECT_FALSE(disk_unchanged(*probes, ""));
 }
 
+// A check stats a folder's names relative to the folder, opened once: the
+// outcome must stay each name's own stat, whatever the folder became.
+TEST_F(LookupRecordTest, NamesInAFolderSwappedForALinkAreSeenThroughTheLink) {
+  std::string dir = test_dir();
+  write(dir, "inc/a.cuh", "int a;\n");
+  write(dir, "inc/b.cuh", "int b;\n");
+  write(dir, "copy/a.cuh", "int a;\n");
+  write(dir, "copy/b.cuh", "int b;\n");
+  age();
+  auto probes = observe({dir + "/inc/a.cuh", dir + "/inc/b.cuh", dir + "/inc/c.cuh"});
+  ASSERT_TRUE(probes);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  ASSERT_EQ(::rename((dir + "/inc").c_str(), (dir + "/old").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/copy").c_str(), (dir + "/inc").c_str()), 0);
+  EXPECT_FALSE(disk_unchanged(*probes, ""));  // the same names, other files
+  ASSERT_EQ(::unlink((dir + "/inc").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/old").c_str(), (dir + "/inc").c_str()), 0);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));  // through a link, the very files
+}
+
+// A folder is opened relative to one above it already open: the walk from
+// there must be the kernel's from the root, through links and "..".
+TEST_F(LookupRecordTest, AFolderBeneathAnotherIsWalkedAsFromTheRoot) {
+  std::string dir = test_dir();
+  write(dir, "inc/a.cuh", "int a;\n");
+  write(dir, "inc/x.cuh", "int inc_x;\n");
+  write(dir, "other/deep/y.cuh", "int y;\n");
+  write(dir, "other/x.cuh", "int other_x;\n");
+  write(dir, "copy/y.cuh", "int y;\n");
+  ASSERT_EQ(::symlink((dir + "/other/deep").c_str(), (dir + "/inc/sub").c_str()), 0);
+  age();
+  // inc/sub/.. is other/, the link's target's parent, not inc/.
+  auto probes = observe({dir + "/inc/a.cuh", dir + "/inc/sub/y.cuh", dir + "/inc/sub/../x.cuh"});
+  ASSERT_TRUE(probes);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "inc/x.cuh", "int changed;\n");  // not the file the lookup read
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "other/x.cuh", "int changed;\n");
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+  write(dir, "other/x.cuh", "int other_x;\n");
+  age();
+  probes = observe({dir + "/inc/a.cuh", dir + "/inc/sub/y.cuh"});
+  ASSERT_TRUE(probes);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  ASSERT_EQ(::unlink((dir + "/inc/sub").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/copy").c_str(), (dir + "/inc/sub").c_str()), 0);
+  EXPECT_FALSE(disk_unchanged(*probes, ""));  // the same name in another folder
+}
+
+TEST_F(LookupRecordTest, AnAbsentNameWhoseFolderBecameAFileOrALoopIsJudgedAsItsStat) {
+  std::string dir = test_dir();
+  write(dir, "inc/keep", "");
+  age();
+  auto probes = observe({dir + "/inc/sub/c.cuh", dir + "/inc/sub/d.cuh"});
+  ASSERT_TRUE(probes);
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  write(dir, "inc/sub", "");  // ENOTDIR: still not there, as a lookup takes it
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  ASSERT_EQ(::unlink((dir + "/inc/sub").c_str()), 0);
+  ASSERT_EQ(::symlink((dir + "/inc/sub").c_str(), (dir + "/inc/sub").c_str()), 0);
+  EXPECT_FALSE(disk_unchanged(*probes, ""));  // ELOOP: no state a record vouches for
+  ASSERT_EQ(::unlink((dir + "/inc/sub").c_str()), 0);
+  write(dir, "inc/sub/d.cuh", "");
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+}
+
 TEST_F(LookupRecordTest, NothingIsRecordedForATooNewStampOrALoop) {
   std::string dir = test_dir();
   std::string h = write(dir, "h.cuh", "");
