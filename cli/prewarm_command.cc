@@ -371,6 +371,13 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
                  jobs.size(), seconds(wall_ms).c_str(), kernel_hits, kernel_misses, failed.c_str(),
                  target_hits, target_misses, seconds(static_cast<double>(nvrtc_ms)).c_str(),
                  seconds(static_cast<double>(saved_ms)).c_str());
+    if (pool) {
+      compiler::NvrtcPool::PchCounts n = pool->pch_counts();
+      std::fprintf(stderr,
+                   "kcache prewarm: NVRTC PCH: %d made, %d used, %d without (%d waited for the "
+                   "process holding theirs)\n",
+                   n.made, n.reused, n.plain, n.waited);
+    }
   }
   if (compile_failures) return kExitCompileFailed;
   return other_failures ? kExitFailed : kExitOk;

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <iterator>
+#include <limits>
 #include <thread>
 
 #include "common/error.h"
@@ -232,7 +233,7 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key, b
                             [&](const std::unique_ptr<Child>& c) { return c->key == key; });
   if (match == idle_.rend() && routed) {
     match = std::find_if(idle_.rbegin(), idle_.rend(), [&](const std::unique_ptr<Child>& c) {
-      return c->key.empty() || !still_to_come(c->key);
+      return c->key.empty() || still_to_come(c->key) == 0;
     });
   }
   if (match == idle_.rend() && live_ >= max_children_ && !idle_.empty()) {
@@ -245,18 +246,19 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key, b
   return c;
 }
 
-// Waiting for the holder of a compile's PCH costs its queue's uses (each
-// about a quarter of a plain compile); another child costs a new PCH (more
-// than a plain compile) on another CPU, which is worth it only where a CPU
-// is free and the queue is long. Under mutex_.
+// Where every CPU has a compile, another child would only share them: the
+// holder's queue of uses (each about a quarter of a plain compile) costs
+// less than any compile elsewhere. Where a CPU is free, a compile there
+// ends sooner than the holder's current one (perhaps its PCH's making)
+// and the uses queued before it. Under mutex_.
 void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route& route) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitForPchMs);
   bool counted = false;
   for (;;) {
-    const int held = holders(route.key);
-    if (held == 0 || holder_idle(route.key)) return;
-    const bool cpus_busy = static_cast<int>(taken_.size()) >= cpus_;
-    if (!cpus_busy && waiting_[route.key] >= kQueuedPerPch * held) return;
+    if (holders(route.key) == 0 || holder_idle(route.key)) return;
+    int busy = static_cast<int>(taken_.size());
+    for (const auto& [key, n] : starting_) busy += n;
+    if (busy < cpus_) return;
     if (!counted) ++counts_.waited;
     counted = true;
     ++waiting_[route.key];
@@ -280,19 +282,21 @@ int NvrtcPool::holders(const std::string& key) const {
   return n;
 }
 
-// Whether a compile of PCH key `key` (options, then '\0', then the prefix)
-// is still to be routed: always, unless expect() said how many come.
-bool NvrtcPool::still_to_come(const std::string& key) const {
+// How many compiles of PCH key `key` (options, then '\0', then the prefix)
+// are still to be routed: as many as expect() said less those routed, or
+// unknown (INT_MAX) where it said nothing.
+int NvrtcPool::still_to_come(const std::string& key) const {
   const size_t cut = key.find('\0');
-  if (cut == std::string::npos) return false;  // a program child's: no PCH
+  if (cut == std::string::npos) return 0;  // a program child's: no PCH
   auto expected = expected_.find(key.substr(cut + 1));
-  if (expected == expected_.end()) return true;
+  if (expected == expected_.end()) return std::numeric_limits<int>::max();
   auto begun = begun_.find(key);
-  return expected->second > (begun == begun_.end() ? 0 : begun->second);
+  return std::max(0, expected->second - (begun == begun_.end() ? 0 : begun->second));
 }
 
 // `child`, just taken for `route`: it uses the PCH it holds, or makes the
-// route's where another compile of it is still to come, or compiles
+// route's where more compiles of it are still to come than the children
+// already holding it would serve soon (kQueuedPerPch each), or compiles
 // without. Under mutex_.
 void NvrtcPool::route_to(Child& child, Route& route) {
   ++begun_[route.key];
@@ -301,7 +305,7 @@ void NvrtcPool::route_to(Child& child, Route& route) {
     ++counts_.reused;
     return;
   }
-  route.pch = still_to_come(route.key);
+  route.pch = still_to_come(route.key) > kQueuedPerPch * holders(route.key);
   if (route.pch) {
     child.key = route.key;
     ++counts_.made;

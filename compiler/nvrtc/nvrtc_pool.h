@@ -70,16 +70,16 @@ class NvrtcPool {
   // usable PCH at a time (the last it made: NVRTC's PCH heap is its
   // process's), so compiles are routed by that pair, their PCH key:
   // - to an idle child that holds the key's PCH;
-  // - else, where a child holding it is busy, this call waits for it (a use
-  //   costs about a quarter of a plain compile, a new PCH more than one)
-  //   while fewer than kQueuedPerPch compiles per holder wait, or while
-  //   every CPU has a compile already (another child would only share
-  //   them); at most kWaitForPchMs;
+  // - else, where a child holding it is busy and every CPU has a compile
+  //   (children at work or starting), this call waits for it, at most
+  //   kWaitForPchMs: a use costs about a quarter of a plain compile, a new
+  //   PCH more than one, and another child would only share the CPUs;
   // - else to an idle child that holds no PCH still wanted, else a new
   //   child while fewer than `max_children` live, else the idle child
-  //   unused the longest. That child makes the key's PCH only where another
-  //   compile of the key is still to come (expect()); otherwise it compiles
-  //   without PCH and keeps the one it holds.
+  //   unused the longest. That child makes the key's PCH only where more
+  //   compiles of the key are still to come (expect(); unknown counts as
+  //   many) than kQueuedPerPch per child already holding it; otherwise it
+  //   compiles without PCH and keeps the one it holds.
   NvrtcOutput compile(const std::string& nvrtc_path, const NvrtcInput& input);
 
   // Thread-safe. Says that `compiles` compiles (per option set) of sources
@@ -96,6 +96,9 @@ class NvrtcPool {
     int waited = 0;  // compiles that waited for a busy holder
   };
   PchCounts pch_counts() const;
+
+  // For tests: how many compiles at once fill the CPUs (hardware_concurrency).
+  void set_cpus_for_testing(int cpus) { cpus_ = cpus; }
 
   static constexpr int kQueuedPerPch = 3;
   static constexpr int kWaitForPchMs = 30000;
@@ -176,7 +179,7 @@ class NvrtcPool {
   void wait_for_holder(std::unique_lock<std::mutex>& lock, const Route& route);
   bool holder_idle(const std::string& key) const;
   int holders(const std::string& key) const;
-  bool still_to_come(const std::string& key) const;
+  int still_to_come(const std::string& key) const;
   void route_to(Child& child, Route& route);
   // Its answer's frame, or throws (see exchange); retires a failed child.
   std::string await_answer(std::unique_ptr<Child>& child, const std::string& request);
