@@ -256,9 +256,7 @@ void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route&
   bool counted = false;
   for (;;) {
     if (holders(route.key) == 0 || holder_idle(route.key)) return;
-    int busy = static_cast<int>(taken_.size());
-    for (const auto& [key, n] : starting_) busy += n;
-    if (busy < cpus_) return;
+    if (cpus_in_use() < cpus_) return;
     if (!counted) ++counts_.waited;
     counted = true;
     ++waiting_[route.key];
@@ -266,6 +264,19 @@ void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route&
     --waiting_[route.key];
     if (!woke) return;
   }
+}
+
+// Compiles that run now (children at work or starting), and those about to:
+// an idle holder that compiles of its key wait for is taken at once by one
+// of them (each wake-up sees the CPU its return freed, but it is theirs).
+int NvrtcPool::cpus_in_use() const {
+  int n = static_cast<int>(taken_.size());
+  for (const auto& [key, starting] : starting_) n += starting;
+  for (const auto& c : idle_) {
+    auto w = waiting_.find(c->key);
+    n += w != waiting_.end() && w->second > 0;
+  }
+  return n;
 }
 
 bool NvrtcPool::holder_idle(const std::string& key) const {

@@ -71,7 +71,8 @@ class NvrtcPool {
   // process's), so compiles are routed by that pair, their PCH key:
   // - to an idle child that holds the key's PCH;
   // - else, where a child holding it is busy and every CPU has a compile
-  //   (children at work or starting), this call waits for it, at most
+  //   (children at work or starting, or idle holders that compiles wait
+  //   for), this call waits for it, at most
   //   kWaitForPchMs: a use costs about a quarter of a plain compile, a new
   //   PCH more than one, and another child would only share the CPUs;
   // - else to an idle child that holds no PCH still wanted, else a new
@@ -178,6 +179,7 @@ class NvrtcPool {
   // busy child that holds `route`'s PCH.
   void wait_for_holder(std::unique_lock<std::mutex>& lock, const Route& route);
   bool holder_idle(const std::string& key) const;
+  int cpus_in_use() const;
   int holders(const std::string& key) const;
   int still_to_come(const std::string& key) const;
   void route_to(Child& child, Route& route);
