@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # `kcache prewarm` of N CUB kernels sharing headers (the kernels of
 # tools/bench_worker.sh), no store, with and without precompiled headers and
-# long-lived NVRTC processes (--no-pch), interleaved, ROUNDS times.
+# long-lived NVRTC processes (--no-pch), interleaved, ROUNDS times, with
+# JOBS NVRTC compiles at once (default: prewarm's, one per CPU). Each row
+# also gives the load average at its start (other builds share the CPUs) and
+# what the pool asked its children for: PCHs made, used, compiles without.
 #
-#   bench/prewarm_pch.sh KCACHE_BINARY [N=50] [ROUNDS=1] [ARCHS=sm_80,sm_90] [PTX=compute_90]
+#   bench/prewarm_pch.sh KCACHE_BINARY [N=50] [ROUNDS=1] [ARCHS=sm_80,sm_90] [PTX=compute_90] [JOBS]
 set -euo pipefail
 kcache=$(realpath "$1")
 n=${2:-50}
 rounds=${3:-1}
 archs=${4:-sm_80,sm_90}
 ptx=${5:-compute_90}
+jobs=()
+[ -n "${6:-}" ] && jobs=(-j "$6")
 work=$(mktemp -d /tmp/kcache-prewarm-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 for i in $(seq 1 "$n"); do
@@ -35,15 +40,18 @@ CU
 done
 ptx_flag=()
 [ -n "$ptx" ] && ptx_flag=(--ptx "$ptx")
-echo "| round | --no-pch | default (PCH, long-lived NVRTC) | ratio |"
-echo "|---|---|---|---|"
+echo "| round | load | --no-pch | default (PCH, long-lived NVRTC) | ratio | PCH made / used / without |"
+echo "|---|---|---|---|---|---|"
 for r in $(seq 1 "$rounds"); do
   t=()
+  load=$(cut -d' ' -f1 /proc/loadavg)
   for mode in --no-pch ""; do
     t0=$(date +%s.%N)
-    "$kcache" prewarm --no-store $mode "$work" --arch "$archs" "${ptx_flag[@]}" --std c++17 >/dev/null 2>&1
+    "$kcache" prewarm --no-store $mode "$work" --arch "$archs" "${ptx_flag[@]}" --std c++17 \
+      "${jobs[@]}" >/dev/null 2>"$work/stderr" || { cat "$work/stderr" >&2; exit 1; }
     t1=$(date +%s.%N)
     t+=("$(python3 -c "print(f'{$t1 - $t0:.1f}')")")
   done
-  echo "| $r | ${t[0]} s | ${t[1]} s | $(python3 -c "print(f'{${t[0]} / ${t[1]}:.2f}')")× |"
+  routing=$(sed -n 's/.*NVRTC PCH: \([0-9]*\) made, \([0-9]*\) used, \([0-9]*\) without.*/\1 \/ \2 \/ \3/p' "$work/stderr")
+  echo "| $r | $load | ${t[0]} s | ${t[1]} s | $(python3 -c "print(f'{${t[0]} / ${t[1]}:.2f}')")× | ${routing:-?} |"
 done

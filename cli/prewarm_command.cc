@@ -21,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -35,6 +36,7 @@
 #include "common/file_system.h"
 #include "compiler/compiler.h"
 #include "compiler/nvrtc/nvrtc_pool.h"
+#include "compiler/nvrtc/pch.h"
 #include "compiler/toolkit.h"
 
 namespace kcache::cli {
@@ -220,6 +222,30 @@ class Progress {
   int hit_targets_ = 0, miss_targets_ = 0, failed_ = 0;
 };
 
+// Orders `jobs` so that kernels with the same leading directives (the part
+// a PCH may cover: compiler/nvrtc/pch.h) follow one another, and tells
+// `pool` how many of each come: a child makes a PCH only where another
+// compile will use it, and its users come while it holds it. A source that
+// cannot be read is left where it is (its compile says why).
+void group_by_prefix(std::vector<Job>& jobs, compiler::NvrtcPool* pool) {
+  std::map<std::string, int> counts;
+  std::vector<std::pair<std::string, Job>> keyed;
+  for (Job& job : jobs) {
+    std::optional<std::string> text;
+    try {
+      text = read_file(job.flags.source);
+    } catch (const Error&) {
+    }
+    std::string prefix = text ? std::string(compiler::pch_prefix(*text)) : std::string();
+    if (text) ++counts[prefix];
+    keyed.emplace_back(std::move(prefix), std::move(job));
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < jobs.size(); ++i) jobs[i] = std::move(keyed[i].second);
+  for (const auto& [prefix, n] : counts) pool->expect(prefix, n);
+}
+
 int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   std::vector<Job> jobs;
   for (const std::string& input : c.inputs) {
@@ -264,7 +290,10 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
       pool.emplace(child, scratch->path());
     }
   }
-  if (pool) compiler.use_pool(&*pool);
+  if (pool) {
+    group_by_prefix(jobs, &*pool);
+    compiler.use_pool(&*pool);
+  }
   if (global.pool) compiler.use_pool(global.pool);
   int workers = c.setup.jobs > 0
                     ? c.setup.jobs
@@ -342,6 +371,13 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
                  jobs.size(), seconds(wall_ms).c_str(), kernel_hits, kernel_misses, failed.c_str(),
                  target_hits, target_misses, seconds(static_cast<double>(nvrtc_ms)).c_str(),
                  seconds(static_cast<double>(saved_ms)).c_str());
+    if (pool) {
+      compiler::NvrtcPool::PchCounts n = pool->pch_counts();
+      std::fprintf(stderr,
+                   "kcache prewarm: NVRTC PCH: %d made, %d used, %d without (%d waited for the "
+                   "process holding theirs)\n",
+                   n.made, n.reused, n.plain, n.waited);
+    }
   }
   if (compile_failures) return kExitCompileFailed;
   return other_failures ? kExitFailed : kExitOk;

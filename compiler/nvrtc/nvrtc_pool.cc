@@ -11,17 +11,20 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <cstring>
 #include <cerrno>
 #include <cstdio>
 #include <iterator>
+#include <limits>
 #include <thread>
 
 #include "common/error.h"
 #include "common/file_system.h"
 #include "compiler/nvrtc/nvrtc_worker.h"
+#include "compiler/nvrtc/pch.h"
 
 extern char** environ;
 
@@ -89,7 +92,9 @@ struct NvrtcPool::Child {
   pid_t pid = -1;
   int to = -1;      // its stdin (a socket: writes never raise SIGPIPE)
   int from = -1;    // its stdout
-  std::string key;  // the options it compiled with last (its PCH's)
+  // Routed (compile()): the PCH key of the PCH it holds, or empty; else the
+  // options it compiled with last.
+  std::string key;
   dev_t to_dev = 0, from_dev = 0;  // what `to` and `from` were when made
   ino_t to_ino = 0, from_ino = 0;
   size_t environment = 0;  // environment_hash() when it started
@@ -137,7 +142,8 @@ NvrtcPool::NvrtcPool(std::vector<std::string> argv, std::string scratch, int max
       owner_(::getpid()),
       max_children_(max_children > 0
                         ? max_children
-                        : std::max(4, static_cast<int>(std::thread::hardware_concurrency()))) {}
+                        : std::max(4, static_cast<int>(std::thread::hardware_concurrency()))),
+      cpus_(std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
 
 NvrtcPool::~NvrtcPool() {
   for (auto& c : idle_) c->stop();
@@ -148,15 +154,17 @@ int NvrtcPool::started() const {
   return started_;
 }
 
-std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
+std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key, Route* route) {
   int n;
   const size_t environment = environment_hash();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(mutex_);
     if (::getpid() != owner_) forget_the_parents_children();
-    while (std::unique_ptr<Child> c = take_idle(key)) {
+    if (route) wait_for_holder(lock, *route);
+    while (std::unique_ptr<Child> c = take_idle(key, route != nullptr)) {
       if (!c->ended() && c->environment == environment) {
         taken_.insert(c.get());
+        if (route) route_to(*c, *route);
         return c;
       }
       // Ended idle (NvrtcPool's idle exit), or started with another
@@ -166,16 +174,28 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take(const std::string& key) {
     }
     n = started_++;
     ++live_;
+    // Starting, it counts as the key's holder: compiles of the key that
+    // come meanwhile wait for it rather than start children of their own.
+    if (route) ++starting_[key];
   }
   try {
-    std::unique_ptr<Child> c = start_child(n, key);
+    // A new child holds no PCH yet, whatever it is started for.
+    std::unique_ptr<Child> c = start_child(n, route ? "" : key);
     std::lock_guard<std::mutex> lock(mutex_);
     taken_.insert(c.get());
+    if (route) {
+      --starting_[key];
+      route_to(*c, *route);
+    }
     return c;
   } catch (...) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    --live_;
-    ++deaths_in_a_row_;  // a child that never started counts as one that died
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      --live_;
+      ++deaths_in_a_row_;  // a child that never started counts as one that died
+      if (route) --starting_[key];
+    }
+    returned_.notify_all();
     throw;
   }
 }
@@ -203,20 +223,116 @@ void NvrtcPool::forget_the_parents_children() {
   owner_ = ::getpid();
 }
 
-// An idle child that last compiled with `key`, else (all children live) the
-// one idle the longest, else null. Under mutex_.
-std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key) {
+// An idle child whose key is `key`; else, `routed`, one that holds no PCH
+// still wanted (still_to_come); else (all children live) the one idle the
+// longest; else null. Routed, a child's key is the PCH key it holds, which
+// route_to sets; else the options it last compiled with. Under mutex_.
+std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key, bool routed) {
   // idle_ is ordered from the least recently used.
   auto match = std::find_if(idle_.rbegin(), idle_.rend(),
                             [&](const std::unique_ptr<Child>& c) { return c->key == key; });
+  if (match == idle_.rend() && routed) {
+    match = std::find_if(idle_.rbegin(), idle_.rend(), [&](const std::unique_ptr<Child>& c) {
+      return c->key.empty() || still_to_come(c->key) == 0;
+    });
+  }
   if (match == idle_.rend() && live_ >= max_children_ && !idle_.empty()) {
     match = std::prev(idle_.rend());  // the oldest
   }
   if (match == idle_.rend()) return nullptr;
   std::unique_ptr<Child> c = std::move(*match);
   idle_.erase(std::next(match).base());
-  c->key = key;
+  if (!routed) c->key = key;
   return c;
+}
+
+// Where every CPU has a compile, another child would only share them: the
+// holder's queue of uses (each about a quarter of a plain compile) costs
+// less than any compile elsewhere. Where a CPU is free, a compile there
+// ends sooner than the holder's current one (perhaps its PCH's making)
+// and the uses queued before it. Under mutex_.
+void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route& route) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitForPchMs);
+  bool counted = false;
+  for (;;) {
+    if (holders(route.key) == 0 || holder_idle(route.key)) return;
+    if (cpus_in_use() < cpus_) return;
+    if (!counted) ++counts_.waited;
+    counted = true;
+    ++waiting_[route.key];
+    const bool woke = returned_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    --waiting_[route.key];
+    if (!woke) return;
+  }
+}
+
+// Compiles that run now (children at work or starting), and those about to:
+// an idle holder that compiles of its key wait for is taken at once by one
+// of them (each wake-up sees the CPU its return freed, but it is theirs).
+int NvrtcPool::cpus_in_use() const {
+  int n = static_cast<int>(taken_.size());
+  for (const auto& [key, starting] : starting_) n += starting;
+  for (const auto& c : idle_) {
+    auto w = waiting_.find(c->key);
+    n += w != waiting_.end() && w->second > 0;
+  }
+  return n;
+}
+
+bool NvrtcPool::holder_idle(const std::string& key) const {
+  return std::any_of(idle_.begin(), idle_.end(),
+                     [&](const std::unique_ptr<Child>& c) { return c->key == key; });
+}
+
+int NvrtcPool::holders(const std::string& key) const {
+  auto holds = [&](const Child* c) { return c->key == key; };
+  auto starting = starting_.find(key);
+  int n = starting == starting_.end() ? 0 : starting->second;
+  for (const auto& c : idle_) n += holds(c.get());
+  for (const Child* c : taken_) n += holds(c);
+  return n;
+}
+
+// How many compiles of PCH key `key` (options, then '\0', then the prefix)
+// are still to be routed: as many as expect() said less those routed, or
+// unknown (INT_MAX) where it said nothing.
+int NvrtcPool::still_to_come(const std::string& key) const {
+  const size_t cut = key.find('\0');
+  if (cut == std::string::npos) return 0;  // a program child's: no PCH
+  auto expected = expected_.find(key.substr(cut + 1));
+  if (expected == expected_.end()) return std::numeric_limits<int>::max();
+  auto begun = begun_.find(key);
+  return std::max(0, expected->second - (begun == begun_.end() ? 0 : begun->second));
+}
+
+// `child`, just taken for `route`: it uses the PCH it holds, or makes the
+// route's where more compiles of it are still to come than the children
+// already holding it would serve soon (kQueuedPerPch each), or compiles
+// without. Under mutex_.
+void NvrtcPool::route_to(Child& child, Route& route) {
+  ++begun_[route.key];
+  if (child.key == route.key) {
+    route.pch = true;
+    ++counts_.reused;
+    return;
+  }
+  route.pch = still_to_come(route.key) > kQueuedPerPch * holders(route.key);
+  if (route.pch) {
+    child.key = route.key;
+    ++counts_.made;
+  } else {
+    ++counts_.plain;
+  }
+}
+
+void NvrtcPool::expect(const std::string& prefix, int compiles) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  expected_[prefix] += compiles;
+}
+
+NvrtcPool::PchCounts NvrtcPool::pch_counts() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return counts_;
 }
 
 namespace {
@@ -404,9 +520,12 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::start_child(int n, const std::strin
 }
 
 void NvrtcPool::give_back(std::unique_ptr<Child> child) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  taken_.erase(child.get());
-  idle_.push_back(std::move(child));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    taken_.erase(child.get());
+    idle_.push_back(std::move(child));
+  }
+  returned_.notify_all();
 }
 
 void NvrtcPool::retire(std::unique_ptr<Child> child) {
@@ -415,22 +534,25 @@ void NvrtcPool::retire(std::unique_ptr<Child> child) {
     taken_.erase(child.get());
   }
   child->stop();
-  std::lock_guard<std::mutex> lock(mutex_);
-  --live_;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --live_;
+  }
+  returned_.notify_all();  // a waiter for its PCH waits no more
 }
 
 // A child of ours to send `key`'s request to. Idle children whose ends the
 // host took are dropped (their processes ended with the host's close); a
 // new child's ends are ours, unless the host is closing descriptors under
 // us right now: then this throws and the caller answers otherwise.
-std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_ours(const std::string& key) {
-  std::unique_ptr<Child> child = take(key);
+std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_ours(const std::string& key, Route* route) {
+  std::unique_ptr<Child> child = take(key, route);
   for (int tries = 0; !child->ends_are_ours(); ++tries) {
     retire(std::move(child));
     if (tries > max_children_) {
       throw IoError("the program closed or replaced the compile processes' descriptors");
     }
-    child = take(key);
+    child = take(key, route);
   }
   return child;
 }
@@ -523,12 +645,18 @@ std::string NvrtcPool::exchange(const std::string& request) {
 
 NvrtcOutput NvrtcPool::compile(const std::string& nvrtc_path, const NvrtcInput& input) {
   if (on_compile_) on_compile_();
-  std::string key;
-  for (const std::string& o : input.options) key += o + '\n';
-  std::unique_ptr<Child> child = take_ours(key);
+  Route route;
+  for (const std::string& o : input.options) route.key += o + '\n';
+  route.key += '\0';
+  route.key += pch_prefix(input.source);
+  // Children without a PCH folder, and programs (pch.h), use no PCH.
+  const bool routed = !scratch_.empty() && !input.program;
+  std::unique_ptr<Child> child = take_ours(route.key, routed ? &route : nullptr);
+  std::string request = encode_worker_request(nvrtc_path, input);
+  if (!route.pch) request.insert(0, kNoPchMark);
   std::string response;
   try {
-    response = await_answer(child, encode_worker_request(nvrtc_path, input));
+    response = await_answer(child, request);
   } catch (const CompileProcessStopped&) {
     throw;
   } catch (const IoError&) {

@@ -22,7 +22,9 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -64,10 +66,43 @@ class NvrtcPool {
   NvrtcPool& operator=(const NvrtcPool&) = delete;
 
   // Thread-safe. A PCH serves only compiles with the same options (-arch
-  // included), so each call prefers an idle child that last compiled with
-  // the same options; else starts one while fewer than `max_children` live;
-  // else takes the idle child unused the longest.
+  // included) and the same pch_prefix() (pch.h), and a child holds one
+  // usable PCH at a time (the last it made: NVRTC's PCH heap is its
+  // process's), so compiles are routed by that pair, their PCH key:
+  // - to an idle child that holds the key's PCH;
+  // - else, where a child holding it is busy and every CPU has a compile
+  //   (children at work or starting, or idle holders that compiles wait
+  //   for), this call waits for it, at most
+  //   kWaitForPchMs: a use costs about a quarter of a plain compile, a new
+  //   PCH more than one, and another child would only share the CPUs;
+  // - else to an idle child that holds no PCH still wanted, else a new
+  //   child while fewer than `max_children` live, else the idle child
+  //   unused the longest. That child makes the key's PCH only where more
+  //   compiles of the key are still to come (expect(); unknown counts as
+  //   many) than kQueuedPerPch per child already holding it; otherwise it
+  //   compiles without PCH and keeps the one it holds.
   NvrtcOutput compile(const std::string& nvrtc_path, const NvrtcInput& input);
+
+  // Thread-safe. Says that `compiles` compiles (per option set) of sources
+  // whose pch_prefix() is `prefix` will come (`kcache prewarm` knows its
+  // whole list). Where nothing was said for a prefix, every compile may
+  // make a PCH (the Bazel worker cannot know what comes).
+  void expect(const std::string& prefix, int compiles);
+
+  // What the routing asked the children for so far, for tests and benchmarks.
+  struct PchCounts {
+    int made = 0;    // compiles sent with -pch to a child that held no PCH for them
+    int reused = 0;  // compiles sent to the child that held their PCH
+    int plain = 0;   // compiles sent without PCH (none of their key was still to come)
+    int waited = 0;  // compiles that waited for a busy holder
+  };
+  PchCounts pch_counts() const;
+
+  // For tests: how many compiles at once fill the CPUs (hardware_concurrency).
+  void set_cpus_for_testing(int cpus) { cpus_ = cpus; }
+
+  static constexpr int kQueuedPerPch = 3;
+  static constexpr int kWaitForPchMs = 30000;
 
   // Thread-safe. Sends one request of another kind (a program compile,
   // program_service.h) to a child and returns its answer. Throws IoError if
@@ -132,8 +167,22 @@ class NvrtcPool {
   }
 
  private:
-  std::unique_ptr<Child> take(const std::string& key);
-  std::unique_ptr<Child> take_ours(const std::string& key);
+  // A compile's PCH key and, once taken, whether its child makes or uses
+  // the key's PCH (else it compiles without).
+  struct Route {
+    std::string key, prefix;
+    bool pch = true;
+  };
+  std::unique_ptr<Child> take(const std::string& key, Route* route = nullptr);
+  std::unique_ptr<Child> take_ours(const std::string& key, Route* route = nullptr);
+  // Under mutex_ (held by `lock`): waits while routing says to wait for a
+  // busy child that holds `route`'s PCH.
+  void wait_for_holder(std::unique_lock<std::mutex>& lock, const Route& route);
+  bool holder_idle(const std::string& key) const;
+  int cpus_in_use() const;
+  int holders(const std::string& key) const;
+  int still_to_come(const std::string& key) const;
+  void route_to(Child& child, Route& route);
   // Its answer's frame, or throws (see exchange); retires a failed child.
   std::string await_answer(std::unique_ptr<Child>& child, const std::string& request);
   bool send(std::unique_ptr<Child>& child, const std::string& request);
@@ -142,7 +191,7 @@ class NvrtcPool {
   std::optional<std::string> await_frame(std::unique_ptr<Child>& child, int limit_ms);
   static IoError ended_without_answering();
   void forget_the_parents_children();
-  std::unique_ptr<Child> take_idle(const std::string& key);
+  std::unique_ptr<Child> take_idle(const std::string& key, bool routed);
   std::unique_ptr<Child> start_child(int n, const std::string& key);
   void give_back(std::unique_ptr<Child> child);
   void retire(std::unique_ptr<Child> child);  // kills and reaps a broken child
@@ -159,7 +208,15 @@ class NvrtcPool {
   std::atomic<int> deaths_in_a_row_{0};
   int live_ = 0;
   int max_children_;
+  int cpus_;
   std::function<void()> on_compile_;
+  // Routing (compile()): a child back in idle_ or retired wakes waiters.
+  std::condition_variable returned_;
+  std::map<std::string, int> waiting_;   // per PCH key
+  std::map<std::string, int> starting_;  // children being started, per PCH key
+  std::map<std::string, int> begun_;     // compiles routed so far, per PCH key
+  std::map<std::string, int> expected_;  // per prefix (expect())
+  PchCounts counts_;
 };
 
 }  // namespace kcache::compiler

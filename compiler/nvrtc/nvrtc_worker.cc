@@ -211,8 +211,12 @@ int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir, int
     }
     std::optional<std::string> answered;
     if (other) answered = other(request);
+    // The pool's mark: compile without PCH (kNoPchMark).
+    std::string_view plain = request;
+    const bool marked = !answered && plain.substr(0, kNoPchMark.size()) == kNoPchMark;
+    plain.remove_prefix(marked ? kNoPchMark.size() : 0);
     const bool written = answered ? write_large_frame(in_fd, out_fd, *answered)
-                                  : write_frame(out_fd, answer(request, pch_dir));
+                                  : write_frame(out_fd, answer(plain, marked ? "" : pch_dir));
     if (!written) return 1;
     if (after_answer) after_answer();
   }

@@ -46,9 +46,15 @@ int run_nvrtc_worker(int in_fd, int out_fd);
 // `after_answer`: runs once each answer is written, while the asking side
 // already has it (the drop-in's counters written where `kcache -s` sees them).
 using OtherRequests = std::function<std::optional<std::string>(std::string_view request)>;
-int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir,
-                          int idle_exit_ms = 0, const OtherRequests& other = nullptr,
+int run_nvrtc_worker_loop(int in_fd, int out_fd, const std::string& pch_dir, int idle_exit_ms = 0,
+                          const OtherRequests& other = nullptr,
                           const std::function<void()>& after_answer = nullptr);
+
+// A request that starts with this is compiled without PCH (the rest is the
+// request): the pool sends it where no other compile would use the PCH it
+// would make (making one costs more than a plain compile), so the child's
+// PCH for other options stays.
+constexpr std::string_view kNoPchMark = "KCNOPCH1";
 
 // The first frame a looping worker writes, before any request: the pool
 // waits for it (a binary that is not kcache's worker never writes it).

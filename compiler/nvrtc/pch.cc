@@ -404,6 +404,10 @@ bool add_makers_reads(const Made& m, NvrtcOutput* out) {
 
 }  // namespace
 
+std::string_view pch_prefix(std::string_view source) {
+  return source.substr(0, leading_directives(source));
+}
+
 void set_pch_clock_for_testing(std::time_t (*clock)()) { pch_clock.store(clock); }
 
 int pch_uses_for_testing() { return pch_uses.load(); }

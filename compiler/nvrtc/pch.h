@@ -45,6 +45,13 @@ NvrtcOutput compile_with_pch(const Nvrtc& nvrtc, const NvrtcInput& input,
 // else the bytes hashed again) is deleted, so NVRTC makes it again. A served
 // PCH serves only compiles from the same working folder and source folder.
 //
+// The part of `source` NVRTC's PCH may cover at most: its leading run of
+// preprocessing directives, blank lines and comments (a line continued with a
+// backslash belongs to its directive). Two compiles with the same options
+// share a PCH only where these are equal, so a pool routes by them
+// (nvrtc_pool.h) and prewarm counts its kernels by them.
+std::string_view pch_prefix(std::string_view source);
+
 // For tests: the clock a PCH's date is read from (null: the real one).
 void set_pch_clock_for_testing(std::time_t (*clock)());
 

@@ -7,9 +7,12 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <thread>
 
 #include "common/error.h"
 #include "compiler/nvrtc/nvrtc_worker.h"
+#include "compiler/nvrtc/pch.h"
 #include "compiler/toolkit.h"
 #include "tests/compiler/test_files.h"
 
@@ -76,6 +79,89 @@ TEST(NvrtcPoolTest, AChildThatDiesFailsOnlyItsCompileAndIsReplaced) {
   }
   EXPECT_THROW(pool.compile(t.nvrtc.path, input(t, "sm_80", "*p = SCALE;")), Error);
   EXPECT_EQ(pool.started(), 2) << "the dead child was replaced, not reused";
+}
+
+// The children's PCH folders live beneath the scratch folder, and NVRTC
+// refuses a long $TMPDIR (the children point it at their PCH folder), as
+// Bazel's test folders are: so a short one under /tmp.
+std::string short_scratch() {
+  std::string dir = "/tmp/kcache-pool-test-XXXXXX";
+  if (!::mkdtemp(&dir[0])) ADD_FAILURE() << "mkdtemp failed";
+  return dir;
+}
+
+// The PCH files the pool's live children hold (NVRTC deletes them when its
+// process ends).
+int pch_files(const std::string& scratch) {
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(scratch)) {
+    n += e.path().extension() == ".pch";
+  }
+  return n;
+}
+
+// A kernel whose header prefix a PCH can hold: the same for every `name`.
+NvrtcInput prefixed(const Toolkit& t, const std::string& name) {
+  NvrtcInput in;
+  in.source_name = name + ".cu";
+  in.source = "#include \"scale.h\"\nextern \"C\" __global__ void " + name +
+              "(float* p) { *p = Scale<3>::value; }\n";
+  in.headers = {
+      {"scale.h", "template <int N> struct Scale { static constexpr int value = N; };\n"}};
+  in.options = {"-arch=sm_90"};
+  for (const std::string& d : t.include_dirs) in.options.push_back("-I" + d);
+  return in;
+}
+
+TEST(NvrtcPoolTest, CompilesOfOnePrefixAtOnceMakeOnePchAndWaitForItsChild) {
+  Toolkit t = find_toolkit("");
+  std::string dir = short_scratch();
+  NvrtcPool pool(kcache_worker(), dir, 4);
+  pool.set_cpus_for_testing(1);  // the first compile fills the CPUs: the others wait
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back(
+        [&, i] { pool.compile(t.nvrtc.path, prefixed(t, "k" + std::to_string(i))); });
+  }
+  for (std::thread& th : threads) th.join();
+  NvrtcPool::PchCounts counts = pool.pch_counts();
+  EXPECT_EQ(pch_files(dir), 1) << "one child made the prefix's PCH, the others used it";
+  EXPECT_EQ(counts.made, 1);
+  EXPECT_EQ(counts.reused, 3);
+  EXPECT_EQ(pool.started(), 1) << "the compiles waited for the child holding the PCH";
+}
+
+TEST(NvrtcPoolTest, AKernelWithNoOtherOfItsPrefixToComeMakesNoPch) {
+  Toolkit t = find_toolkit("");
+  std::string dir = short_scratch();
+  NvrtcPool pool(kcache_worker(), dir, 4);
+  NvrtcInput only = prefixed(t, "only");
+  pool.expect(std::string(pch_prefix(only.source)), 1);
+  NvrtcOutput pooled = pool.compile(t.nvrtc.path, only);
+  EXPECT_EQ(pooled.image, compile_in_worker(kcache_worker(), t.nvrtc.path, only).image);
+  EXPECT_EQ(pch_files(dir), 0) << "a PCH nothing would use costs more than a plain compile";
+  EXPECT_EQ(pool.pch_counts().plain, 1);
+}
+
+TEST(NvrtcPoolTest, AChildKeepsItsPchWhileAnotherOfItsPrefixIsToCome) {
+  Toolkit t = find_toolkit("");
+  std::string dir = short_scratch();
+  NvrtcPool pool(kcache_worker(), dir, 1);
+  NvrtcInput first = prefixed(t, "first"), second = prefixed(t, "second");
+  pool.expect(std::string(pch_prefix(first.source)), 2);
+  pool.compile(t.nvrtc.path, first);
+  // Another prefix with nothing more to come: compiled without PCH, so the
+  // one child's PCH survives for `second`.
+  NvrtcInput other = prefixed(t, "other");
+  other.source = "#define OTHER 1\n" + other.source;
+  pool.expect(std::string(pch_prefix(other.source)), 1);
+  pool.compile(t.nvrtc.path, other);
+  pool.compile(t.nvrtc.path, second);
+  NvrtcPool::PchCounts counts = pool.pch_counts();
+  EXPECT_EQ(counts.made, 1);
+  EXPECT_EQ(counts.reused, 1);
+  EXPECT_EQ(counts.plain, 1);
+  EXPECT_EQ(pch_files(dir), 1);
 }
 
 }  // namespace
