@@ -123,7 +123,8 @@ LeanImage make_lean_image(const LeanInput& input) {
       return out;
     }
   }
-  LeanPtx lean = lean_ptx(cubin ? input.ptx : input.nvrtc_image, input.keep);
+  const ClassConstants classes(input.texts, input.options);
+  LeanPtx lean = lean_ptx(cubin ? input.ptx : input.nvrtc_image, input.keep, &classes);
   if (!lean.changed) {
     out.note = lean.why;  // empty when there was simply nothing to remove
     return out;

@@ -139,7 +139,8 @@ struct Statement {
 
 class Pass {
  public:
-  Pass(std::string_view ptx) : s_(ptx), toks_(tokenize(ptx)) {}
+  Pass(std::string_view ptx, const ClassConstants* classes)
+      : s_(ptx), toks_(tokenize(ptx)), classes_(classes) {}
 
   std::string_view text(size_t t) const {
     return s_.substr(toks_[t].begin, toks_[t].end - toks_[t].begin);
@@ -216,9 +217,17 @@ class Pass {
     }
     if (k > st.last || !(is(k, ";") || is(k, "="))) return;
     if (is(k, ";") && k != st.last) return;
-    if (host_reach(text(name)).reach != HostReach::lowered_name_only) return;
+    if (!removable(text(name))) return;
     st.candidate = true;
     st.name = name;
+  }
+
+  // Only nvrtcGetLoweredName can name it, or it is a class's constant
+  // static data member, which no program declared __device__ (class_constants.h).
+  bool removable(std::string_view name) const {
+    HostReach reach = host_reach(name).reach;
+    return reach == HostReach::lowered_name_only ||
+           (reach == HostReach::by_name && classes_ && classes_->is_class_constant(name));
   }
 
   const std::vector<Token>& tokens() const { return toks_; }
@@ -226,6 +235,7 @@ class Pass {
  private:
   std::string_view s_;
   std::vector<Token> toks_;
+  const ClassConstants* classes_;
 };
 
 // The byte range cut for a statement: its whole line(s) when nothing else
@@ -245,7 +255,8 @@ std::pair<size_t, size_t> cut_range(std::string_view s, size_t a, size_t b) {
 
 }  // namespace
 
-LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep) {
+LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep,
+                 const ClassConstants* classes) {
   LeanPtx out;
   out.ptx = std::string(ptx);
   if (ptx.size() > kMaxPtxBytes) {
@@ -253,7 +264,7 @@ LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep) {
     return out;
   }
   try {
-    Pass pass(ptx);
+    Pass pass(ptx, classes);
     std::vector<Statement> statements = pass.split();
     const std::vector<Token>& toks = pass.tokens();
 
