@@ -1,5 +1,6 @@
 #include "compiler/image/class_constants.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace kcache::compiler {
@@ -98,15 +99,21 @@ size_t skip_group(const std::vector<Token>& t, size_t i) {
   return i;
 }
 
-// The names after `namespace` at `i` (`a::inline b`, C++17's `a::b::c`).
-std::vector<std::string> namespace_names(const std::vector<Token>& t, size_t i) {
+// The names after `namespace` at `i` (`a::inline b`, C++17's `a::b::c`);
+// `end`: the index after them.
+std::vector<std::string> namespace_names(const std::vector<Token>& t, size_t i,
+                                         size_t* end = nullptr) {
   std::vector<std::string> out;
   for (++i; i < t.size(); ++i) {
     if (t[i].text == "inline" || t[i].text == "::") continue;
     if (!t[i].ident) break;
     out.emplace_back(t[i].text);
-    if (!is(t, i + 1, "::")) break;
+    if (!is(t, i + 1, "::")) {
+      ++i;
+      break;
+    }
   }
+  if (end) *end = i;
   return out;
 }
 
@@ -127,6 +134,46 @@ size_t class_body(const std::vector<Token>& t, size_t name) {
   return 0;
 }
 
+// Calls `f(word, rest)` for every line of the stripped text `s`: for a
+// directive (a line starting with `#`, with its continuations) its word
+// ("define", "ifdef", ...) and what follows it, for code "" and the line.
+template <class F>
+void for_each_line(std::string_view s, F f) {
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t end = i;
+    while (end < s.size() && s[end] != '\n') end += s[end] == '\\' ? 2 : 1;
+    end = std::min(end, s.size());
+    std::string_view line(s.data() + i, end - i);
+    size_t first = line.find_first_not_of(" \t\r\f\v");
+    if (first != std::string_view::npos && line[first] == '#') {
+      size_t d = std::min(line.size(), line.find_first_not_of(" \t", first + 1));
+      size_t w = d;
+      while (w < line.size() && is_ident(line[w])) ++w;
+      f(line.substr(d, w - d), line.substr(w));
+    } else {
+      f(std::string_view(), line);
+    }
+    i = end + 1;
+  }
+}
+
+// The macro a conditional tests for definition (`#ifdef X`, `#if defined(X)`,
+// `#if defined X`), or "" for any other condition.
+std::string_view tested_name(std::string_view word, std::string_view rest) {
+  std::vector<Token> t = tokens(rest);
+  if (word == "ifdef" && t.size() == 1 && t[0].ident) return t[0].text;
+  if (word != "if" || t.empty() || t[0].text != "defined") return "";
+  if (t.size() == 2 && t[1].ident) return t[1].text;
+  if (t.size() == 4 && t[1].text == "(" && t[2].ident && t[3].text == ")") return t[2].text;
+  return "";
+}
+
+bool reserved(std::string_view name) {
+  return name.size() > 1 && name[0] == '_' &&
+         (name[1] == '_' || std::isupper(static_cast<unsigned char>(name[1])));
+}
+
 }  // namespace
 
 ClassConstants::ClassConstants(const std::vector<std::string>& texts,
@@ -141,36 +188,49 @@ ClassConstants::ClassConstants(const std::vector<std::string>& texts,
       read_define(def);
     }
   }
-  for (const std::string& text : texts) read(text);
-  has_text_ = !texts.empty();
-  decide_open();
+  std::set<std::string> defined;
+  for (const auto& [name, macro] : macros_) defined.insert(name);
+  std::vector<std::string> code;
+  for (const std::string& text : texts) code.push_back(strip(text));
+  for (const std::string& c : code) {
+    for_each_line(c, [&](std::string_view word, std::string_view rest) {
+      std::vector<Token> t = tokens(rest);
+      if (word == "define" && !t.empty() && t[0].ident) defined.emplace(t[0].text);
+    });
+  }
+  for (std::string& c : code) c = read(c, defined);
+  resolve_namespace_macros();
+  for (const std::string& c : code) read_code(c);
+  if (texts.empty()) off_why_ = "no program text";
+  find_computed_names(code);
 }
 
-// Splits directives from code: a line starting with `#`, with its
-// continuations, is a directive; every other line is code.
-void ClassConstants::read(std::string_view text) {
-  std::string s = strip(text);
+// Reads the #defines of `s` (stripped) and returns its code. A block under
+// `#ifdef X` where X is defined nowhere (no #define in any text, no -D, and
+// not a reserved name NVRTC could predefine) is surely not compiled, so it is
+// skipped (CUTLASS's `#ifdef CUTLASS_NAMESPACE`, which pastes its namespace
+// name); every other block counts as compiled.
+std::string ClassConstants::read(std::string_view s, const std::set<std::string>& defined) {
   std::string code;
   code.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t end = i;
-    while (end < s.size() && s[end] != '\n') end += s[end] == '\\' ? 2 : 1;
-    end = std::min(end, s.size());
-    std::string_view line(s.data() + i, end - i);
-    size_t first = line.find_first_not_of(" \t\r\f\v");
-    if (first != std::string_view::npos && line[first] == '#') {
-      size_t d = line.find_first_not_of(" \t", first + 1);
-      if (d != std::string_view::npos && line.compare(d, 6, "define") == 0) {
-        read_define(line.substr(d + 6));
-      }
-    } else {
-      code.append(line);
+  std::vector<bool> skipping;  // per open conditional: its current block is surely not compiled
+  auto active = [&] { return std::find(skipping.begin(), skipping.end(), true) == skipping.end(); };
+  for_each_line(s, [&](std::string_view word, std::string_view rest) {
+    if (word == "if" || word == "ifdef" || word == "ifndef") {
+      std::string_view x = tested_name(word, rest);
+      skipping.push_back(!x.empty() && !reserved(x) && !defined.count(std::string(x)));
+    } else if ((word == "elif" || word == "else") && !skipping.empty()) {
+      skipping.back() = false;
+    } else if (word == "endif" && !skipping.empty()) {
+      skipping.pop_back();
+    } else if (word == "define" && active()) {
+      read_define(rest);
+    } else if (word.empty() && rest.data() != nullptr && active()) {
+      code.append(rest);
     }
     code += '\n';
-    i = end + 1;
-  }
-  read_code(code);
+  });
+  return code;
 }
 
 // `NAME body` or `NAME(params) body`, continuations included.
@@ -184,13 +244,16 @@ void ClassConstants::read_define(std::string_view line) {
   m.function_like = m.function_like || (e < line.size() && line[e] == '(');
   std::vector<Token> body = tokens(line.substr(e));
   macro_words_.insert(name);
-  std::set<std::string> params;
+  m.params.clear();
   size_t from = 0;
   if (m.function_like) {
     from = skip_group(body, 0);
     for (size_t i = 0; i < from; ++i) {
-      if (body[i].ident) params.emplace(body[i].text);
+      if (body[i].ident) m.params.emplace_back(body[i].text);
     }
+  }
+  if (from < body.size()) {
+    m.body = std::string(line.substr(static_cast<size_t>(body[from].text.data() - line.data())));
   }
   for (size_t i = from; i < body.size(); ++i) {
     if (body[i].text == "##") m.pastes = true;
@@ -198,10 +261,66 @@ void ClassConstants::read_define(std::string_view line) {
     m.words.emplace_back(body[i].text);
     macro_words_.emplace(body[i].text);
     if (body[i].text != "namespace") continue;
-    for (const std::string& ns : namespace_names(body, i)) {
+    size_t after = 0;
+    std::vector<std::string> names = namespace_names(body, i, &after);
+    m.names_computed = m.names_computed || is(body, after, "##") || is(body, after, "(");
+    for (const std::string& ns : names) {
       namespace_names_.insert(ns);
-      if (params.count(ns) && off_why_.empty()) {
-        off_why_ = "the macro " + name + " names a namespace after its parameter " + ns;
+      auto p = std::find(m.params.begin(), m.params.end(), ns);
+      if (p != m.params.end()) m.namespace_params.insert(static_cast<size_t>(p - m.params.begin()));
+    }
+  }
+}
+
+template <class Tokens>
+bool ClassConstants::read_namespace_call(const Macro& m, const Tokens& t, size_t open,
+                                         Macro* caller) {
+  std::vector<std::vector<std::string_view>> args(1);
+  int depth = 0;
+  for (size_t i = open; i < t.size(); ++i) {
+    std::string_view w = t[i].text;
+    if (w == "(" || w == "[" || w == "{") ++depth;
+    if (w == ")" || w == "]" || w == "}") --depth;
+    if (depth == 0) break;
+    if (depth == 1 && w == ",") {
+      args.emplace_back();
+    } else if (i > open) {
+      args.back().push_back(w);
+    }
+  }
+  bool changed = false;
+  for (size_t k : m.namespace_params) {
+    if (k >= args.size() || args[k].size() != 1 || !is_ident_start(args[k][0][0])) {
+      if (computed_why_.empty()) computed_why_ = "a namespace is named after a macro argument";
+      for (std::string_view w : args[k]) made_from_.emplace(w);
+      continue;
+    }
+    std::string arg(args[k][0]);
+    auto p = caller ? std::find(caller->params.begin(), caller->params.end(), arg)
+                    : std::vector<std::string>::iterator();
+    if (caller && p != caller->params.end()) {
+      changed |= caller->namespace_params.insert(static_cast<size_t>(p - caller->params.begin())).second;
+    } else {
+      changed |= namespace_names_.insert(arg).second;
+    }
+  }
+  return changed;
+}
+
+// Macros that call a namespace-naming macro with their own parameter name
+// namespaces after it too, to a fixpoint.
+void ClassConstants::resolve_namespace_macros() {
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto& [name, caller] : macros_) {
+      std::vector<Token> body = tokens(caller.body);
+      for (size_t i = 0; i + 1 < body.size(); ++i) {
+        auto callee = macros_.find(std::string(body[i].text));
+        if (callee == macros_.end() || callee->second.namespace_params.empty() ||
+            body[i + 1].text != "(") {
+          continue;
+        }
+        changed |= read_namespace_call(callee->second, body, i + 1, &caller);
       }
     }
   }
@@ -211,6 +330,12 @@ void ClassConstants::read_code(std::string_view code) {
   std::vector<Token> t = tokens(code);
   for (size_t i = 0; i < t.size(); ++i) {
     std::string_view w = t[i].text;
+    if (t[i].ident && is(t, i + 1, "(")) {
+      auto m = macros_.find(std::string(w));
+      if (m != macros_.end() && !m->second.namespace_params.empty()) {
+        read_namespace_call(m->second, t, i + 1, nullptr);
+      }
+    }
     if (w == "namespace") {
       for (std::string& ns : namespace_names(t, i)) namespace_names_.insert(std::move(ns));
       continue;
@@ -265,29 +390,61 @@ void ClassConstants::read_code(std::string_view code) {
   }
 }
 
-// Whether every namespace's name is in the text: a namespace named through a
-// function-like macro, or a macro that pastes, could be named anything.
-void ClassConstants::decide_open() {
+// Namespaces whose names the text does not spell: named through a macro that
+// takes arguments or pastes (`namespace CAT(a, b)`, libcu++'s
+// `_LIBCUDACXX_CONCAT(__, 4)`). Such a name is made of tokens of those macros'
+// bodies and of the arguments of their calls (or numbers: a predefined
+// macro's value), so those tokens are kept as what it may be made from.
+void ClassConstants::find_computed_names(const std::vector<std::string>& code) {
   std::vector<std::string> work;
   for (const std::string& ns : namespace_names_) {
     if (macros_.count(ns)) work.push_back(ns);
   }
-  std::set<std::string> seen;
-  while (!work.empty() && off_why_.empty()) {
+  for (const auto& [name, m] : macros_) {
+    if (m.names_computed || !m.namespace_params.empty()) work.push_back(name);
+  }
+  std::set<std::string> reached;
+  while (!work.empty()) {
     std::string name = std::move(work.back());
     work.pop_back();
-    if (!seen.insert(name).second) continue;
+    if (!reached.insert(name).second) continue;
     const Macro& m = macros_.at(name);
-    if (m.function_like || m.pastes) {
-      off_why_ = "a namespace is named through the macro " + name +
-                 (m.pastes ? ", which pastes tokens" : ", which takes arguments");
-      break;
+    if ((m.function_like && m.namespace_params.empty()) || m.pastes || m.names_computed) {
+      if (computed_why_.empty()) computed_why_ = "a namespace is named through the macro " + name;
     }
     for (const std::string& w : m.words) {
+      made_from_.insert(w);
       if (macros_.count(w)) work.push_back(w);
     }
   }
-  if (!has_text_ && off_why_.empty()) off_why_ = "no program text";
+  if (computed_why_.empty()) return;
+  auto calls = [&](const std::vector<Token>& t) {
+    for (size_t i = 0; i + 1 < t.size(); ++i) {
+      if (!t[i].ident || t[i + 1].text != "(" || !reached.count(std::string(t[i].text))) continue;
+      for (size_t k = i + 2, end = skip_group(t, i + 1); k < end; ++k) {
+        made_from_.emplace(t[k].text);
+      }
+    }
+  };
+  for (const std::string& c : code) calls(tokens(c));
+  for (const auto& [name, m] : macros_) calls(tokens(m.body));
+}
+
+// Whether `name` could be a computed namespace name: one token it may be
+// made from, or two or more pasted (numbers allowed anywhere).
+bool ClassConstants::maybe_computed(const std::string& name) const {
+  if (computed_why_.empty()) return false;
+  std::vector<bool> reach(name.size() + 1, false);
+  reach[0] = true;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (!reach[i]) continue;
+    for (size_t j = i + 1; j <= name.size(); ++j) {
+      std::string piece = name.substr(i, j - i);
+      bool digits = piece.find_first_not_of("0123456789") == std::string::npos;
+      reach[j] = reach[j] || digits || made_from_.count(piece);
+    }
+  }
+  return reach[name.size()];
 }
 
 bool ClassConstants::is_class_constant(std::string_view mangled) const {
@@ -310,7 +467,8 @@ bool ClassConstants::is_class_constant(std::string_view mangled) const {
   for (std::string_view n : names) {
     if (n.empty() || !is_ident_start(n[0])) return false;
   }
-  if (namespace_names_.count(cls) || macro_words_.count(cls) || macro_words_.count(member)) {
+  if (namespace_names_.count(cls) || macro_words_.count(cls) || macro_words_.count(member) ||
+      maybe_computed(cls)) {
     return false;
   }
   auto it = declared_.find({cls, member});

@@ -30,10 +30,10 @@ struct LeanInput {
   std::string ptx;                   // NVRTC's PTX of a cubin target (nvrtcGetPTX)
   std::vector<std::string> options;  // the NVRTC options, -arch excluded
   std::vector<std::string> keep;     // lowered names of the name expressions
+  std::string nvjitlink_path;
   // The source and every file NVRTC read (class_constants.h); empty: no
   // class constant is removed.
   std::vector<std::string> texts;
-  std::string nvjitlink_path;
 };
 
 struct LeanImage {

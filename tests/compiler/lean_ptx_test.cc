@@ -269,16 +269,38 @@ TEST(ClassConstantsTest, KeepsWhatAMacroCouldSpell) {
                    .changed);
   EXPECT_FALSE(lean_with_text(ptx, {cls}, {"-DNS=MatrixCoord"}).changed);
   EXPECT_FALSE(lean_with_text(ptx, {cls, "#define kRow kRow\n"}).changed);
-  // A namespace named by pasting or through a macro's argument: no decision.
+  // A macro naming a namespace after its parameter, as libcu++'s
+  // _LIBCUDACXX_BEGIN_NAMESPACE_CPO(__swap): its arguments are namespace
+  // names, also through a macro that passes its own on.
+  const std::string begin = "#define BEGIN(n) namespace n {\n";
+  EXPECT_FALSE(
+      lean_with_text(ptx, {cls, begin + "BEGIN(MatrixCoord) __device__ int kRow; }\n"}).changed);
+  EXPECT_FALSE(lean_with_text(ptx, {cls, "OUTER(MatrixCoord) __device__ int kRow; }\n",
+                                    begin + "#define OUTER(x, ...) BEGIN(x)\n"})
+                   .changed);
+  EXPECT_TRUE(lean_with_text(ptx, {cls, begin + "BEGIN(__swap) }\n"}).changed);
+  // A namespace named by pasting, or after an argument that is not one name:
+  // a name pasted from what those macros and their calls hold is undecided.
   for (std::string text : std::vector<std::string>{
            "#define CAT(a, b) a##b\nnamespace cutlass { namespace CAT(Matrix, Coord) {} }\n",
            "#define NS Matrix##Coord\nnamespace NS {}\n",
-           "#define BEGIN(n) namespace n {\nBEGIN(MatrixCoord) __device__ int kRow; }\n",
+           begin + "BEGIN(Matrix ## Coord) }\n",
        }) {
     ClassConstants classes({cls, text}, {});
     EXPECT_FALSE(classes.is_class_constant(kMatrixCoord)) << text;
-    EXPECT_FALSE(classes.off_why().empty()) << text;
+    EXPECT_FALSE(classes.computed_why().empty()) << text;
   }
+  // One that cannot make the class's name (libcu++'s `__` ## 4) decides nothing.
+  EXPECT_TRUE(lean_with_text(ptx, {cls, "#define CAT(x, y) x##y\n#define ABI CAT(__, 4)\n"
+                                        "namespace cuda { namespace ABI {} }\n"})
+                  .changed);
+  // Nor one under #ifdef of a macro nothing defines, as CUTLASS's
+  // CUTLASS_NAMESPACE; with -D it counts.
+  const std::string ifdef =
+      "#ifdef USER_NS\n#define CAT(a, b) a##b\n#define cutlass CAT(Matrix, USER_NS)\n#endif\n"
+      "namespace cutlass {}\n";
+  EXPECT_TRUE(lean_with_text(ptx, {cls, ifdef}).changed);
+  EXPECT_FALSE(lean_with_text(ptx, {cls, ifdef}, {"-DUSER_NS=Coord"}).changed);
   // A comment or a string mentioning a namespace changes nothing.
   EXPECT_TRUE(lean_with_text(ptx, {cls, "// namespace MatrixCoord\nconst char* s = \"#define "
                                         "MatrixCoord\";\n"})
