@@ -128,9 +128,8 @@ void Compiler::make_lean(const Prepared& p, Miss* m) const {
     image = &cubin.bytes;
   }
   LeanInput in{t.kind,        t.arch, std::move(*image),      std::move(ptx),
-               p.key_options, {},     toolkit_.nvjitlink.path};
+               p.key_options, {},     toolkit_.nvjitlink.path, program_texts(m->input, out)};
   for (const cache::LoweredName& n : out.lowered_names) in.keep.push_back(n.lowered_name);
-  in.texts = program_texts(m->input, out);
   m->lean = make_lean_image(in);
   *image = std::move(m->lean.image);
 }
