@@ -194,8 +194,11 @@ ClassConstants::ClassConstants(const std::vector<std::string>& texts,
   for (const std::string& text : texts) code.push_back(strip(text));
   for (const std::string& c : code) {
     for_each_line(c, [&](std::string_view word, std::string_view rest) {
-      std::vector<Token> t = tokens(rest);
-      if (word == "define" && !t.empty() && t[0].ident) defined.emplace(t[0].text);
+      if (word != "define") return;
+      size_t n = rest.find_first_not_of(" \t\\\n");
+      size_t e = n;
+      while (e < rest.size() && is_ident(rest[e])) ++e;
+      if (n < e) defined.emplace(rest.substr(n, e - n));
     });
   }
   for (std::string& c : code) c = read(c, defined);
@@ -258,7 +261,7 @@ void ClassConstants::read_define(std::string_view line) {
   for (size_t i = from; i < body.size(); ++i) {
     if (body[i].text == "##") m.pastes = true;
     if (!body[i].ident) continue;
-    m.words.emplace_back(body[i].text);
+    m.words.emplace(body[i].text);
     macro_words_.emplace(body[i].text);
     if (body[i].text != "namespace") continue;
     size_t after = 0;
@@ -414,7 +417,7 @@ void ClassConstants::find_computed_names(const std::vector<std::string>& code) {
     }
     for (const std::string& w : m.words) {
       made_from_.insert(w);
-      if (macros_.count(w)) work.push_back(w);
+      if (!reached.count(w) && macros_.count(w)) work.push_back(w);
     }
   }
   if (computed_why_.empty()) return;

@@ -62,7 +62,7 @@ class ClassConstants {
     bool function_like = false;
     bool pastes = false;
     std::vector<std::string> params;
-    std::vector<std::string> words;  // identifiers of its body
+    std::set<std::string> words;  // identifiers of its body
     std::string body;
     std::set<size_t> namespace_params;  // parameters it names a namespace after
     bool names_computed = false;        // `namespace x ## y`, `namespace F(...)`
