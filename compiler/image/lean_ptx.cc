@@ -134,6 +134,7 @@ struct Statement {
   size_t first, last;      // token indices, inclusive
   bool variable = false;   // not .entry/.func/.alias/.pragma
   bool candidate = false;  // of the removable form
+  bool host_nameable = false;  // of that form, kept only because a host can name it
   size_t name = 0;         // token index of the name, when a candidate
 };
 
@@ -217,7 +218,10 @@ class Pass {
     }
     if (k > st.last || !(is(k, ";") || is(k, "="))) return;
     if (is(k, ";") && k != st.last) return;
-    if (!removable(text(name))) return;
+    if (!removable(text(name))) {
+      st.host_nameable = host_reach(text(name)).reach == HostReach::by_name;
+      return;
+    }
     st.candidate = true;
     st.name = name;
   }
@@ -314,6 +318,7 @@ LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep,
       const Statement& st = statements[i];
       if (kept[i]) {
         out.variables_kept += st.variable;
+        out.host_nameable_kept += st.host_nameable;
         continue;
       }
       auto [a, b] = cut_range(ptx, toks[st.first].begin, toks[st.last].end);
@@ -332,6 +337,7 @@ LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep,
   } catch (const Unchanged& u) {
     out.why = "left unchanged: the PTX has " + u.why;
     out.variables_kept = 0;
+    out.host_nameable_kept = 0;
     return out;
   }
 }

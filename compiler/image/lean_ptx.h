@@ -42,6 +42,10 @@ struct LeanPtx {
   size_t bytes_removed = 0;
   size_t variables_removed = 0;
   size_t variables_kept = 0;         // module-scope variables left (any kind)
+  // Of those, internal .global ones a host can name, kept as such whether
+  // referenced or not (with `classes`, the class constants among them went):
+  // zero means the program's text has nothing to decide.
+  size_t host_nameable_kept = 0;
   std::vector<std::string> removed;  // the names of the variables removed
 };
 

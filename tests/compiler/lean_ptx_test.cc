@@ -224,7 +224,10 @@ TEST(ClassConstantsTest, RemovesAnUnreferencedClassConstantDeclaredInItsClass) {
   EXPECT_FALSE(declared(lean.ptx, kMatrixCoord));
   EXPECT_TRUE(declared(lean.ptx, column)) << "a referenced constant stays";
   // Without the text the rule of lean-v2 holds: a host could name it.
-  EXPECT_FALSE(lean_ptx(ptx, {}).changed);
+  LeanPtx without = lean_ptx(ptx, {});
+  EXPECT_FALSE(without.changed);
+  EXPECT_EQ(without.host_nameable_kept, 2u) << "the text has something to decide";
+  EXPECT_EQ(lean_ptx(kHeader + var(cccl("a")), {}).host_nameable_kept, 0u);
 }
 
 TEST(ClassConstantsTest, KeepsANamespaceVariableInANamespaceNamedLikeAClass) {
