@@ -353,42 +353,48 @@ void ClassConstants::read_code(std::string_view code) {
     if (name >= t.size() || !t[name].ident) continue;
     size_t open = class_body(t, name);
     if (open == 0) continue;
-    std::string cls(t[name].text);
-    // The body: statements at its own level (braces 1, parentheses 0).
-    int braces = 0, parens = 0;
-    std::vector<size_t> statement;
-    auto finish = [&]() {
-      bool is_static = false, is_const = false, skip = false;
-      for (size_t k : statement) {
-        std::string_view s = t[k].text;
-        skip = skip || s == "typedef" || s == "using" || s == "friend" || s == "template";
-        is_static = is_static || s == "static";
-        is_const = is_const || s == "const" || s == "constexpr";
-        if (skip || !t[k].ident || k + 1 >= t.size()) continue;
-        std::string_view next = t[k + 1].text;
-        if (next != "=" && next != ";" && next != "," && next != "[" && next != "{") continue;
-        Declared& d = declared_[{cls, std::string(s)}];
-        (is_static && is_const ? d.constant : d.other) += 1;
-      }
-      statement.clear();
-    };
-    for (size_t k = open; k < t.size(); ++k) {
+    read_class_body(t, open, std::string(t[name].text));
+  }
+}
+
+// A class body from its `{` at `open`: each declaration at its own level
+// (braces 1, parentheses 0) counts for every name it declares, as a constant
+// static member or otherwise.
+template <class Tokens>
+void ClassConstants::read_class_body(const Tokens& t, size_t open, const std::string& cls) {
+  int braces = 0, parens = 0;
+  std::vector<size_t> statement;
+  auto finish = [&]() {
+    bool is_static = false, is_const = false, skip = false;
+    for (size_t k : statement) {
       std::string_view s = t[k].text;
-      if (s == "{") ++braces;
-      if (s == "(") ++parens;
-      if (s == ")") --parens;
-      if (s == "}" && --braces <= 1) {
-        finish();
-        if (braces == 0) break;
-        continue;
-      }
-      if (braces != 1 || s == "{") continue;
-      if (s == ";" && parens == 0) {
-        statement.push_back(k);
-        finish();
-      } else if (parens == 0) {
-        statement.push_back(k);
-      }
+      skip = skip || s == "typedef" || s == "using" || s == "friend" || s == "template";
+      is_static = is_static || s == "static";
+      is_const = is_const || s == "const" || s == "constexpr";
+      if (skip || !t[k].ident || k + 1 >= t.size()) continue;
+      std::string_view next = t[k + 1].text;
+      if (next != "=" && next != ";" && next != "," && next != "[" && next != "{") continue;
+      Declared& d = declared_[{cls, std::string(s)}];
+      (is_static && is_const ? d.constant : d.other) += 1;
+    }
+    statement.clear();
+  };
+  for (size_t k = open; k < t.size(); ++k) {
+    std::string_view s = t[k].text;
+    if (s == "{") ++braces;
+    if (s == "(") ++parens;
+    if (s == ")") --parens;
+    if (s == "}" && --braces <= 1) {
+      finish();
+      if (braces == 0) break;
+      continue;
+    }
+    if (braces != 1 || s == "{") continue;
+    if (s == ";" && parens == 0) {
+      statement.push_back(k);
+      finish();
+    } else if (parens == 0) {
+      statement.push_back(k);
     }
   }
 }

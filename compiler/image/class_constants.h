@@ -81,6 +81,8 @@ class ClassConstants {
   template <class Tokens>
   bool read_namespace_call(const Macro& m, const Tokens& t, size_t open, Macro* caller);
   void read_code(std::string_view code);
+  template <class Tokens>
+  void read_class_body(const Tokens& t, size_t open, const std::string& cls);
   void find_computed_names(const std::vector<std::string>& code);
   bool maybe_computed(const std::string& name) const;
 
