@@ -163,7 +163,8 @@ void BM_LeanStep(benchmark::State& state, const Kernel* k, const std::string& na
                  std::string(ptx.targets[0].entry->payload()),
                  {},
                  {},
-                 toolkit.nvjitlink.path};
+                 toolkit.nvjitlink.path,
+                 {}};
   if (!o.std.empty()) lean.options.push_back("-std=" + o.std);
   lean.options.insert(lean.options.end(), o.nvrtc_options.begin(), o.nvrtc_options.end());
   for (const cache::LoweredName& n : cubin.targets[0].entry->lowered_names()) {

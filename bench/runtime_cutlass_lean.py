@@ -15,10 +15,12 @@ times come from bench/runtime_cubin_load.py on the same files.
                                    ones may be left out)
 
 The CUTLASS 2.x GEMM (cutlass2_gemm.cu, issue 27) the same way: results against
-NumPy and between the images, kernel times.
+NumPy and between the images, kernel times, and its load time per image
+(interleaved) with each one's ratio to nvcc's.
 """
 import statistics
 import sys
+import time
 
 import cupy as cp
 import numpy as np
@@ -163,6 +165,40 @@ def cutlass2(folder):
         print(f"lean vs {image}: {'bit-identical' if same else 'DIFFERENT'}")
 
 
+LOAD_RUNS = 50
+
+
+def cutlass2_load(folder):
+    """The CUTLASS 2.x GEMM's load (cuModuleLoadData + cuModuleGetFunction +
+    cuModuleUnload, through CuPy's driver bindings) for every image, the images
+    taking turns LOAD_RUNS times after a warm-up, and each median's ratio to
+    nvcc's: the lean-v3 goal is lean/nvcc <= 1."""
+    drv = cp.cuda.driver
+    images = {i: open(f"{folder}/cutlass2_{i}.cubin", "rb").read()
+              for i in IMAGES if os.path.exists(f"{folder}/cutlass2_{i}.cubin")}
+
+    def load(data):
+        module = drv.moduleLoadData(data)
+        drv.moduleGetFunction(module, "cutlass2_gemm")
+        drv.moduleUnload(module)
+
+    times = {i: [] for i in images}
+    for data in images.values():
+        load(data)
+    for _ in range(LOAD_RUNS):
+        for image, data in images.items():
+            start = time.perf_counter()
+            load(data)
+            times[image].append((time.perf_counter() - start) * 1e6)
+    medians = {i: statistics.median(t) for i, t in times.items()}
+    base = medians.get("nvcc")
+    print(f"| CUTLASS 2.x GEMM image | load (median of {LOAD_RUNS}, interleaved) | / nvcc's |")
+    print("|---|---|---|")
+    for image, us in medians.items():
+        ratio = f"{us / base:.2f}x" if base else "-"
+        print(f"| {image} | {us:.0f} us | {ratio} |")
+
+
 def main():
     folder = sys.argv[1]
     print(f"device: {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}, "
@@ -171,6 +207,7 @@ def main():
         cute(folder)
         cutlass(folder)
     cutlass2(folder)
+    cutlass2_load(folder)
     return 0
 
 

@@ -88,6 +88,26 @@ void Compiler::add_to_manifest(const Hash128& key, cache::ManifestSet set) {
   storage_->put_manifest(*m);
 }
 
+namespace {
+
+// What the program's text was, for the lean pass's class constants
+// (class_constants.h): the source, the headers handed in memory and every
+// file NVRTC opened from disk.
+std::vector<std::string> program_texts(const NvrtcInput& in, const NvrtcOutput& out) {
+  std::vector<std::string> texts{in.source};
+  for (const NvrtcHeader& h : in.headers) texts.push_back(h.content);
+  std::set<std::string> paths(out.probes.begin(), out.probes.end());
+  for (const ServedFile& f : out.served) paths.insert(f.path);
+  for (const std::string& path : paths) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20)) continue;
+    if (std::optional<std::string> text = read_file(path)) texts.push_back(std::move(*text));
+  }
+  return texts;
+}
+
+}  // namespace
+
 // The lean image (lean_image.h). A program's CUBIN is made lean from its
 // PTX; the PTX it reads stays NVRTC's, and a compile that made no CUBIN is
 // left alone.
@@ -108,7 +128,7 @@ void Compiler::make_lean(const Prepared& p, Miss* m) const {
     image = &cubin.bytes;
   }
   LeanInput in{t.kind,        t.arch, std::move(*image),      std::move(ptx),
-               p.key_options, {},     toolkit_.nvjitlink.path};
+               p.key_options, {},     toolkit_.nvjitlink.path, program_texts(m->input, out)};
   for (const cache::LoweredName& n : out.lowered_names) in.keep.push_back(n.lowered_name);
   m->lean = make_lean_image(in);
   *image = std::move(m->lean.image);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The CUTLASS 2.x GEMM's load time, lean cubin against nvcc's and NVRTC's, on
-# a GPU, with its results checked identical; and what one unreferenced
-# module variable costs a load, by state space (the lean pass's open question,
-# docs/LEAN.md "CUTLASS 2.x"). Two steps, as tools/gpu_check.sh:
+# The CUTLASS 2.x GEMM's load time, lean (lean-v3: without CUTLASS's class
+# constants) cubin against nvcc's and NVRTC's, on a GPU, with its results
+# checked identical and each load's ratio to nvcc's (the goal: lean/nvcc <= 1);
+# and what one unreferenced module variable costs a load, by state space
+# (docs/LEAN.md "CUTLASS 2.x"). Two steps, as tools/gpu_check.sh:
 #
 #   tools/gpu_cutlass_lean.sh build [DEST]  on the build machine: the three
 #                                           cubins of cutlass2_gemm.cu (kcache
@@ -79,9 +80,8 @@ build() {
 }
 
 # For measurement only, never shipped: the lean PTX without any variable
-# nothing references (so without the CUTLASS class constants a host can name,
-# which the lean rule keeps), assembled by ptxas as nvJitLink assembles the
-# lean cubin. What a rule that removed them would gain at load.
+# nothing references (whatever the lean rule says a host can name), assembled
+# by ptxas: the floor a lean rule can reach. lean-v3's image should be at it.
 unnamed_cubin() {
   local ptx=$1 out=$2 ptxas=$3
   python3 - "$ptx" "$ptx.unnamed" <<'PY' || return 1
@@ -141,14 +141,15 @@ run() {
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1
     echo
     echo "## CUTLASS 2.x GEMM load (median of 50), two orders"
-    echo "(unnamed: the lean image without the unreferenced variables a host can name, for"
-    echo "measurement only: what removing CUTLASS's class constants would gain)"
+    echo "(unnamed: the lean image without every unreferenced variable, for measurement"
+    echo "only: the floor; lean-v3 removes CUTLASS's class constants, so lean ~ unnamed)"
     python3 "$here/py/runtime_cubin_load.py" cutlass2_gemm "$c/cutlass2_lean.cubin" \
       "$c/cutlass2_nvcc.cubin" "$c/cutlass2_nvrtc.cubin" "$c/cutlass2_unnamed.cubin" || status=1
     python3 "$here/py/runtime_cubin_load.py" cutlass2_gemm "$c/cutlass2_unnamed.cubin" \
       "$c/cutlass2_nvrtc.cubin" "$c/cutlass2_nvcc.cubin" "$c/cutlass2_lean.cubin" || status=1
     echo
-    echo "## CUTLASS 2.x GEMM results (against NumPy and between the images)"
+    echo "## CUTLASS 2.x GEMM results (against NumPy and between the images), and"
+    echo "## load times interleaved with their ratios to nvcc's (goal: lean <= 1.00x)"
     IMAGES=lean,nvrtc,nvcc,unnamed python3 "$here/py/runtime_cutlass_lean.py" "$c" \
       >"$out/results.log" 2>&1 || status=1
     cat "$out/results.log"

@@ -123,7 +123,13 @@ LeanImage make_lean_image(const LeanInput& input) {
       return out;
     }
   }
-  LeanPtx lean = lean_ptx(cubin ? input.ptx : input.nvrtc_image, input.keep);
+  const std::string& ptx = cubin ? input.ptx : input.nvrtc_image;
+  LeanPtx lean = lean_ptx(ptx, input.keep);
+  if (lean.host_nameable_kept > 0 && !input.texts.empty()) {
+    // Reading the text costs more than the PTX pass: only where it can decide something.
+    const ClassConstants classes(input.texts, input.options);
+    lean = lean_ptx(ptx, input.keep, &classes);
+  }
   if (!lean.changed) {
     out.note = lean.why;  // empty when there was simply nothing to remove
     return out;

@@ -19,8 +19,9 @@ namespace kcache::compiler {
 // The pass version keyed in cache::CompileRequest::image_pass (with nvJitLink's
 // fingerprint). Bump me when the pass can give a different image for the same
 // PTX. v2: the removal rule is "no host can name it" (mangled_name.h), no
-// longer "named in a CCCL namespace".
-constexpr const char* kLeanPassVersion = "lean-v2";
+// longer "named in a CCCL namespace"; v3: a class's constant static data
+// members, read from the program's text, go too (class_constants.h).
+constexpr const char* kLeanPassVersion = "lean-v3";
 
 struct LeanInput {
   cache::TargetKind kind = cache::TargetKind::cubin;
@@ -30,6 +31,9 @@ struct LeanInput {
   std::vector<std::string> options;  // the NVRTC options, -arch excluded
   std::vector<std::string> keep;     // lowered names of the name expressions
   std::string nvjitlink_path;
+  // The source and every file NVRTC read (class_constants.h); empty: no
+  // class constant is removed.
+  std::vector<std::string> texts;
 };
 
 struct LeanImage {

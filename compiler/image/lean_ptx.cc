@@ -134,12 +134,14 @@ struct Statement {
   size_t first, last;      // token indices, inclusive
   bool variable = false;   // not .entry/.func/.alias/.pragma
   bool candidate = false;  // of the removable form
+  bool host_nameable = false;  // of that form, kept only because a host can name it
   size_t name = 0;         // token index of the name, when a candidate
 };
 
 class Pass {
  public:
-  Pass(std::string_view ptx) : s_(ptx), toks_(tokenize(ptx)) {}
+  Pass(std::string_view ptx, const ClassConstants* classes)
+      : s_(ptx), toks_(tokenize(ptx)), classes_(classes) {}
 
   std::string_view text(size_t t) const {
     return s_.substr(toks_[t].begin, toks_[t].end - toks_[t].begin);
@@ -216,9 +218,20 @@ class Pass {
     }
     if (k > st.last || !(is(k, ";") || is(k, "="))) return;
     if (is(k, ";") && k != st.last) return;
-    if (host_reach(text(name)).reach != HostReach::lowered_name_only) return;
+    if (!removable(text(name))) {
+      st.host_nameable = host_reach(text(name)).reach == HostReach::by_name;
+      return;
+    }
     st.candidate = true;
     st.name = name;
+  }
+
+  // Only nvrtcGetLoweredName can name it, or it is a class's constant
+  // static data member, which no program declared __device__ (class_constants.h).
+  bool removable(std::string_view name) const {
+    HostReach reach = host_reach(name).reach;
+    return reach == HostReach::lowered_name_only ||
+           (reach == HostReach::by_name && classes_ && classes_->is_class_constant(name));
   }
 
   const std::vector<Token>& tokens() const { return toks_; }
@@ -226,6 +239,7 @@ class Pass {
  private:
   std::string_view s_;
   std::vector<Token> toks_;
+  const ClassConstants* classes_;
 };
 
 // The byte range cut for a statement: its whole line(s) when nothing else
@@ -245,7 +259,8 @@ std::pair<size_t, size_t> cut_range(std::string_view s, size_t a, size_t b) {
 
 }  // namespace
 
-LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep) {
+LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep,
+                 const ClassConstants* classes) {
   LeanPtx out;
   out.ptx = std::string(ptx);
   if (ptx.size() > kMaxPtxBytes) {
@@ -253,7 +268,7 @@ LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep) {
     return out;
   }
   try {
-    Pass pass(ptx);
+    Pass pass(ptx, classes);
     std::vector<Statement> statements = pass.split();
     const std::vector<Token>& toks = pass.tokens();
 
@@ -303,6 +318,7 @@ LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep) {
       const Statement& st = statements[i];
       if (kept[i]) {
         out.variables_kept += st.variable;
+        out.host_nameable_kept += st.host_nameable;
         continue;
       }
       auto [a, b] = cut_range(ptx, toks[st.first].begin, toks[st.last].end);
@@ -321,6 +337,7 @@ LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep) {
   } catch (const Unchanged& u) {
     out.why = "left unchanged: the PTX has " + u.why;
     out.variables_kept = 0;
+    out.host_nameable_kept = 0;
     return out;
   }
 }

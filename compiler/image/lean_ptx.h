@@ -16,8 +16,10 @@
 //     one with an .attribute such as .managed),
 //   - named so that only nvrtcGetLoweredName can name it (mangled_name.h:
 //     template instances such as `cute::C<1>::value`, internal linkage,
-//     reserved or versioned names such as `cuda::std::__4::...`): a host can
-//     ask cuModuleGetGlobal for any other variable by a name it knows, so a
+//     reserved or versioned names such as `cuda::std::__4::...`), or, with
+//     `classes`, a class's constant static data member read from the program's
+//     text (`cutlass::MatrixCoord::kRow`, class_constants.h): a host can ask
+//     cuModuleGetGlobal for any other variable by a name it knows, so a
 //     user's `__device__ int x;`, also in `namespace cuda`, stays,
 //   - not in `keep` (the lowered names of name expressions), and
 //   - named by no identifier of any kept declaration, function body or kept
@@ -29,6 +31,8 @@
 #include <string_view>
 #include <vector>
 
+#include "compiler/image/class_constants.h"
+
 namespace kcache::compiler {
 
 struct LeanPtx {
@@ -38,6 +42,10 @@ struct LeanPtx {
   size_t bytes_removed = 0;
   size_t variables_removed = 0;
   size_t variables_kept = 0;         // module-scope variables left (any kind)
+  // Of those, internal .global ones a host can name, kept as such whether
+  // referenced or not (with `classes`, the class constants among them went):
+  // zero means the program's text has nothing to decide.
+  size_t host_nameable_kept = 0;
   std::vector<std::string> removed;  // the names of the variables removed
 };
 
@@ -49,6 +57,8 @@ constexpr size_t kMaxTokenBytes = 64 << 10;
 constexpr int kMaxNesting = 256;
 constexpr size_t kMaxStatements = 4 << 20;
 
-LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep);
+// `classes`: the program's text read for class constants; null: none removed.
+LeanPtx lean_ptx(std::string_view ptx, const std::vector<std::string>& keep,
+                 const ClassConstants* classes = nullptr);
 
 }  // namespace kcache::compiler

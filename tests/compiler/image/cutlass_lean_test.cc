@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -90,8 +91,10 @@ class CutlassLeanTest : public ::testing::Test {
 
   // `kcache compile` of `source` for sm_90 (lean unless `extra` says
   // --no-lean); returns the cubin's path.
+  // With `ptx` "compute_90" the bundle holds the PTX too, beside the cubin.
   std::string kcache_cubin(const std::string& source, const std::string& name,
-                           const std::vector<std::string>& extra = {}) {
+                           const std::vector<std::string>& extra = {},
+                           const std::string& ptx = "none") {
     std::string bundle = dir_ + "/" + name + ".kcb";
     std::vector<std::string> argv = {kcache::testing::kcache_binary(),
                                      "compile",
@@ -99,7 +102,7 @@ class CutlassLeanTest : public ::testing::Test {
                                      "--arch",
                                      "sm_90",
                                      "--ptx",
-                                     "none",
+                                     ptx,
                                      "--std",
                                      "c++17",
                                      "--nvrtc-opt=-default-device",
@@ -169,15 +172,25 @@ TEST_F(CutlassLeanTest, CutlassEpilogueIsAsLeanAsNvccs) {
   expect_as_lean_as_nvcc("cutlass_epilogue.cu", "cutlass_epilogue");
 }
 
+std::vector<std::string> lines_of(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << "cannot read " << path;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
 // CUTLASS 2.x (issue 27): its "mma.h" names cutlass/arch/mma.h beside
 // mma_sm70.h and the toolkit's WMMA header from wmma.h; kcache refused it.
 // Now it compiles, as lean as nvcc's, and through a store the second compile
 // is a hit.
 TEST_F(CutlassLeanTest, Cutlass2GemmCompilesAsLeanAsNvccsAndHits) {
-  // ~90 more symbols than nvcc's: CUTLASS's non-template class constants
-  // (cutlass::MatrixCoord::kRow, arch::Sm80::kMinComputeCapability, ...),
-  // which a host can name, so the lean rules keep them (docs/LEAN.md).
-  expect_as_lean_as_nvcc("cutlass2_gemm.cu", "cutlass2_gemm", 160);
+  // nvcc's cubin has 27 symbols; the lean one the same sections and kernels,
+  // none of CUTLASS's class constants (cutlass::MatrixCoord::kRow, ...).
+  Cubin lean = expect_as_lean_as_nvcc("cutlass2_gemm.cu", "cutlass2_gemm", 32);
+  for (const std::string& symbol : lean.symbols) {
+    EXPECT_NE(symbol.rfind("_ZN7cutlass", 0), 0u) << "a CUTLASS class constant stayed: " << symbol;
+  }
   const std::string store = dir_ + "/store";
   for (int round = 0; round < 2; ++round) {
     CommandResult c = run_command(
@@ -189,6 +202,70 @@ TEST_F(CutlassLeanTest, Cutlass2GemmCompilesAsLeanAsNvccsAndHits) {
   }
   CommandResult s = run_command({kcache::testing::kcache_binary(), "-s"}, {{"KCACHE_DIR", store}});
   EXPECT_NE(s.out.find("Hits:                      1 / 2"), std::string::npos) << s.out;
+}
+
+// What the lean pass removes from CUTLASS 2.x's image are variable
+// declarations only: its PTX is NVRTC's without some `.global` lines (every
+// kernel's text as it was), which nvJitLink assembles into the lean cubin;
+// among them the class constants NVRTC's image carries.
+TEST_F(CutlassLeanTest, Cutlass2GemmsLeanKernelsAreNvrtcsWithoutTheClassConstants) {
+  const std::string lean_path = kcache_cubin("cutlass2_gemm.cu", "lean", {}, "compute_90");
+  const std::string full_path =
+      kcache_cubin("cutlass2_gemm.cu", "full", {"--no-lean"}, "compute_90");
+  std::vector<std::string> lean_ptx = lines_of(dir_ + "/lean/compute_90.ptx");
+  std::vector<std::string> full_ptx = lines_of(dir_ + "/full/compute_90.ptx");
+  size_t j = 0, removed = 0, class_constants = 0;
+  for (const std::string& line : full_ptx) {
+    if (j < lean_ptx.size() && line == lean_ptx[j]) {
+      ++j;
+      continue;
+    }
+    ASSERT_EQ(line.rfind(".global ", 0), 0u)
+        << "the lean PTX lost a line that declares no variable: " << line;
+    ++removed;
+    // A non-template member of a class of namespace cutlass: `_ZN7cutlass...E`, no `I...E`.
+    size_t name = line.find(" _ZN7cutlass");
+    if (name == std::string::npos) continue;
+    std::string symbol = line.substr(name + 1, line.find_first_of(" ;[", name + 1) - name - 1);
+    if (symbol.find('I') == std::string::npos) ++class_constants;
+  }
+  EXPECT_EQ(j, lean_ptx.size()) << "the lean PTX has lines NVRTC's has not";
+  EXPECT_GE(class_constants, 90u) << "CUTLASS's class constants must go";
+  std::cerr << "cutlass2_gemm.cu: " << removed << " variables removed, " << class_constants
+            << " of them CUTLASS class constants\n";
+  Cubin lean = inspect(lean_path), full = inspect(full_path);
+  for (const char* kernel : {"cutlass2_gemm", "cutlass2_gemm_smem"}) {
+    EXPECT_TRUE(lean.symbols.count(kernel)) << kernel;
+  }
+  for (const char* constant :
+       {"_ZN7cutlass11MatrixCoord4kRowE", "_ZN7cutlass4arch4Sm8021kMinComputeCapabilityE",
+        "_ZN7cutlass6layout8RowMajor5kRankE"}) {
+    EXPECT_TRUE(full.symbols.count(constant)) << constant << " is not in NVRTC's image";
+    EXPECT_FALSE(lean.symbols.count(constant)) << constant << " stayed";
+  }
+  std::cerr << "cutlass2_gemm.cu: NVRTC " << full.bytes << " B, " << full.symbol_count
+            << " symbols; lean " << lean.bytes << " B, " << lean.symbol_count << "\n";
+}
+
+// Beside CUTLASS's class constants, which go, a user's variables of every
+// kind stay: in a namespace named like a CUTLASS class, zero-initialised, in
+// namespace cutlass, __constant__, a non-const static data member (a device
+// variable under -default-device), and a constant the text cannot decide.
+TEST_F(CutlassLeanTest, Cutlass2LeanImageKeepsTheUsersVariablesOfEveryKind) {
+  Cubin lean = inspect(kcache_cubin("cutlass2_user_vars.cu", "lean"));
+  Cubin full = inspect(kcache_cubin("cutlass2_user_vars.cu", "full", {"--no-lean"}));
+  for (const char* kept : {"_ZN4user8RowMajor5kRankE", "_ZN4user4zeroE", "_ZN4user4knobE",
+                           "_ZN7cutlass9user_knobE", "user_constant", "_ZN8Counters4hitsE",
+                           "_ZN4Tile5kSizeE"}) {
+    EXPECT_TRUE(full.symbols.count(kept)) << kept << " is not in NVRTC's image";
+    EXPECT_TRUE(lean.symbols.count(kept)) << kept << " must stay for cuModuleGetGlobal";
+  }
+  // cutlass::layout::RowMajor::kRank stays too: `user::RowMajor` is a namespace.
+  EXPECT_TRUE(lean.symbols.count("_ZN7cutlass6layout8RowMajor5kRankE"));
+  for (const char* gone : {"_ZN7cutlass11MatrixCoord4kRowE", "_ZN7cutlass11MatrixCoord7kColumnE"}) {
+    EXPECT_TRUE(full.symbols.count(gone)) << gone << " is not in NVRTC's image";
+    EXPECT_FALSE(lean.symbols.count(gone)) << gone << ": a class constant stayed";
+  }
 }
 
 }  // namespace

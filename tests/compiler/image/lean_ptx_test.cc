@@ -197,5 +197,129 @@ TEST(LeanPtxTest, AStatementSharingALineKeepsTheRestOfTheLine) {
   EXPECT_FALSE(has(lean.ptx, cccl("a")));
 }
 
+// Class constants (class_constants.h): the program's text says which
+// external names are a class's constant static data members.
+const std::string kMatrixCoord = "_ZN7cutlass11MatrixCoord4kRowE";
+
+LeanPtx lean_with_text(const std::string& ptx, const std::vector<std::string>& texts,
+                       const std::vector<std::string>& options = {}) {
+  ClassConstants classes(texts, options);
+  return lean_ptx(ptx, {}, &classes);
+}
+
+TEST(ClassConstantsTest, RemovesAnUnreferencedClassConstantDeclaredInItsClass) {
+  const std::string text =
+      "namespace cutlass {\n"
+      "struct MatrixCoord : public Coord<2, int> {\n"
+      "  /// the row\n"
+      "  static int const kRow = 0;\n"
+      "  static constexpr int kColumn = 1;\n"
+      "  CUTLASS_HOST_DEVICE MatrixCoord() { int kRow = 3; (void)kRow; }\n"
+      "};\n"
+      "}\n";
+  const std::string column = "_ZN7cutlass11MatrixCoord7kColumnE";
+  std::string ptx = kHeader + var(kMatrixCoord) + var(column, "1") + kernel_using(column);
+  LeanPtx lean = lean_with_text(ptx, {text});
+  ASSERT_TRUE(lean.changed) << lean.why;
+  EXPECT_FALSE(declared(lean.ptx, kMatrixCoord));
+  EXPECT_TRUE(declared(lean.ptx, column)) << "a referenced constant stays";
+  // Without the text the rule of lean-v2 holds: a host could name it.
+  LeanPtx without = lean_ptx(ptx, {});
+  EXPECT_FALSE(without.changed);
+  EXPECT_EQ(without.host_nameable_kept, 2u) << "the text has something to decide";
+  EXPECT_EQ(lean_ptx(kHeader + var(cccl("a")), {}).host_nameable_kept, 0u);
+}
+
+TEST(ClassConstantsTest, KeepsANamespaceVariableInANamespaceNamedLikeAClass) {
+  // `struct MatrixCoord` elsewhere declares kRow, but `cutlass::MatrixCoord`
+  // may be this namespace: a user's __device__ variable.
+  const std::string text =
+      "namespace other { struct MatrixCoord { static int const kRow = 0; }; }\n"
+      "namespace cutlass { namespace MatrixCoord { __device__ int kRow; } }\n";
+  EXPECT_FALSE(lean_with_text(kHeader + var(kMatrixCoord), {text}).changed);
+  // The same, C++17 style, split over two files.
+  EXPECT_FALSE(lean_with_text(kHeader + var(kMatrixCoord),
+                              {"struct MatrixCoord { static int const kRow = 0; };\n",
+                               "namespace cutlass::MatrixCoord { __device__ int kRow; }\n"})
+                   .changed);
+}
+
+TEST(ClassConstantsTest, KeepsNonConstStaticMembersAndUndeclaredOnes) {
+  // -default-device makes `static int hits;` a real device variable.
+  const std::string text =
+      "struct Counters { static int hits; static const int limit = 4; };\n"
+      "int Counters::hits = 0;\n";
+  std::string ptx = kHeader + var("_ZN8Counters4hitsE") + var("_ZN8Counters5limitE", "4") +
+                    var("_ZN8Counters7missingE");
+  LeanPtx lean = lean_with_text(ptx, {text});
+  ASSERT_TRUE(lean.changed) << lean.why;
+  EXPECT_TRUE(declared(lean.ptx, "_ZN8Counters4hitsE"));
+  EXPECT_FALSE(declared(lean.ptx, "_ZN8Counters5limitE"));
+  EXPECT_TRUE(declared(lean.ptx, "_ZN8Counters7missingE")) << "declared in no class body it read";
+  // A class named twice, once with a non-const member of the name: undecided.
+  EXPECT_FALSE(lean_with_text(kHeader + var("_ZN2ns1S1vE"),
+                              {"namespace a { struct S { static const int v = 1; }; }\n"
+                               "namespace b { struct S { static int v; }; }\n"})
+                   .changed);
+}
+
+TEST(ClassConstantsTest, KeepsWhatAMacroCouldSpell) {
+  const std::string cls = "struct MatrixCoord { static int const kRow = 0; };\n";
+  const std::string ptx = kHeader + var(kMatrixCoord);
+  // The namespace's name, or the member's, in a macro.
+  EXPECT_FALSE(lean_with_text(ptx, {cls, "#define NS MatrixCoord\nnamespace cutlass {\n"
+                                         "namespace NS { __device__ int kRow; } }\n"})
+                   .changed);
+  EXPECT_FALSE(lean_with_text(ptx, {cls}, {"-DNS=MatrixCoord"}).changed);
+  EXPECT_FALSE(lean_with_text(ptx, {cls, "#define kRow kRow\n"}).changed);
+  // A macro naming a namespace after its parameter, as libcu++'s
+  // _LIBCUDACXX_BEGIN_NAMESPACE_CPO(__swap): its arguments are namespace
+  // names, also through a macro that passes its own on.
+  const std::string begin = "#define BEGIN(n) namespace n {\n";
+  EXPECT_FALSE(
+      lean_with_text(ptx, {cls, begin + "BEGIN(MatrixCoord) __device__ int kRow; }\n"}).changed);
+  EXPECT_FALSE(lean_with_text(ptx, {cls, "OUTER(MatrixCoord) __device__ int kRow; }\n",
+                                    begin + "#define OUTER(x, ...) BEGIN(x)\n"})
+                   .changed);
+  EXPECT_TRUE(lean_with_text(ptx, {cls, begin + "BEGIN(__swap) }\n"}).changed);
+  // A namespace named by pasting, or after an argument that is not one name:
+  // a name pasted from what those macros and their calls hold is undecided.
+  for (std::string text : std::vector<std::string>{
+           "#define CAT(a, b) a##b\nnamespace cutlass { namespace CAT(Matrix, Coord) {} }\n",
+           "#define NS Matrix##Coord\nnamespace NS {}\n",
+           begin + "BEGIN(Matrix ## Coord) }\n",
+       }) {
+    ClassConstants classes({cls, text}, {});
+    EXPECT_FALSE(classes.is_class_constant(kMatrixCoord)) << text;
+    EXPECT_FALSE(classes.computed_why().empty()) << text;
+  }
+  // One that cannot make the class's name (libcu++'s `__` ## 4) decides nothing.
+  EXPECT_TRUE(lean_with_text(ptx, {cls, "#define CAT(x, y) x##y\n#define ABI CAT(__, 4)\n"
+                                        "namespace cuda { namespace ABI {} }\n"})
+                  .changed);
+  // Nor one under #ifdef of a macro nothing defines, as CUTLASS's
+  // CUTLASS_NAMESPACE; with -D it counts.
+  const std::string ifdef =
+      "#ifdef USER_NS\n#define CAT(a, b) a##b\n#define cutlass CAT(Matrix, USER_NS)\n#endif\n"
+      "namespace cutlass {}\n";
+  EXPECT_TRUE(lean_with_text(ptx, {cls, ifdef}).changed);
+  EXPECT_FALSE(lean_with_text(ptx, {cls, ifdef}, {"-DUSER_NS=Coord"}).changed);
+  // A comment or a string mentioning a namespace changes nothing.
+  EXPECT_TRUE(lean_with_text(ptx, {cls, "// namespace MatrixCoord\nconst char* s = \"#define "
+                                        "MatrixCoord\";\n"})
+                  .changed);
+}
+
+TEST(ClassConstantsTest, DecidesOnlyPlainNestedNames) {
+  ClassConstants classes({"struct S { static const int v = 1; };\n"}, {});
+  EXPECT_TRUE(classes.is_class_constant("_ZN2ns1S1vE"));
+  EXPECT_TRUE(classes.is_class_constant("_ZN1S1vE"));
+  for (const char* name : {"v", "_ZN1vE", "_ZNSt1S1vE", "_ZN1S1vEE", "_ZN1S2vE", "_ZN1S01vE",
+                           "_ZN1S99999999999999999999vE", "_ZN2ns1SIiE1vE", "_ZN1S1v"}) {
+    EXPECT_FALSE(classes.is_class_constant(name)) << name;
+  }
+  EXPECT_FALSE(ClassConstants().is_class_constant("_ZN1S1vE")) << "no text, no decision";
+}
+
 }  // namespace
 }  // namespace kcache::compiler
