@@ -11,10 +11,10 @@ work=$(mktemp -d /tmp/kcache-coarse-XXXXXX)
 truncate -s 64M "$work/fs.img"
 mkfs.ext4 -q -I 128 "$work/fs.img" 2>/dev/null
 mkdir "$work/mnt"
+rc=0
 unshare -m --propagation private bash -c '
   mount -o loop "$1/fs.img" "$1/mnt" &&
   KCACHE_TEST_COARSE_DIR="$1/mnt" TEST_TMPDIR="$1/mnt" "$2"; rc=$?
-  umount "$1/mnt"; exit $rc' run "$work" "$test_binary"
-rc=$?
+  umount "$1/mnt"; exit $rc' run "$work" "$test_binary" || rc=$?
 rm -rf "$work"
 exit $rc
