@@ -107,6 +107,18 @@ TEST_F(StaleHitServedPchTest, ASourceNamedThroughALinkAndDotDotIsNotServedTheMak
   expect_user_equals_plain(served("maker.cu", {}), served("link/../user.cu", {}));
 }
 
+// The maker named "./maker.cu", the user "user.cu": one folder, but NVRTC
+// names a quoted include by its includer's name ("./h.h", "h.h"), and a
+// header's own __FILE__ is expanded into the PCH when the maker makes it.
+TEST_F(StaleHitServedPchTest, AMakersDotSlashNameIsNotFrozenIntoAUsersHeaders) {
+  const std::string prefix = "#include \"h.h\"\n";
+  write(dir_, "maker.cu", kernel(prefix, "maker"));
+  write(dir_, "user.cu", kernel(prefix, "user"));
+  write(dir_, "h.h", "constexpr int V = sizeof(__FILE__);\n");
+  ScopedCwd in(dir_);
+  expect_user_equals_plain(served("./maker.cu", {}), served("user.cu", {}));
+}
+
 // Two compiles whose leading directives are one text but whose -I folders
 // differ: the angled include is another file.
 TEST_F(StaleHitServedPchTest, AnotherIncludeFolderIsNotServedTheMakersHeaders) {
