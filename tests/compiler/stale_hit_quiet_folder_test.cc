@@ -8,6 +8,8 @@
 // for that name. Each case compares the cached compile with a compile of the
 // same files without a store.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <string>
@@ -53,6 +55,30 @@ TEST_F(StaleHitQuietFolderTest, ADanglingLinkInAQuietFolderIsNotAnsweredByTheFol
   write(dir, "elsewhere/site.h", "#define V 51\n");  // the component installed
   EXPECT_FALSE(disk_unchanged(*probes, ""))
       << "the name is there now; the toolkit folder's stamp did not move";
+}
+
+// What holds: a folder's mtime set back (touch -d) after the record moves
+// its ctime, which the record compares too.
+TEST_F(StaleHitQuietFolderTest, AQuietFolderWhoseMtimeIsSetBackIsChanged) {
+  const std::string dir = test_dir();
+  write(dir, "toolkit/include/keep.h", "");
+  const std::string quiet = dir + "/toolkit/include";
+  age();
+  struct stat was;
+  ASSERT_EQ(::stat(quiet.c_str(), &was), 0);
+  std::optional<std::vector<cache::ManifestProbe>> probes;
+  {
+    DiskObservations seen;
+    struct stat st;
+    observed_stat(quiet + "/site.h", &st);
+    probes = seen.probes("", {}, {quiet});
+  }
+  ASSERT_TRUE(probes);
+  ASSERT_TRUE((*probes)[0].has_folder);
+  write(dir, "toolkit/include/site.h", "#define V 51\n");
+  const struct timespec times[2] = {was.st_atim, was.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, quiet.c_str(), times, 0), 0);  // touch -d back
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
 }
 
 class QuietFolderCompiles : public StaleHitQuietFolderTest {
@@ -120,6 +146,21 @@ TEST_F(QuietFolderCompiles, AToolkitLinkedFolderThatAppearsIsNotAnsweredFromTheR
   expect_fresh_answer("absent, a record hit");
   write(dir_, "opt/site/v.h", "#define V 61\n");  // the linked folder made
   expect_fresh_answer("the linked folder made");
+}
+
+// What holds: a header added to the toolkit's include folder itself after a
+// record is a miss equal to a fresh compile.
+TEST_F(QuietFolderCompiles, AHeaderAddedToTheToolkitAfterARecordIsSeen) {
+  make_copy();
+  write(dir_, "k.cu",
+        "#if __has_include(<site.h>)\n#include <site.h>\n#else\n#define V 70\n#endif\n" +
+            std::string(kKernel));
+  store_ = &store_in(dir_);
+  expect_fresh_answer("absent");
+  expect_fresh_answer("absent, a manifest hit that writes the record");
+  expect_fresh_answer("absent, a record hit");
+  write(dir_, "cuda/include/site.h", "#define V 71\n");
+  expect_fresh_answer("added to the toolkit's include folder");
 }
 
 }  // namespace
