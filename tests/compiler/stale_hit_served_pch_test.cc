@@ -119,6 +119,19 @@ TEST_F(StaleHitServedPchTest, AMakersDotSlashNameIsNotFrozenIntoAUsersHeaders) {
   expect_user_equals_plain(served("./maker.cu", {}), served("user.cu", {}));
 }
 
+// The same without __FILE__: with -lineinfo every header's line-table name
+// comes from the PCH ("<working folder>/./h.h" for the user of user.cu).
+TEST_F(StaleHitServedPchTest, AMakersDotSlashNameIsNotFrozenIntoAUsersLineTable) {
+  const std::string prefix = "#include \"h.h\"\n";
+  write(dir_, "maker.cu", kernel(prefix, "maker"));
+  write(dir_, "user.cu", kernel(prefix, "user"));
+  write(dir_, "h.h", "#define V twice(*p)\n__device__ __noinline__ int twice(int x) { return 2 * x; }\n");
+  ScopedCwd in(dir_);
+  CompileOptions maker = served("./maker.cu", {}), user = served("user.cu", {});
+  maker.nvrtc_options = user.nvrtc_options = {"-lineinfo"};
+  expect_user_equals_plain(maker, user);
+}
+
 // Two compiles whose leading directives are one text but whose -I folders
 // differ: the angled include is another file.
 TEST_F(StaleHitServedPchTest, AnotherIncludeFolderIsNotServedTheMakersHeaders) {
