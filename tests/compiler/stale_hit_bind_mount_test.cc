@@ -77,9 +77,8 @@ TEST(StaleHitBindMountTest, AFolderMountedOntoAnIncludeFolderWhileNvrtcCompilesI
   ::umount2(inc.c_str(), MNT_DETACH);
   EXPECT_EQ(cached.bundle, fresh.bundle)
       << "with staged/ mounted on inc/: the cached compile (hit=" << cached.hits()
-      << "; the raced compile " << (raced.misses() == 1 && raced.targets[0].not_stored.empty()
-                                        ? "stored"
-                                        : "not stored")
+      << "; the raced compile "
+      << (raced.misses() == 1 && raced.targets[0].not_stored.empty() ? "stored" : "not stored")
       << ") differs from a compile without a store";
 }
 

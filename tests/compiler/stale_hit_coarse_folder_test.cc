@@ -71,8 +71,8 @@ TEST(StaleHitCoarseFolderTest, ANameAddedInTheSecondOfTheCompileIsNotAnsweredByI
   CompileOptions o;
   o.source_path = "k.cu";
   o.ptx_arch = "compute_80";
-  o.include_dirs = {dir + "/inc"};  // absolute, outside the working folder
-  o.serve = true;                   // as `kcache compile` and the Bazel worker
+  o.include_dirs = {dir + "/inc"};                       // absolute, outside the working folder
+  o.serve = true;                                        // as `kcache compile` and the Bazel worker
   o.may_read = [](const std::string&) { return true; };  // the worker's: no lookup record
   int tries = 0;
   for (; tries < 10; ++tries) {
@@ -83,13 +83,13 @@ TEST(StaleHitCoarseFolderTest, ANameAddedInTheSecondOfTheCompileIsNotAnsweredByI
     write(dir, "inc/a" + std::to_string(tries) + ".h", "");  // the folder changes
     const Stamp before = stamp_of(dir + "/inc");
     ASSERT_EQ(Compiler(toolkit, &storage).compile(o).misses(), 1);
-    write(dir, "inc/b.h", "#define V 51\n");  // a generator adds it
+    write(dir, "inc/b.h", "#define V 51\n");            // a generator adds it
     if (!(stamp_of(dir + "/inc") == before)) continue;  // the second ended: again
     CompileResult cached = Compiler(toolkit, &storage).compile(o);
     CompileResult fresh = Compiler(toolkit, nullptr).compile(o);
     EXPECT_EQ(cached.bundle, fresh.bundle)
-        << "inc/b.h added in the second of the compile: the cached compile (hit="
-        << cached.hits() << ") differs from a compile without a store";
+        << "inc/b.h added in the second of the compile: the cached compile (hit=" << cached.hits()
+        << ") differs from a compile without a store";
     break;
   }
   EXPECT_LT(tries, 10) << "no try kept the folder's stamp: every compile took too long";

@@ -57,10 +57,10 @@ class StaleHitDropInPwdTest : public ::testing::Test {
         {"KCACHE_REMOTE", ""},
         {"TMPDIR", tmpdir},
     };
-    testing::CommandResult c = run_command(
-        {"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" \"$3\" \"$4\"", "sh", tmp_ / "l1",
-         runfile("tests/compiler/pwd_host"), out, tmp_ / "l2"},
-        env);
+    testing::CommandResult c =
+        run_command({"/bin/sh", "-c", "cd \"$1\" && exec \"$2\" \"$3\" \"$4\"", "sh", tmp_ / "l1",
+                     runfile("tests/compiler/pwd_host"), out, tmp_ / "l2"},
+                    env);
     EXPECT_EQ(c.exit_code, 0) << which << ": " << c.err;
     std::fprintf(stderr, "[%s] stats:\n%s\n", which.c_str(),
                  read_file(tmp_ / ("stats_" + which)).value_or("").c_str());

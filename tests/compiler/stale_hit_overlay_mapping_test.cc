@@ -11,8 +11,8 @@
 // It mounts: tests/compiler/stale_hit_overlay_mapping_run.sh runs it in a
 // mount namespace of its own (root) with KCACHE_TEST_OVERLAY_DIR naming a
 // folder in such an overlay; elsewhere it is skipped.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>

@@ -7,8 +7,8 @@
 // leaves the toolkit folder's stamp as it was, so the folder cannot answer
 // for that name. Each case compares the cached compile with a compile of the
 // same files without a store.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -81,8 +81,8 @@ class StaleHitServedPchTest : public testing::LookupRecordFixture {
     EXPECT_EQ(got.bundle, plain) << "the user's compile (PCH used: " << used
                                  << ") differs from a plain compile";
     CompileResult later = Compiler(toolkit, &storage).compile(user);
-    EXPECT_EQ(later.bundle, plain) << "a process without PCH (hit=" << later.hits()
-                                   << ") differs from a plain compile";
+    EXPECT_EQ(later.bundle, plain)
+        << "a process without PCH (hit=" << later.hits() << ") differs from a plain compile";
   }
 
   std::string dir_;
@@ -125,7 +125,8 @@ TEST_F(StaleHitServedPchTest, AMakersDotSlashNameIsNotFrozenIntoAUsersLineTable)
   const std::string prefix = "#include \"h.h\"\n";
   write(dir_, "maker.cu", kernel(prefix, "maker"));
   write(dir_, "user.cu", kernel(prefix, "user"));
-  write(dir_, "h.h", "#define V twice(*p)\n__device__ __noinline__ int twice(int x) { return 2 * x; }\n");
+  write(dir_, "h.h",
+        "#define V twice(*p)\n__device__ __noinline__ int twice(int x) { return 2 * x; }\n");
   ScopedCwd in(dir_);
   CompileOptions maker = served("./maker.cu", {}), user = served("user.cu", {});
   maker.nvrtc_options = user.nvrtc_options = {"-lineinfo"};
