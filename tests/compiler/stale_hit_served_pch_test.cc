@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "cache/storage.h"
@@ -47,6 +48,7 @@ class StaleHitServedPchTest : public testing::LookupRecordFixture {
     dir_ = test_dir();
   }
   void TearDown() override {
+    if (!pch_dir_.empty()) std::filesystem::remove_all(pch_dir_);  // outside TEST_TMPDIR
     if (had_tmp_) {
       ::setenv("TMPDIR", tmp_.c_str(), 1);
     } else {
@@ -72,7 +74,8 @@ class StaleHitServedPchTest : public testing::LookupRecordFixture {
     cache::Storage& storage = store_in(dir_);
     Toolkit toolkit = find_toolkit("");
     Compiler with_pch(toolkit, &storage);
-    with_pch.use_pch(pch_dir());  // points TMPDIR there, as prewarm does
+    pch_dir_ = pch_dir();
+    with_pch.use_pch(pch_dir_);  // points TMPDIR there, as prewarm does
     ASSERT_EQ(with_pch.compile(maker).misses(), 1);
     const int uses = pch_uses_for_testing();
     CompileResult got = with_pch.compile(user);
@@ -86,6 +89,7 @@ class StaleHitServedPchTest : public testing::LookupRecordFixture {
   }
 
   std::string dir_;
+  std::string pch_dir_;
 
  private:
   bool had_tmp_ = false;
