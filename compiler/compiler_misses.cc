@@ -197,6 +197,7 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
     for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
     input.serve_disk = true;
     input.working_dir = working_folder();
+    input.pwd = working_folder_spelling();
     if (!p.recipe.adds_toolkit_includes) return input;
   }
   for (const std::string& d : probe_context_.toolkit_dirs) {

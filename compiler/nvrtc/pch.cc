@@ -133,6 +133,9 @@ struct Made {
   std::vector<ServedFile> served;
   std::vector<std::string> relative_names, absolute_names;
   std::string working_dir, source_dir;
+  // And the working folder's spelling (NvrtcInput::pwd), which NVRTC writes
+  // into the line tables of the headers the PCH holds.
+  std::string pwd;
   // Served: the maker's leading directives, which a user must share.
   std::string prefix;
 };
@@ -339,6 +342,7 @@ bool remember_maker(const std::string& created, const NvrtcInput& input, const N
   m.prefix = input.source.substr(0, run);
   m.working_dir = absolute_from("", input.working_dir);
   m.source_dir = folder_as_written(input.source_name);
+  m.pwd = input.pwd;
   std::set<std::string> kept(m.probes.begin(), m.probes.end());
   for (const ServedFile& f : out.served) {
     if (f.ctime_ns == UINT64_MAX) return false;
@@ -372,7 +376,7 @@ bool serves(const Made& m, const NvrtcInput& input) {
   if (!input.serve_disk) return m.working_dir.empty();
   return m.prefix == input.source.substr(0, leading_directives(input.source)) &&
          m.working_dir == absolute_from("", input.working_dir) &&
-         m.source_dir == folder_as_written(input.source_name);
+         m.source_dir == folder_as_written(input.source_name) && m.pwd == input.pwd;
 }
 
 void add_missing(const std::vector<std::string>& from, std::vector<std::string>* to) {
