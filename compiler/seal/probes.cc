@@ -405,6 +405,12 @@ void record_folder(const DiskPath& path, int64_t started_ns, cache::ManifestProb
   }
   if (depth == path.components.size()) return;
   if (!state || static_cast<int64_t>(state->ctime_ns) >= started_ns) return;
+  // The one rule for trusting a stamp (common/stamp_trust.h): on a file
+  // system with whole-second stamps (ext3, FAT) or a stat cache (NFS), a
+  // name added in the second of the compile leaves the folder's stamp as it
+  // was. A folder changed within the window is not used (one stat per name).
+  const FileStamp stamp{state->dev, state->ino, 0, state->mtime_ns, state->ctime_ns};
+  if (!stamp_stands_for_bytes(stamp, path.folder(depth), started_ns)) return;
   // Looked at now, after the folder's stat: the name was absent in that
   // state (a name added since changed the folder's stamp, which the lookup
   // then finds changed).
