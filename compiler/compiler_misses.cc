@@ -328,6 +328,7 @@ void Compiler::run_rounds(const CompileOptions& options, const AskResolver& reso
 std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last_round, Miss* m) {
   ProbeContext probe_context = probe_context_;
   probe_context.check_time_macros = !(storage_ && storage_->sloppy_time_macros());
+  probe_context.mounts_changed = rounds.mounts.changed();
   const NvrtcOutput& out = *m->output;
   if (m->input.serve_disk) {
     probe_context.served = true;

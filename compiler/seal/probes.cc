@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -562,6 +563,10 @@ std::optional<std::string> key_present_file(const std::string& path, const Stat&
     return path + " uses a time macro";
   }
   if (stat_of(path).ctime_ns != st.ctime_ns) return path + " changed while kcache read it";
+  if (c.mounts_changed) {
+    return path + " is there now, but the mount table changed while NVRTC compiled (a folder "
+                  "mounted onto its way?): NVRTC may have found it absent";
+  }
   std::optional<std::string> folder;
   if (c.served) folder = folder_changed_since(path, served_working_folder(), started_ns);
   if (folder) {
@@ -578,6 +583,25 @@ std::optional<std::string> key_present_file(const std::string& path, const Stat&
 }
 
 }  // namespace
+
+MountTableWatch::MountTableWatch()
+    : fd_(::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)) {}
+
+MountTableWatch::~MountTableWatch() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// The kernel reports a change once (poll then takes the new table as seen):
+// the answer is kept.
+bool MountTableWatch::changed() const {
+  if (fd_ < 0 || changed_) return true;
+  pollfd p{fd_, POLLPRI, 0};
+  int n;
+  while ((n = ::poll(&p, 1, 0)) < 0 && errno == EINTR) {
+  }
+  changed_ = n < 0 || (p.revents & (POLLPRI | POLLERR)) != 0;
+  return changed_;
+}
 
 ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
                                  int64_t started_ns) {
