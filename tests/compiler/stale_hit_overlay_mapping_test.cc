@@ -32,7 +32,6 @@ namespace kcache::compiler {
 namespace {
 
 using testing::age;
-using testing::record_hits;
 using testing::write;
 using StaleHitOverlayMappingTest = testing::LookupRecordFixture;
 
@@ -62,9 +61,9 @@ TEST_F(StaleHitOverlayMappingTest, AMappedHeaderOnATmpfsBackedOverlayIsNotAnswer
   o.serve = true;  // as `kcache compile`, cuda_kernel and prewarm
   Compiler(toolkit, &storage).compile(o);
   Compiler(toolkit, &storage).compile(o);  // a manifest hit that writes the record
-  const int64_t before = record_hits(storage);
+  // Where the overlay's stamps were trusted, this was a record hit; on a
+  // tmpfs upper layer no stamp stands, so no record answers by one.
   Compiler(toolkit, &storage).compile(o);
-  EXPECT_EQ(record_hits(storage), before + 1) << "the record was not used at all";
   struct stat then, now;
   ASSERT_EQ(::stat(h.c_str(), &then), 0);
   page[10] = '3';  // the same page again
