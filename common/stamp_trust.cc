@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -121,8 +121,7 @@ std::string overlay_upper_dir(uint64_t mount_id) {
 // always ext4 or xfs: the statfs type alone, as for any file system).
 bool overlay_trusted(const std::string& path) {
   struct statx sx;
-  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_MNT_ID, &sx) != 0 ||
-      !(sx.stx_mask & STATX_MNT_ID)) {
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_MNT_ID, &sx) != 0 || !(sx.stx_mask & STATX_MNT_ID)) {
     return true;
   }
   const std::string upper = overlay_upper_dir(sx.stx_mnt_id);

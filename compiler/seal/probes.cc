@@ -564,8 +564,9 @@ std::optional<std::string> key_present_file(const std::string& path, const Stat&
   }
   if (stat_of(path).ctime_ns != st.ctime_ns) return path + " changed while kcache read it";
   if (c.mounts_changed) {
-    return path + " is there now, but the mount table changed while NVRTC compiled (a folder "
-                  "mounted onto its way?): NVRTC may have found it absent";
+    return path +
+           " is there now, but the mount table changed while NVRTC compiled (a folder "
+           "mounted onto its way?): NVRTC may have found it absent";
   }
   std::optional<std::string> folder;
   if (c.served) folder = folder_changed_since(path, served_working_folder(), started_ns);
