@@ -1,15 +1,19 @@
 #include "common/stamp_trust.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <map>
+#include <string>
 
 namespace kcache {
 namespace {
@@ -20,6 +24,13 @@ constexpr int64_t kNsPerCentisecond = 10000000;
 // as it was.
 constexpr int64_t kGranularityNs = int64_t{2} * 1000000000;
 constexpr uint64_t kTmpfsMagic = 0x01021994;
+constexpr uint64_t kOverlayMagic = 0x794C7630;
+// No file system's type: what an overlay whose upper layer is not trusted
+// is remembered as.
+constexpr uint64_t kUntrustedType = 0;
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
 // The least window, whatever a test sets: the coarsest kernel clock tick
 // (HZ=100), within which a write may leave a stamp as it was.
 constexpr int64_t kMinWindowNs = 10000000;
@@ -52,6 +63,72 @@ int64_t measured_window_ns() {
     return INT64_MAX;
   }
   return (expire + every) * kNsPerCentisecond + kGranularityNs;
+}
+
+// A mountinfo field with its octal escapes (\040 for a blank) undone.
+std::string unescaped(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const bool octal =
+        s[i] == '\\' && i + 3 < s.size() && std::strspn(s.c_str() + i + 1, "01234567") >= 3;
+    if (!octal) {
+      out += s[i];
+      continue;
+    }
+    out += static_cast<char>(((s[i + 1] - '0') << 6) | ((s[i + 2] - '0') << 3) | (s[i + 3] - '0'));
+    i += 3;
+  }
+  return out;
+}
+
+// The upperdir option of mountinfo line `line` ("ID PARENT ... - overlay
+// SOURCE ...,upperdir=U,..."; a comma in U is written "\,"), or empty.
+std::string upper_dir_of(const std::string& line) {
+  size_t at = line.find(" - ");
+  if (at == std::string::npos || (at = line.find("upperdir=", at)) == std::string::npos) return "";
+  std::string upper;
+  for (at += 9; at < line.size() && line[at] != ',' && line[at] != ' ' && line[at] != '\n'; ++at) {
+    if (line[at] == '\\' && at + 1 < line.size() && line[at + 1] == ',') ++at;
+    upper += line[at];
+  }
+  return unescaped(upper);
+}
+
+// The upper layer of the overlay mount with id `mount_id`, from
+// /proc/self/mountinfo, or empty where there is none to find.
+std::string overlay_upper_dir(uint64_t mount_id) {
+  FILE* f = std::fopen("/proc/self/mountinfo", "re");
+  if (!f) return "";
+  std::string upper;
+  char* line = nullptr;
+  size_t cap = 0;
+  const std::string id = std::to_string(mount_id) + " ";
+  while (::getline(&line, &cap, f) > 0) {
+    if (std::strncmp(line, id.c_str(), id.size()) != 0) continue;
+    upper = upper_dir_of(line);
+    break;
+  }
+  std::free(line);
+  std::fclose(f);
+  return upper;
+}
+
+// Whether stamps on the overlay holding `path` may be trusted: its files'
+// stats are its upper layer's inodes, whose pages that layer's file system
+// writes back or not (a tmpfs upper never does). Trusted where the upper
+// layer is (by its statfs type), and where it cannot be found from here (a
+// container sees its overlay's upperdir in the host's folders only, almost
+// always ext4 or xfs: the statfs type alone, as for any file system).
+bool overlay_trusted(const std::string& path) {
+  struct statx sx;
+  if (::statx(AT_FDCWD, path.c_str(), 0, STATX_MNT_ID, &sx) != 0 || !(sx.stx_mask & STATX_MNT_ID)) {
+    return true;
+  }
+  const std::string upper = overlay_upper_dir(sx.stx_mnt_id);
+  struct statfs fs;
+  if (upper.empty() || ::statfs(upper.c_str(), &fs) != 0) return true;
+  const uint64_t type = static_cast<uint64_t>(fs.f_type);
+  return type == kOverlayMagic || stamps_trusted_on_type(type);
 }
 
 }  // namespace
@@ -97,12 +174,15 @@ bool stamps_trusted_on_type(uint64_t type) {
 bool stamps_trusted_on(uint64_t dev, const std::string& path) {
   // Per thread, no lock: a compile process forked from a threaded host
   // (the drop-in) must not meet a lock another thread held at the fork.
+  // An overlay is judged by its upper layer (overlay_trusted), once per
+  // device: what is kept is the type, or the overlay's verdict.
   thread_local std::map<uint64_t, uint64_t> types;
   auto it = types.find(dev);
   if (it != types.end()) return stamps_trusted_on_type(it->second);
   struct statfs fs;
   if (::statfs(path.c_str(), &fs) != 0) return false;
-  const uint64_t type = static_cast<uint64_t>(fs.f_type);
+  uint64_t type = static_cast<uint64_t>(fs.f_type);
+  if (type == kOverlayMagic && !overlay_trusted(path)) type = kUntrustedType;
   if (types.size() < 256) types.emplace(dev, type);
   return stamps_trusted_on_type(type);
 }

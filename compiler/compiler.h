@@ -324,6 +324,7 @@ class Compiler {
     std::vector<std::string> asked_names;  // what NVRTC searched its folders for
     // The probes of every round before the last, and when each started.
     std::vector<std::pair<std::vector<std::string>, int64_t>> earlier;
+    MountTableWatch mounts;  // made before the first round
   };
   using AskResolver = std::function<std::vector<ResolvedHeader>(
       const AskedInclude& asked, const std::vector<ResolvedHeader>& have, const CompileError& e)>;

@@ -197,6 +197,7 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
     for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
     input.serve_disk = true;
     input.working_dir = working_folder();
+    input.pwd = working_folder_spelling();
     if (!p.recipe.adds_toolkit_includes) return input;
   }
   for (const std::string& d : probe_context_.toolkit_dirs) {
@@ -327,6 +328,7 @@ void Compiler::run_rounds(const CompileOptions& options, const AskResolver& reso
 std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last_round, Miss* m) {
   ProbeContext probe_context = probe_context_;
   probe_context.check_time_macros = !(storage_ && storage_->sloppy_time_macros());
+  probe_context.mounts_changed = rounds.mounts.changed();
   const NvrtcOutput& out = *m->output;
   if (m->input.serve_disk) {
     probe_context.served = true;

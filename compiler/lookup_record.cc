@@ -81,7 +81,10 @@ namespace {
 // deepest folder on its path that exists: false where there is none whose
 // stamp has settled, or where `path` is there now. The folder is stat-ed
 // before the name is found absent again, so an entry made after the
-// folder's stat moves the stamp a later lookup compares.
+// folder's stat moves the stamp a later lookup compares. An entry that is
+// there but does not resolve (a dangling link, on the walk or at the name)
+// is answered by no folder: its target may appear elsewhere, where this
+// folder's stamp does not move.
 bool absent_by_folder(const std::string& path, int64_t started_ns, cache::ManifestProbe* p) {
   uint32_t depth = 0;
   std::string folder = path;
@@ -93,6 +96,7 @@ bool absent_by_folder(const std::string& path, int64_t started_ns, cache::Manife
     ++depth;
     if (::stat(folder.c_str(), &st) == 0) break;
     if (errno != ENOENT && errno != ENOTDIR) return false;
+    if (::lstat(folder.c_str(), &st) == 0) return false;
   }
   if (!S_ISDIR(st.st_mode)) return false;
   const FileStamp stamp{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
@@ -102,6 +106,7 @@ bool absent_by_folder(const std::string& path, int64_t started_ns, cache::Manife
   if (!stamp_stands_for_bytes(stamp, folder, started_ns)) return false;
   struct stat again;
   if (::stat(path.c_str(), &again) == 0 || (errno != ENOENT && errno != ENOTDIR)) return false;
+  if (::lstat(path.c_str(), &again) == 0) return false;
   p->has_folder = true;
   p->folder_depth = depth;
   p->dev = stamp.dev;

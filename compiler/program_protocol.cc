@@ -39,6 +39,7 @@ std::string encode_program_request(const ProgramRequest& q) {
   w.u8(q.lean ? 1 : 0);
   w.str(q.nvrtc_path);
   w.str(q.working_dir);
+  w.str(q.pwd);
   return w.take();
 }
 
@@ -61,6 +62,7 @@ ProgramRequest decode_program_request(std::string_view bytes) {
   q.lean = r.u8("lean") != 0;
   q.nvrtc_path = std::string(r.str("NVRTC path"));
   q.working_dir = std::string(r.str("working folder"));
+  q.pwd = std::string(r.str("$PWD"));
   r.expect_end();
   return q;
 }

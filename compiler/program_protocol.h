@@ -18,6 +18,10 @@ struct ProgramRequest {
   bool lean = false;
   std::string nvrtc_path;   // the real NVRTC, compiled with and identified
   std::string working_dir;  // the host's, absolute
+  // The host's $PWD as set (empty: unset). NVRTC writes the working folder
+  // as $PWD spells it into -lineinfo / -G outputs, so the compile runs
+  // under the host's spelling, not the compile process's.
+  std::string pwd;
 };
 
 // What the host gets back: the result, or why the real NVRTC must answer.

@@ -81,6 +81,14 @@ ProgramAnswer ProgramService::compile(const ProgramRequest& q) {
     throw IoError(errno_message("kcache's compile process cannot enter the program's working folder",
                                 q.working_dir, errno));
   }
+  // And the host's $PWD, as it chdirs: the key (working_folder_spelling)
+  // and NVRTC (through NvrtcInput::pwd) take the spelling from it. This
+  // process answers one request at a time, so no other thread reads it.
+  if (q.pwd.empty()) {
+    ::unsetenv("PWD");
+  } else {
+    ::setenv("PWD", q.pwd.c_str(), 1);
+  }
   State& s = *state_;
   if (!s.storage) {
     cache::StorageOptions options = cache::storage_options_or_local_only(

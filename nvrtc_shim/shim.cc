@@ -565,6 +565,7 @@ nvrtcResult compile_cached(Program* p, int n, const char* const* options,
   request.lean = lean;
   request.nvrtc_path = real_path().path;
   request.working_dir = working_folder();
+  if (const char* pwd = env::read(env::Var::pwd)) request.pwd = pwd;
   if (request.working_dir.empty()) {
     return compile_real(p, n, options, "the working folder has no name (deleted?)");
   }

@@ -62,6 +62,11 @@ struct NvrtcInput {
   // NVRTC may read only the toolkit's folders.
   bool serve_disk = false;
   std::string working_dir;
+  // Served: the working folder as NVRTC is to spell it (the requester's
+  // working_folder_spelling()). A pool child runs NVRTC with $PWD set to it:
+  // NVRTC writes $PWD's spelling into -lineinfo / -G outputs, and the
+  // child's own $PWD is the folder it was started in.
+  std::string pwd;
 };
 
 struct NvrtcOutput {

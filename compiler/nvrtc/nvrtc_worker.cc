@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 #include "common/bytes.h"
@@ -97,6 +98,7 @@ std::string encode_worker_request(const std::string& nvrtc_path, const NvrtcInpu
   w.u8(input.program ? 1 : 0);
   w.u8(input.serve_disk ? 1 : 0);
   w.str(input.working_dir);
+  w.str(input.pwd);
   return w.take();
 }
 
@@ -122,8 +124,27 @@ void decode_worker_request(std::string_view bytes, std::string& nvrtc_path, Nvrt
   input.program = r.u8("program") != 0;
   input.serve_disk = r.u8("serve disk") != 0;
   input.working_dir = std::string(r.str("working folder"));
+  input.pwd = std::string(r.str("$PWD"));
   r.expect_end();
 }
+
+namespace {
+
+// Sets $PWD for the compile of `input`: NVRTC writes $PWD's spelling of its
+// working folder into -lineinfo / -G outputs (where $PWD names that folder),
+// and this process serves requests from many folders. A served compile gets
+// its requester's spelling; any other, this process's own folder (its
+// sealed thread works elsewhere, so NVRTC falls back to getcwd).
+void set_pwd_for(const NvrtcInput& input) {
+  std::string pwd = input.pwd;
+  if (!input.serve_disk || pwd.empty()) {
+    char cwd[PATH_MAX];
+    pwd = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
+  }
+  ::setenv("PWD", pwd.c_str(), 1);
+}
+
+}  // namespace
 
 // Compiles one encoded request; returns the encoded response.
 std::string answer(std::string_view request, const std::string& pch_dir) {
@@ -133,6 +154,7 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     std::string nvrtc_path;
     NvrtcInput input;
     decode_worker_request(request, nvrtc_path, input);
+    set_pwd_for(input);
     const Nvrtc& nvrtc = Nvrtc::open(nvrtc_path);
     // Served, a PCH's headers are keyed from its maker's reads (pch.h).
     NvrtcOutput out =

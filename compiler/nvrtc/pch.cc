@@ -133,6 +133,9 @@ struct Made {
   std::vector<ServedFile> served;
   std::vector<std::string> relative_names, absolute_names;
   std::string working_dir, source_dir;
+  // And the working folder's spelling (NvrtcInput::pwd), which NVRTC writes
+  // into the line tables of the headers the PCH holds.
+  std::string pwd;
   // Served: the maker's leading directives, which a user must share.
   std::string prefix;
 };
@@ -221,8 +224,13 @@ std::string absolute_from(const std::string& working_dir, const std::string& nam
   return p.lexically_normal().string();
 }
 
-std::string folder_of(const std::string& path) {
-  return std::filesystem::path(path).parent_path().string();
+// The folder part of a source name as NVRTC is given it (the text before its
+// last '/'): NVRTC names a quoted include by that text (`./h.h`,
+// `link/../h.h`) and resolves `..` on disk, so two spellings of one lexical
+// folder are neither one set of names (__FILE__, line tables) nor one search.
+std::string folder_as_written(const std::string& source_name) {
+  size_t slash = source_name.rfind('/');
+  return slash == std::string::npos ? std::string() : source_name.substr(0, slash);
 }
 
 // Whether `line` ends inside a block comment, given whether it began in one.
@@ -333,7 +341,8 @@ bool remember_maker(const std::string& created, const NvrtcInput& input, const N
   if (may_read_files(std::string_view(input.source).substr(run))) return false;
   m.prefix = input.source.substr(0, run);
   m.working_dir = absolute_from("", input.working_dir);
-  m.source_dir = folder_of(source);
+  m.source_dir = folder_as_written(input.source_name);
+  m.pwd = input.pwd;
   std::set<std::string> kept(m.probes.begin(), m.probes.end());
   for (const ServedFile& f : out.served) {
     if (f.ctime_ns == UINT64_MAX) return false;
@@ -367,7 +376,7 @@ bool serves(const Made& m, const NvrtcInput& input) {
   if (!input.serve_disk) return m.working_dir.empty();
   return m.prefix == input.source.substr(0, leading_directives(input.source)) &&
          m.working_dir == absolute_from("", input.working_dir) &&
-         m.source_dir == folder_of(absolute_from(input.working_dir, input.source_name));
+         m.source_dir == folder_as_written(input.source_name) && m.pwd == input.pwd;
 }
 
 void add_missing(const std::vector<std::string>& from, std::vector<std::string>* to) {

@@ -2,6 +2,7 @@
 
 #include <stdlib.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -405,6 +406,12 @@ void record_folder(const DiskPath& path, int64_t started_ns, cache::ManifestProb
   }
   if (depth == path.components.size()) return;
   if (!state || static_cast<int64_t>(state->ctime_ns) >= started_ns) return;
+  // The one rule for trusting a stamp (common/stamp_trust.h): on a file
+  // system with whole-second stamps (ext3, FAT) or a stat cache (NFS), a
+  // name added in the second of the compile leaves the folder's stamp as it
+  // was. A folder changed within the window is not used (one stat per name).
+  const FileStamp stamp{state->dev, state->ino, 0, state->mtime_ns, state->ctime_ns};
+  if (!stamp_stands_for_bytes(stamp, path.folder(depth), started_ns)) return;
   // Looked at now, after the folder's stat: the name was absent in that
   // state (a name added since changed the folder's stamp, which the lookup
   // then finds changed).
@@ -556,6 +563,11 @@ std::optional<std::string> key_present_file(const std::string& path, const Stat&
     return path + " uses a time macro";
   }
   if (stat_of(path).ctime_ns != st.ctime_ns) return path + " changed while kcache read it";
+  if (c.mounts_changed) {
+    return path +
+           " is there now, but the mount table changed while NVRTC compiled (a folder "
+           "mounted onto its way?): NVRTC may have found it absent";
+  }
   std::optional<std::string> folder;
   if (c.served) folder = folder_changed_since(path, served_working_folder(), started_ns);
   if (folder) {
@@ -572,6 +584,25 @@ std::optional<std::string> key_present_file(const std::string& path, const Stat&
 }
 
 }  // namespace
+
+MountTableWatch::MountTableWatch()
+    : fd_(::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC)) {}
+
+MountTableWatch::~MountTableWatch() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// The kernel reports a change once (poll then takes the new table as seen):
+// the answer is kept.
+bool MountTableWatch::changed() const {
+  if (fd_ < 0 || changed_) return true;
+  pollfd p{fd_, POLLPRI, 0};
+  int n;
+  while ((n = ::poll(&p, 1, 0)) < 0 && errno == EINTR) {
+  }
+  changed_ = n < 0 || (p.revents & (POLLPRI | POLLERR)) != 0;
+  return changed_;
+}
 
 ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const ProbeContext& c,
                                  int64_t started_ns) {

@@ -51,6 +51,28 @@ struct ProbeContext {
   std::string program_folder;
   std::vector<std::string> user_dirs;
   bool date_keyed = false;
+  // The mount table changed while NVRTC compiled (MountTableWatch): a name
+  // NVRTC only looked at that is there now may have been mounted in after
+  // its look, with every stamp on its way old (a mount point shows the
+  // mounted folder's own).
+  bool mounts_changed = false;
+};
+
+// Whether this process's mount table changed since the watch was made: an
+// open /proc/self/mountinfo, polled (the kernel marks it POLLPRI on every
+// mount and unmount in the namespace). Three system calls a compile, none a
+// probe. Where /proc cannot be opened, every look counts as changed.
+class MountTableWatch {
+ public:
+  MountTableWatch();
+  ~MountTableWatch();
+  MountTableWatch(const MountTableWatch&) = delete;
+  MountTableWatch& operator=(const MountTableWatch&) = delete;
+  bool changed() const;
+
+ private:
+  int fd_;
+  mutable bool changed_ = false;
 };
 
 struct ClassifiedProbes {

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/hash.h"
+#include "common/stamp_trust.h"
 #include "tests/compiler/test_files.h"
 
 namespace kcache::compiler {
@@ -38,10 +39,18 @@ class ProbesTest : public ::testing::Test {
     std::filesystem::create_directories(toolkit_ + "/cub");
     write(toolkit_, "cub/cub.cuh", "// cub\n");
     context_.toolkit_dirs = {toolkit_};
+    // A folder's stamp answers for its absent names only once settled (the
+    // stamp rule): a short window, on whatever file system the test runs.
+    set_writeback_window_for_testing(int64_t{10} * 1000000);
+    set_trust_tmpfs_for_testing(true);
     // Folder times are in ns but a file system may round them: the compile
     // "starts" after the set-up has settled.
     ::usleep(20000);
     started_ = now_ns();
+  }
+  void TearDown() override {
+    set_writeback_window_for_testing(-1);
+    set_trust_tmpfs_for_testing(false);
   }
   // The probes of a compile that named `paths`, as a later lookup sees them.
   std::vector<cache::ManifestProbe> record(const std::vector<std::string>& paths) {
