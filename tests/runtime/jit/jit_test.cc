@@ -18,6 +18,7 @@
 #include "cache/local/store.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "compiler/compiler.h"
 #include "compiler/nvrtc/nvrtc.h"
 #include "runtime/module.h"
 #include "tests/runtime/fake_cuda/fake_cuda_control.h"
@@ -263,6 +264,44 @@ TEST_F(JitTest, AHeaderEditedNextToTheSourceMisses) {
   Compiled edited = jit.compile(tree_source(dir_, "one"));
   EXPECT_FALSE(edited.hit);
   EXPECT_TRUE(jit.compile(tree_source(dir_, "one")).hit);
+}
+
+// The key holds what NVRTC read, not what a scanner would follow: a header
+// in a branch the preprocessor skips is no part of it.
+TEST_F(JitTest, AHeaderInABranchNvrtcSkipsIsNotKeyed) {
+  write_tree(dir_, "one", "2.0f");
+  kcache::testing::write_file(dir_ / "one/k.cu",
+                              "#include \"inc/factor.h\"\n#ifdef SLOW\n#include \"inc/slow.h\"\n#endif\n"
+                              "extern \"C\" __global__ void k(float* x) { x[0] *= FACTOR; }\n");
+  kcache::testing::write_file(dir_ / "one/inc/slow.h", "#define SLOW_FACTOR 1\n");
+  Jit jit(options());
+  EXPECT_FALSE(jit.compile(tree_source(dir_, "one")).hit);
+  kcache::testing::write_file(dir_ / "one/inc/slow.h", "#define SLOW_FACTOR 2\n");
+  EXPECT_TRUE(jit.compile(tree_source(dir_, "one")).hit);
+  Source slow = tree_source(dir_, "one");
+  slow.defines = {"SLOW"};
+  EXPECT_FALSE(jit.compile(slow).hit);
+  kcache::testing::write_file(dir_ / "one/inc/slow.h", "#define SLOW_FACTOR 3\n");
+  EXPECT_FALSE(jit.compile(slow).hit) << "read now: keyed";
+}
+
+// One path: a JIT compile and `kcache compile` (a served compile in the
+// source's folder) of the same source and options are one entry.
+TEST_F(JitTest, AJitCompileHitsWhatKcacheCompileStored) {
+  write_tree(dir_, "one", "2.0f");
+  Jit jit(options());
+  compiler::CompileOptions o;
+  o.serve = true;
+  o.source_path = dir_ / "one/k.cu";
+  o.source_name = "k.cu";
+  o.working_folder = dir_ / "one";
+  o.archs = {"sm_90"};
+  o.std = "c++17";
+  compiler::Compiler compiler(jit.toolkit(), &jit.storage());
+  EXPECT_EQ(compiler.compile(o).hits(), 0);
+  Source s;
+  s.path = dir_ / "one/k.cu";
+  EXPECT_TRUE(jit.compile(s).hit);
 }
 
 // Source::name "mylib/broken.cu" for dir_/src/mylib/broken.cu: NVRTC works in
