@@ -660,7 +660,7 @@ void run_differential(bool serve, long default_steps, bool seams = false, bool j
   // Seed 6 for the seams: seed 1's first steps are mostly one broken tree,
   // and 6's 120 steps met three stale hits through mapped writes before the
   // stamp rule (docs/TESTING.md).
-  const auto seed = static_cast<uint32_t>(env_or("KCACHE_DIFF_SEED", seams ? 6 : 1));
+  const auto seed = static_cast<uint32_t>(env_or("KCACHE_DIFF_SEED", seams || jit ? 6 : 1));
   std::string dir = test_dir();
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
