@@ -232,6 +232,8 @@ void Compiler::record_after_store(const CompileOptions& options, const Prepared&
   p.key_options = made.key_options;
   p.source = made.source;
   p.recipe = made.recipe;
+  p.folder = made.folder;
+  p.spelling = made.spelling;
   std::vector<TargetResult> found;
   bool through_asks = false;
   DiskObservations seen;
