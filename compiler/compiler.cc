@@ -232,6 +232,8 @@ Compiler::Prepared Compiler::prepare_head(const CompileOptions& options) const {
     throw InvalidArgument("an NVRTC program compiles in this process or a pool: no PCH");
   }
   p.recipe = recipe_for(options);
+  p.folder = compile_folder(options.working_folder);
+  p.spelling = folder_spelling(p.folder);
   p.key_options = canonical_options(options);
   if (options.source_text) {
     if (options.logical_name().empty()) {
@@ -257,7 +259,11 @@ IncludeGraph Compiler::scan(const CompileOptions& options, const KeyRecipe& reci
   std::set<std::string> in_memory;
   for (const cache::Header& h : options.memory_headers) in_memory.insert(h.include_name);
   // Served, NVRTC looks for the source's quoted includes next to its name.
-  const std::string& root = recipe.scans_from_name ? options.logical_name() : options.source_path;
+  std::string root = recipe.scans_from_name ? options.logical_name() : options.source_path;
+  if (recipe.scans_from_name && !options.working_folder.empty() && !root.empty() &&
+      root.front() != '/') {
+    root = compile_folder(options.working_folder) + "/" + root;  // where NVRTC looks
+  }
   IncludeGraph g =
       resolve_includes(root, source,
                        {options.include_dirs, toolkit_.include_dirs, options.may_read, -1,
@@ -322,11 +328,10 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   p.request.image_pass = p.recipe.image_pass;
   if (p.recipe.serves_disk) {
     for (const std::string& d : options.include_dirs) p.request.options.push_back("-I" + d);
-    const std::string cwd = working_folder();
-    if (p.recipe.keys_working_folder(options, p.key_options, cwd)) {
-      p.request.options.push_back(kWorkingFolderOption + cwd);
+    if (p.recipe.keys_working_folder(options, p.key_options, p.folder)) {
+      p.request.options.push_back(kWorkingFolderOption + p.folder);
     }
-    if (writes_working_folder(p.key_options)) key_folders_named_in_outputs(&p.request);
+    if (writes_working_folder(p.key_options)) key_folders_named_in_outputs(p, &p.request);
   }
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
@@ -339,11 +344,9 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
 // Where an option writes file names into the output (writes_working_folder):
 // the working folder as NVRTC spells it ($PWD through a link: link/ and
 // link2/ are two outputs) and the toolkit's folders.
-void Compiler::key_folders_named_in_outputs(cache::CompileRequest* request) const {
-  const std::string spelling = working_folder_spelling();
-  if (spelling != working_folder()) {
-    request->options.push_back(kWorkingFolderSpellingOption + spelling);
-  }
+void Compiler::key_folders_named_in_outputs(const Prepared& p,
+                                            cache::CompileRequest* request) const {
+  if (p.spelling != p.folder) request->options.push_back(kWorkingFolderSpellingOption + p.spelling);
   for (const std::string& d : probe_context_.toolkit_dirs) {
     request->options.push_back(kToolkitFolderOption + d);
   }

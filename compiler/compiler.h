@@ -123,6 +123,14 @@ struct CompileOptions {
   // -lineinfo); an output that names it anyway is not stored (issue 27).
   bool serve = false;
   bool served() const { return program || serve; }
+  // The folder the compile works in: NVRTC's working folder, where relative
+  // names (the source's name, -I, quoted includes) are taken from and what a
+  // served compile keys paths relative to. Empty: this process's, spelled in
+  // outputs as $PWD spells it. A given folder is taken by its real name
+  // (absolute; lexically normalised where it does not exist) and spelled so,
+  // unless $PWD names that very folder (NVRTC reads $PWD wherever it runs).
+  // `source_path` is still read from this process's folder.
+  std::string working_folder;
   // A program whose answer may not depend on its folder (program.h decides):
   // looked up first under the key of its file name in any folder
   // (any_name_request, `shared_name`), then under its own; on a miss, given
@@ -274,7 +282,7 @@ class Compiler {
   void resolve(const CompileOptions& options, Prepared* p) const;
   // Where an option writes file names into the output: the working folder's
   // $PWD spelling (where not getcwd's) and the toolkit's folders, keyed.
-  void key_folders_named_in_outputs(cache::CompileRequest* request) const;
+  void key_folders_named_in_outputs(const Prepared& p, cache::CompileRequest* request) const;
   // The scanner's view of `source`'s includes (includes.h).
   IncludeGraph scan(const CompileOptions& options, const KeyRecipe& recipe,
                    const std::string& source) const;

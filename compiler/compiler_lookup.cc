@@ -128,7 +128,7 @@ class TargetLookup {
     // Under the worker, a set that read an undeclared file is no hit: a
     // sandboxed build would not find it (the compile says so).
     if (recipe_.keys_relative_to_working_folder && options_.may_read &&
-        !undeclared_files(options_.may_read, present_files(set.probes)).empty()) {
+        !undeclared_files(options_.may_read, present_files(set.probes, asks_.probes.working_folder)).empty()) {
       if (why.empty()) why = "a file it read is not among the action's inputs";
       return false;
     }
@@ -159,12 +159,13 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
   // A program's probes in its own folder are recorded relative to it for
   // the entry of every name (settle_entry): checked in this one's.
   ProbeContext probes = probe_context_;
+  probes.working_folder = prepared.folder;
   switch (prepared.recipe.probe_folder) {
     case KeyRecipe::Folder::program:
       probes.program_folder = parts::program_folder(options);
       break;
     case KeyRecipe::Folder::working:
-      probes.program_folder = working_folder();
+      probes.program_folder = prepared.folder;
       break;
     case KeyRecipe::Folder::none:
       break;

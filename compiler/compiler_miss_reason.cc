@@ -123,7 +123,7 @@ Hash128 Compiler::note_key(const CompileOptions& options) const {
   w.str("kcache lookup note v1");
   w.str(options.source_path);
   w.str(options.logical_name());
-  w.str(working_folder());
+  w.str(compile_folder(options.working_folder));
   w.u8(options.program ? 1 : 0);
   return xxh3_128(w.data());
 }

@@ -196,8 +196,8 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
     }
     for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
     input.serve_disk = true;
-    input.working_dir = working_folder();
-    input.pwd = working_folder_spelling();
+    input.working_dir = p.folder;
+    input.pwd = p.spelling;
     if (!p.recipe.adds_toolkit_includes) return input;
   }
   for (const std::string& d : probe_context_.toolkit_dirs) {
@@ -332,6 +332,7 @@ std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last
   const NvrtcOutput& out = *m->output;
   if (m->input.serve_disk) {
     probe_context.served = true;
+    probe_context.working_folder = m->input.working_dir;
     probe_context.date_keyed = m->date_keyed;
     for (const std::string& o : m->input.options) {
       if (o.compare(0, 2, "-I") == 0 && o.size() > 2) {

@@ -184,7 +184,7 @@ cache::CompileRequest any_name_request(cache::CompileRequest request,
 std::string program_folder(const CompileOptions& options) {
   std::string folder = parts::folder_of(options.source_path);
   if (!folder.empty() && folder.front() == '/') return folder;
-  std::string cwd = working_folder();
+  std::string cwd = compile_folder(options.working_folder);
   if (cwd.empty()) return "";
   return folder.empty() ? cwd : cwd + "/" + folder;
 }

@@ -31,6 +31,10 @@ namespace kcache::compiler {
 
 struct Compiler::Prepared {
   KeyRecipe recipe;  // what this compile's namespace keys and how (key_recipe.h)
+  // The folder the compile works in (served_keys.h, compile_folder) and how
+  // NVRTC spells it (folder_spelling).
+  std::string folder;
+  std::string spelling;
   std::vector<Target> targets;
   std::vector<std::string> key_options;
   std::string source;

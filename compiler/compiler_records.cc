@@ -80,10 +80,10 @@ std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) 
   // brings may use it, and the key the lookup computes then holds the day
   // (the second review's wrong hit). A record lasts a day at most.
   w.str(storage_->sloppy_time_macros() ? "" : date_macro_value(std::time(nullptr)));
-  w.str(working_folder());
+  w.str(p.folder);
   // resolve keys $PWD's spelling for these (whether it does follows from
   // p.key_options, hashed below).
-  if (writes_working_folder(p.key_options)) w.str(working_folder_spelling());
+  if (writes_working_folder(p.key_options)) w.str(p.spelling);
   w.u32(static_cast<uint32_t>(p.targets.size()));
   for (const Target& t : p.targets) {
     w.u8(t.kind == cache::TargetKind::cubin ? 1 : 0);
@@ -179,7 +179,7 @@ void Compiler::write_lookup_record(const CompileOptions& options, const Prepared
     // Paths beneath the folder are recorded relative to it: only where
     // nothing the lookup read names the folder itself, so that in another
     // folder the lookup would look at the same places beneath that one.
-    const std::string cwd = working_folder();
+    const std::string& cwd = p.folder;
     bool named = folder.empty() || folder == "/" || cwd == folder ||
                  cwd.compare(0, folder.size() + 1, folder + "/") == 0 ||
                  names_folder(p.source, folder);
@@ -232,6 +232,8 @@ void Compiler::record_after_store(const CompileOptions& options, const Prepared&
   p.key_options = made.key_options;
   p.source = made.source;
   p.recipe = made.recipe;
+  p.folder = made.folder;
+  p.spelling = made.spelling;
   std::vector<TargetResult> found;
   bool through_asks = false;
   DiskObservations seen;

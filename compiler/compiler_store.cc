@@ -163,7 +163,8 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
   if (p.recipe.serves_disk) {
     std::string why = !p.recipe.keys_relative_to_working_folder
                           ? ""
-                          : key_beneath_working_folder(p.request, out, &m->asks.probes);
+                          : key_beneath_working_folder(p.request, out, p.folder, p.spelling,
+                                                       &m->asks.probes);
     if (why.empty()) why = toolkit_named_unkeyed(p.request, out, probe_context_.toolkit_dirs);
     if (!why.empty() && m->classified.unkeyable.empty()) m->classified.unkeyable = std::move(why);
   }

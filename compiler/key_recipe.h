@@ -1,14 +1,16 @@
 // What differs between the three kinds of compile, as one small value that
 // the one compile path reads (compiler.h; docs/KEYS.md's glossary):
 //
-//   handed   the runtime JIT: NVRTC is handed the source and every user header
-//            in memory, by the names the scanner (includes.h) resolved; a
-//            header it asks for is resolved as NVRTC would and handed in
-//            another round. Keyed by what was handed.
-//   served   kcache compile, cuda_kernel, prewarm: NVRTC reads the disk
-//            itself through the serving seal (seal/seal.h); every file it
-//            read is keyed by the bytes it was served, paths beneath the
-//            working folder relative to it.
+//   handed   CompileOptions::serve off (no caller left; tests use it):
+//            NVRTC is handed the source and every user header in memory, by
+//            the names the scanner (includes.h) resolved; a header it asks
+//            for is resolved as NVRTC would and handed in another round.
+//            Keyed by what was handed.
+//   served   kcache compile, cuda_kernel, prewarm, the runtime JIT: NVRTC
+//            reads the disk itself through the serving seal (seal/seal.h);
+//            every file it read is keyed by the bytes it was served, paths
+//            beneath the compile's working folder (CompileOptions::
+//            working_folder) relative to it.
 //   program  the drop-in libnvrtc: served, with NVRTC's answers kept as a
 //            program record, paths beneath the program's folder keyed
 //            relative to it where the name check allows (program.h).

@@ -42,10 +42,19 @@ std::string working_folder() {
   return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string();
 }
 
+std::string compile_folder(const std::string& given) {
+  if (given.empty()) return working_folder();
+  char real[PATH_MAX];
+  if (::realpath(given.c_str(), real)) return real;
+  // Not there (the compile will say so): the name as given, made absolute.
+  return without_dot_parts(given.front() == '/' ? given : working_folder() + "/" + given);
+}
+
+std::string working_folder_spelling() { return folder_spelling(working_folder()); }
+
 // $PWD is read here, not in cache/config: it is this process's state at the
 // moment of the compile (as getcwd is), which NVRTC reads itself.
-std::string working_folder_spelling() {
-  const std::string cwd = working_folder();
+std::string folder_spelling(const std::string& cwd) {
   const char* pwd = env::read(env::Var::pwd);
   if (!pwd || pwd[0] != '/' || cwd.empty()) return cwd;
   // Verbatim, as glibc's get_current_dir_name takes it: NVRTC writes "//",
@@ -152,9 +161,8 @@ bool output_names(std::string_view output, const std::string& folder) {
 // output that names it would be handed to a lookup elsewhere: returns why
 // the result may not be stored, or empty.
 std::string working_folder_named_unkeyed(const cache::CompileRequest& request,
-                                         const NvrtcOutput& out) {
-  const std::string cwd = working_folder();
-  const std::string spelling = working_folder_spelling();
+                                         const NvrtcOutput& out, const std::string& cwd,
+                                         const std::string& spelling) {
   for (const std::string* folder : {&cwd, &spelling}) {
     if (folder->size() <= 1 || request_names(request, *folder)) continue;
     for (const std::string* text : {&out.image, &out.ptx, &out.log}) {
@@ -176,9 +184,9 @@ std::string working_folder_named_unkeyed(const cache::CompileRequest& request,
 // checked both by that name and beneath the lookup's working folder.
 // Returns why the result cannot be stored (working_folder_named_unkeyed).
 std::string key_beneath_working_folder(const cache::CompileRequest& request,
-                                       const NvrtcOutput& out,
+                                       const NvrtcOutput& out, const std::string& cwd,
+                                       const std::string& spelling,
                                        std::vector<cache::ManifestProbe>* probes) {
-  const std::string cwd = working_folder();
   if (cwd.size() <= 1) return "";  // keyed (resolve): "/" is beneath nothing
   const std::string& name = request.source_name;
   const std::string program_folder =
@@ -197,7 +205,7 @@ std::string key_beneath_working_folder(const cache::CompileRequest& request,
     }
   }
   relative_to_program_folder(cwd, not_its, probes);
-  return working_folder_named_unkeyed(request, out);
+  return working_folder_named_unkeyed(request, out, cwd, spelling);
 }
 
 // A served compile (CompileOptions::served): the toolkit's folders are keyed
@@ -233,8 +241,8 @@ std::vector<std::string> named_paths(const NvrtcOutput& out) {
 
 // The files a manifest set found present (`probes`, beneath the working
 // folder as kSourceFolderPrefix paths), as absolute paths.
-std::vector<std::string> present_files(const std::vector<cache::ManifestProbe>& probes) {
-  const std::string cwd = working_folder();
+std::vector<std::string> present_files(const std::vector<cache::ManifestProbe>& probes,
+                                       const std::string& cwd) {
   const size_t label = std::char_traits<char>::length(kSourceFolderPrefix);
   std::vector<std::string> paths;
   for (const cache::ManifestProbe& p : probes) {

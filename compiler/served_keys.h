@@ -24,11 +24,19 @@ constexpr char kToolkitFolderOption[] = "--kcache-toolkit-folder=";
 // This process's working folder (absolute), or empty.
 std::string working_folder();
 
-// The working folder as NVRTC spells it in the names it writes (-G and
-// -lineinfo line tables): $PWD, byte for byte, where it is an absolute name
-// of the working folder (a folder reached through a link keeps the link's
+// The folder a compile works in (CompileOptions::working_folder): `given` by
+// the name NVRTC's getcwd() gives there (its real name; lexically normalised
+// and absolute where it has none); empty `given`: working_folder().
+std::string compile_folder(const std::string& given);
+
+// The compile folder `folder` as NVRTC spells it in the names it writes (-G
+// and -lineinfo line tables): $PWD, byte for byte, where it is an absolute
+// name of that folder (a folder reached through a link keeps the link's
 // name, as a shell's $PWD does; "//", "/./", "/../" and a trailing "/" stay),
-// else working_folder().
+// else `folder`. NVRTC reads $PWD in whatever folder it compiles, so a
+// given folder that $PWD does not name is spelled as compile_folder names it.
+std::string folder_spelling(const std::string& folder);
+// The process's own folder's spelling: folder_spelling(working_folder()).
 std::string working_folder_spelling();
 
 // The option that keys the working folder's spelling where it is not
@@ -70,8 +78,10 @@ void relative_to_program_folder(const std::string& folder, const NotTheFolders& 
 // Keys `probes` (a served `kcache compile`'s) relative to the working folder
 // where NVRTC's answer follows it (see the definition); returns why the
 // result may not be stored, or empty.
+// `folder` is the compile's (compile_folder), `spelling` its folder_spelling.
 std::string key_beneath_working_folder(const cache::CompileRequest& request,
-                                       const NvrtcOutput& out,
+                                       const NvrtcOutput& out, const std::string& folder,
+                                       const std::string& spelling,
                                        std::vector<cache::ManifestProbe>* probes);
 
 // A served compile (a program's too): why an image naming a toolkit folder
@@ -83,7 +93,9 @@ std::string toolkit_named_unkeyed(const cache::CompileRequest& request, const Nv
 std::vector<std::string> named_paths(const NvrtcOutput& out);
 
 // The files a manifest set found present, as absolute paths (those beneath
-// the working folder written relative to it, kSourceFolderPrefix).
-std::vector<std::string> present_files(const std::vector<cache::ManifestProbe>& probes);
+// the compile's working folder `folder` written relative to it,
+// kSourceFolderPrefix).
+std::vector<std::string> present_files(const std::vector<cache::ManifestProbe>& probes,
+                                       const std::string& folder);
 
 }  // namespace kcache::compiler

@@ -501,7 +501,8 @@ bool of_a_process(const std::string& path) {
   return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos;
 }
 
-std::string served_working_folder() {
+std::string served_working_folder(const ProbeContext& c) {
+  if (!c.working_folder.empty()) return c.working_folder;
   char cwd[PATH_MAX];
   return ::getcwd(cwd, sizeof cwd) ? std::string(cwd) : std::string("/");
 }
@@ -569,7 +570,7 @@ std::optional<std::string> key_present_file(const std::string& path, const Stat&
            "mounted onto its way?): NVRTC may have found it absent";
   }
   std::optional<std::string> folder;
-  if (c.served) folder = folder_changed_since(path, served_working_folder(), started_ns);
+  if (c.served) folder = folder_changed_since(path, served_working_folder(c), started_ns);
   if (folder) {
     return path + " is there now, but " + *folder +
            " changed while NVRTC compiled (renamed into place?): NVRTC may have found it absent";

@@ -49,6 +49,8 @@ struct ProbeContext {
   // A lookup's program folder (absolute): where a probe recorded as
   // "program-folder:/rel" (lookup_record.h, kSourceFolderPrefix) is checked.
   std::string program_folder;
+  // Served: the folder NVRTC worked in (absolute; empty: this process's).
+  std::string working_folder;
   std::vector<std::string> user_dirs;
   bool date_keyed = false;
   // The mount table changed while NVRTC compiled (MountTableWatch): a name

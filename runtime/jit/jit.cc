@@ -6,7 +6,9 @@
 #include "bundle/embedded.h"
 #include "cache/config.h"
 #include "common/error.h"
+#include "common/paths.h"
 #include "compiler/nvrtc/nvrtc.h"
+#include "compiler/served_keys.h"
 #include "runtime/device.h"
 #include "runtime/image_selection.h"
 
@@ -38,6 +40,40 @@ Arch target_arch(const std::string& configured) {
 
 int arch_number(const Arch& a) { return a.major * 10 + a.minor; }
 
+// The last part of a path.
+std::string file_part(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// `path` absolute, from this process's folder where it is relative.
+std::string absolute(const std::string& path) {
+  if (path.empty() || path.front() == '/') return path;
+  return compiler::compile_folder("") + "/" + path;
+}
+
+// Where NVRTC compiles the source and what it names it (jit.h says the rule):
+// NVRTC searches quoted includes next to the program's name, taken from its
+// working folder, so the two are chosen to put that folder where the file is.
+void place(const Source& source, compiler::CompileOptions* o) {
+  const std::string name = source_name(source);
+  if (source.path.empty()) return;  // text only: the name from this process's folder
+  const std::string folder = parent_folder(absolute(source.path));
+  const std::string name_folder = has_folder(name) ? parent_folder(name) : "";
+  const bool name_ends_path = !name_folder.empty() && name.front() != '/' &&
+                              folder.size() > name_folder.size() &&
+                              folder.compare(folder.size() - name_folder.size(),
+                                             name_folder.size(), name_folder) == 0 &&
+                              folder[folder.size() - name_folder.size() - 1] == '/';
+  if (name_ends_path) {
+    o->working_folder = folder.substr(0, folder.size() - name_folder.size() - 1);
+    o->source_name = name;
+  } else {
+    o->working_folder = folder;
+    o->source_name = file_part(name);
+  }
+}
+
 }  // namespace
 
 Jit::Jit(Options options) : options_(std::move(options)) {
@@ -52,12 +88,15 @@ Jit::~Jit() = default;
 Compiled Jit::compile_target(const Source& source, const std::string& cubin_arch,
                              const std::string& ptx_arch) {
   compiler::CompileOptions o;
+  o.serve = true;
   o.source_path = source.path;
   o.source_name = source_name(source);
+  place(source, &o);
   if (!source.text.empty()) o.source_text = source.text;
   if (!cubin_arch.empty()) o.archs = {cubin_arch};
   o.ptx_arch = ptx_arch;
-  o.include_dirs = source.include_dirs;
+  // Relative to this process's folder, as the caller wrote them, wherever NVRTC works.
+  for (const std::string& d : source.include_dirs) o.include_dirs.push_back(absolute(d));
   o.defines = source.defines;
   o.std = source.std;
   for (const std::string& n : source.nvrtc_options) {

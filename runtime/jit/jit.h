@@ -2,10 +2,28 @@
 //
 // For kernels specialised at run time (macros, template arguments, tile sizes
 // only known then) and for GPUs newer than the images a program ships. A JIT
-// compile is a precompiler compile (compiler/compiler.h) of one target: the
-// key covers exactly what NVRTC is handed, the store is asked first (local,
-// then remote), and NVRTC is loaded and run only on a miss, whose image is
-// stored. The first process to need a specialisation pays the compile; every
+// compile is a served precompiler compile (compiler/compiler.h,
+// CompileOptions::serve) of one target: NVRTC reads the disk itself through
+// the seal and the key covers every byte it read; the store is asked first
+// (local, then remote), and NVRTC is loaded and run only on a miss, whose
+// image is stored.
+//
+// Where NVRTC works: in the source's folder (the folder of Source::path; with
+// `text` and no `path`, this process's working folder), which is keyed only
+// where an option writes it into the output (-G, -lineinfo). Headers beneath
+// it are keyed relative to it, so the same source tree in another folder (a
+// checkout, an installed copy) hits. NVRTC searches quoted includes next to
+// its program's name, so the name it is given is chosen to put that folder
+// where the file is: Source::name as given where the path's folder ends with
+// the name's folder ("/src/mylib/scale.cu" named "mylib/scale.cu": NVRTC works
+// in /src), else the name's last part ("scale.cu") in the path's folder. With
+// `text` and no `path`, quoted includes are searched next to the name in the
+// working folder, as NVRTC alone would. NVRTC's messages and __FILE__ name
+// the source by that name.
+//
+// The seal runs NVRTC on a thread of its own and its supervisor on another,
+// both ended before compile() returns: no seccomp filter or no_new_privs is
+// left on the caller's threads. The first process to need a specialisation pays the compile; every
 // later one, on this machine or on any sharing the remote, gets a store hit.
 //
 // Target: a cubin for the device's arch ("sm_90" on a 9.0 device). If this
@@ -57,10 +75,13 @@ struct Source {
   // The source itself. Empty: it is read from `path`.
   std::string text;
   // A file to read the source from when `text` is empty. Quoted includes are
-  // looked up next to it first (with `text` and no `path`, in the working
-  // directory), then in include_dirs.
+  // looked up next to it first (with `text` and no `path`, next to `name` in
+  // the working directory), then in include_dirs. Its folder is where NVRTC
+  // works (above).
   std::string path;
-  std::vector<std::string> include_dirs;  // -I, searched (and keyed) by kcache
+  // -I, searched by NVRTC; a relative one is taken from this process's
+  // working folder (passed to NVRTC by its absolute name).
+  std::vector<std::string> include_dirs;
   std::vector<std::string> defines;       // NAME or NAME=VALUE
   // Template instances to look up by name ("reduce<float, 256>"); Module
   // finds them through the lowered names the entry carries.

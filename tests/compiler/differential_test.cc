@@ -48,6 +48,7 @@
 #include "compiler/compiler.h"
 #include "compiler/lookup_record.h"
 #include "compiler/toolkit.h"
+#include "runtime/jit/jit.h"
 #include "tests/compiler/test_files.h"
 #include "tests/compiler/toolkit_copy.h"
 
@@ -582,6 +583,47 @@ std::string outcome(Compiler& c, const CompileOptions& o, int* hits = nullptr,
   }
 }
 
+// The runtime JIT's answer for `o` (its Source made from `o`, as a program
+// would write it): its image, or the error's message.
+std::string jit_outcome(runtime::jit::Jit& jit, const CompileOptions& o, int* hits) {
+  runtime::jit::Source s;
+  s.path = o.source_path;
+  s.name = o.source_name;
+  s.include_dirs = o.include_dirs;
+  s.defines = o.defines;
+  s.std = o.std;
+  s.nvrtc_options = o.nvrtc_options;
+  s.name_expressions = o.name_expressions;
+  try {
+    runtime::jit::Compiled c = jit.compile(s);
+    *hits += c.hit ? 1 : 0;
+    return "image:\n" + std::string(c.entry.payload());
+  } catch (const CompileError& e) {
+    return std::string("error: ") + e.what() + "\n" + e.log();
+  } catch (const Error& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
+// A fresh compile's answer as jit_outcome gives it: NVRTC run on what the JIT
+// gives it (its -I taken from this process's folder, jit.h), in this folder
+// (where "src/k.cu" puts the JIT's NVRTC), given as the JIT gives it.
+std::string fresh_image(Compiler& fresh, CompileOptions o) {
+  const std::string here = std::filesystem::current_path().string();
+  for (std::string& d : o.include_dirs) {
+    if (d.front() != '/') d = here + "/" + d;
+  }
+  o.working_folder = here;
+  try {
+    CompileResult r = fresh.compile(o);
+    return "image:\n" + std::string(r.targets.front().entry->payload());
+  } catch (const CompileError& e) {
+    return std::string("error: ") + e.what() + "\n" + e.log();
+  } catch (const Error& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+
 // The folders a second checkout (dir/B) copies from the first (dir).
 const char* const kCheckoutFolders[] = {"src", "inc1", "inc2"};
 
@@ -611,12 +653,14 @@ void copy_checkout(const std::string& dir) {
 // sometimes spelt with "//", "/./" or a trailing "/", and some steps race a
 // folder renamed or a file removed (DuringCompile; its own random numbers, so
 // the tree's edits and options are those of the run without it).
-void run_differential(bool serve, long default_steps, bool seams = false) {
+// `jit` (served, no seams): the cached compile is the runtime JIT's
+// (runtime/jit/jit.h), in its own store, from either checkout.
+void run_differential(bool serve, long default_steps, bool seams = false, bool jit = false) {
   const long steps = env_or("KCACHE_DIFF_STEPS", default_steps);
   // Seed 6 for the seams: seed 1's first steps are mostly one broken tree,
   // and 6's 120 steps met three stale hits through mapped writes before the
   // stamp rule (docs/TESTING.md).
-  const auto seed = static_cast<uint32_t>(env_or("KCACHE_DIFF_SEED", seams ? 6 : 1));
+  const auto seed = static_cast<uint32_t>(env_or("KCACHE_DIFF_SEED", seams || jit ? 6 : 1));
   std::string dir = test_dir();
   cache::StorageOptions so;
   so.local_dir = dir + "/store";
@@ -626,6 +670,16 @@ void run_differential(bool serve, long default_steps, bool seams = false) {
   testing::make_toolkit_copy(find_toolkit("").root, dir + "/cuda");
   Toolkit toolkit = find_toolkit(dir + "/cuda");
   Compiler cached(toolkit, &storage), fresh(toolkit, nullptr);
+  std::unique_ptr<runtime::jit::Jit> jitted;
+  if (jit) {
+    runtime::jit::Options jo;
+    jo.cuda_path = dir + "/cuda";
+    jo.arch = "compute_80";
+    jo.storage = cache::StorageOptions();
+    jo.storage->local_dir = dir + "/jit-store";
+    jitted = std::make_unique<runtime::jit::Jit>(jo);
+  }
+  cache::Storage& counted = jit ? jitted->storage() : storage;
 
   Tree tree(dir, seed);
   if (seams) tree.use_mappings();
@@ -690,11 +744,14 @@ void run_differential(bool serve, long default_steps, bool seams = false) {
       during.join();
     }
     const auto edited = std::chrono::steady_clock::now();
-    std::string want = outcome(fresh, o);
+    std::string want = jit ? fresh_image(fresh, o) : outcome(fresh, o);
     std::this_thread::sleep_until(edited + std::chrono::milliseconds(60));
-    std::string got = outcome(cached, o, &hits, &storage);
+    auto cached_outcome = [&] {
+      return jit ? jit_outcome(*jitted, o, &hits) : outcome(cached, o, &hits, &storage);
+    };
+    std::string got = cached_outcome();
     // The same state looked up again: now through its lookup record.
-    if (got == want) got = outcome(cached, o, &hits, &storage);
+    if (got == want) got = cached_outcome();
     errors += want.compare(0, 7, "error: ") == 0;
     if (std::getenv("KCACHE_DIFF_VERBOSE") && want.compare(0, 7, "error: ") == 0) {
       std::printf("step %ld: %s\n", step, want.c_str());
@@ -718,13 +775,14 @@ void run_differential(bool serve, long default_steps, bool seams = false) {
     }
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const int64_t manifest_hits = storage.local()->stats().counter("manifest_hits");
-  const int64_t record_hits = storage.local()->stats().counter("lookup_record_hits");
+  counted.local()->flush();
+  const int64_t manifest_hits = counted.local()->stats().counter("manifest_hits");
+  const int64_t record_hits = counted.local()->stats().counter("lookup_record_hits");
   std::printf(
       "differential (%s): seed %u, %ld steps (%d in the second checkout, %d racing a change), "
       "%d differ, %d hits (%lld through manifests, %lld in lookup records), %d compile errors, "
       "%.1f s\n",
-      serve ? "served" : "handed", seed, steps, in_b, raced, mismatches, hits,
+      jit ? "runtime JIT" : serve ? "served" : "handed", seed, steps, in_b, raced, mismatches, hits,
       static_cast<long long>(manifest_hits), static_cast<long long>(record_hits), errors, s);
   // Results that needed computed includes are stored and found (direct mode):
   // with this many steps, states repeat, so some hits must come through them.
@@ -747,7 +805,13 @@ TEST(DifferentialTest, SeamsEveryCachedResultEqualsAFreshCompileOfTheSameFiles) 
   run_differential(/*serve=*/true, 120, /*seams=*/true);
 }
 
-// The handed namespace (CompileOptions::serve off), which the runtime JIT uses.
+// The runtime JIT, served, against a fresh compile of the same files, from
+// either checkout.
+TEST(DifferentialTest, JitEveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
+  run_differential(/*serve=*/true, 150, /*seams=*/false, /*jit=*/true);
+}
+
+// The handed namespace (CompileOptions::serve off).
 TEST(DifferentialTest, HandedEveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
   run_differential(/*serve=*/false, 200);
 }

@@ -328,22 +328,30 @@ class ServedCheckoutsTest : public RealNvrtcTest {
     storage_ = std::make_unique<cache::Storage>(so);
   }
 
-  // Compiles dir_/folder/k.cu there; its PTX must be NVRTC's own. Whether it hit.
+  // Compiles dir_/folder/k.cu there; its PTX must be NVRTC's own. Whether it
+  // hit. `given`: this process stays in dir_ and the compile is given the
+  // folder (CompileOptions::working_folder).
   bool compile_in(const std::string& folder, const std::vector<std::string>& dirs,
-                  const std::vector<std::string>& nvrtc_options = {}) {
+                  const std::vector<std::string>& nvrtc_options = {}, bool given = false) {
     std::string source = *read_input_file(dir_ / folder + "/k.cu");
     std::vector<std::string> options = {"-arch=compute_90"};
     options.insert(options.end(), nvrtc_options.begin(), nvrtc_options.end());
     for (const std::string& d : dirs) options.push_back("-I" + d);
     for (const std::string& d : toolkit_.include_dirs) options.push_back("-I" + d);
-    ScopedCwd cwd(dir_ / folder);
-    cache::ProgramRecord want = real_->answer(source, "k.cu", options);
-    EXPECT_EQ(want.compile_result, 0) << want.log;
-    std::string ptx = want.output(cache::ProgramOutput::ptx).bytes;
-    if (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+    std::string ptx;
+    {
+      ScopedCwd cwd(dir_ / folder);
+      cache::ProgramRecord want = real_->answer(source, "k.cu", options);
+      EXPECT_EQ(want.compile_result, 0) << want.log;
+      ptx = want.output(cache::ProgramOutput::ptx).bytes;
+      if (!ptx.empty() && ptx.back() == '\0') ptx.pop_back();
+    }
+    ScopedCwd cwd(given ? dir_.path() : dir_ / folder);
     Compiler compiler(toolkit_, storage_.get());
     CompileOptions o;
-    o.source_path = "k.cu";
+    o.source_path = given ? dir_ / folder + "/k.cu" : "k.cu";
+    o.source_name = "k.cu";
+    if (given) o.working_folder = dir_ / folder;
     o.ptx_arch = "compute_90";
     o.include_dirs = dirs;
     o.nvrtc_options = nvrtc_options;
@@ -377,6 +385,23 @@ TEST_F(ServedCheckoutsTest, TwoCheckoutsShareEntriesAndEachSeesItsOwnFiles) {
   write("one/opt.h", "#define OPT 5\n");  // a file __has_include found absent
   EXPECT_FALSE(compile_in("one", {"inc"}));
   EXPECT_TRUE(compile_in("two/deeper", {"inc"}));
+}
+
+TEST_F(ServedCheckoutsTest, AGivenWorkingFolderIsKeyedAsTheProcesssOwnIs) {
+  checkout("one", "1");
+  checkout("two/deeper", "1");
+  EXPECT_FALSE(compile_in("one", {"inc"}));
+  EXPECT_TRUE(compile_in("two/deeper", {"inc"}, {}, /*given=*/true));
+  checkout("two/deeper", "2");  // an edited header, found beneath the given folder
+  EXPECT_FALSE(compile_in("two/deeper", {"inc"}, {}, true));
+  EXPECT_TRUE(compile_in("one", {"inc"}, {}, true));
+  write("one/opt.h", "#define OPT 5\n");  // absent before, beneath the given folder
+  EXPECT_FALSE(compile_in("one", {"inc"}, {}, true));
+  EXPECT_TRUE(compile_in("one", {"inc"}));
+  // -lineinfo writes the folder NVRTC worked in: the given one, keyed.
+  EXPECT_FALSE(compile_in("one", {"inc"}, {"-lineinfo"}, true));
+  EXPECT_TRUE(compile_in("one", {"inc"}, {"-lineinfo"}));
+  EXPECT_FALSE(compile_in("two/deeper", {"inc"}, {"-lineinfo"}, true));
 }
 
 TEST_F(ServedCheckoutsTest, AFolderAboveTheCheckoutIsEachCheckoutsOwn) {

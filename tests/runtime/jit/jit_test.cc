@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "cache/local/store.h"
 #include "common/error.h"
 #include "common/file_system.h"
+#include "compiler/compiler.h"
 #include "compiler/nvrtc/nvrtc.h"
 #include "runtime/module.h"
 #include "tests/runtime/fake_cuda/fake_cuda_control.h"
@@ -221,6 +224,132 @@ TEST_F(JitTest, ASourceFileFindsTheHeadersNextToItAndTheyAreKeyed) {
   EXPECT_TRUE(jit.compile(s).hit);
   kcache::testing::write_file(dir_ / "factor.h", "#define FACTOR 3.0f\n");
   EXPECT_FALSE(jit.compile(s).hit) << "an edited header is a new key";
+}
+
+// A source and the header next to it, in dir_/folder.
+void write_tree(const kcache::testing::TempDir& dir, const std::string& folder,
+                const std::string& factor) {
+  std::filesystem::create_directories(dir / (folder + "/inc"));
+  kcache::testing::write_file(dir / (folder + "/k.cu"),
+                              "#include \"inc/factor.h\"\n"
+                              "extern \"C\" __global__ void k(float* x) { x[0] *= FACTOR; }\n");
+  kcache::testing::write_file(dir / (folder + "/inc/factor.h"), "#define FACTOR " + factor + "\n");
+}
+
+Source tree_source(const kcache::testing::TempDir& dir, const std::string& folder) {
+  Source s;
+  s.name = "jit_test/k.cu";
+  s.path = dir / (folder + "/k.cu");
+  return s;
+}
+
+TEST_F(JitTest, TheSameSourceTreeInAnotherFolderHits) {
+  write_tree(dir_, "one", "2.0f");
+  write_tree(dir_, "two/installed", "2.0f");
+  Jit jit(options());
+  EXPECT_FALSE(jit.compile(tree_source(dir_, "one")).hit);
+  Compiled there = jit.compile(tree_source(dir_, "two/installed"));
+  EXPECT_TRUE(there.hit) << "the header is keyed relative to the source's folder";
+  write_tree(dir_, "two/installed", "3.0f");
+  EXPECT_FALSE(jit.compile(tree_source(dir_, "two/installed")).hit) << "its own header differs";
+  EXPECT_EQ(counter(jit, "nvrtc_invocations"), 2);
+}
+
+TEST_F(JitTest, AHeaderEditedNextToTheSourceMisses) {
+  write_tree(dir_, "one", "2.0f");
+  Jit jit(options());
+  EXPECT_FALSE(jit.compile(tree_source(dir_, "one")).hit);
+  EXPECT_TRUE(jit.compile(tree_source(dir_, "one")).hit);
+  write_tree(dir_, "one", "4.0f");
+  Compiled edited = jit.compile(tree_source(dir_, "one"));
+  EXPECT_FALSE(edited.hit);
+  EXPECT_TRUE(jit.compile(tree_source(dir_, "one")).hit);
+}
+
+// The key holds what NVRTC read, not what a scanner would follow: a header
+// in a branch the preprocessor skips is no part of it.
+TEST_F(JitTest, AHeaderInABranchNvrtcSkipsIsNotKeyed) {
+  write_tree(dir_, "one", "2.0f");
+  kcache::testing::write_file(dir_ / "one/k.cu",
+                              "#include \"inc/factor.h\"\n#ifdef SLOW\n#include \"inc/slow.h\"\n#endif\n"
+                              "extern \"C\" __global__ void k(float* x) { x[0] *= FACTOR; }\n");
+  kcache::testing::write_file(dir_ / "one/inc/slow.h", "#define SLOW_FACTOR 1\n");
+  Jit jit(options());
+  EXPECT_FALSE(jit.compile(tree_source(dir_, "one")).hit);
+  kcache::testing::write_file(dir_ / "one/inc/slow.h", "#define SLOW_FACTOR 2\n");
+  EXPECT_TRUE(jit.compile(tree_source(dir_, "one")).hit);
+  Source slow = tree_source(dir_, "one");
+  slow.defines = {"SLOW"};
+  EXPECT_FALSE(jit.compile(slow).hit);
+  kcache::testing::write_file(dir_ / "one/inc/slow.h", "#define SLOW_FACTOR 3\n");
+  EXPECT_FALSE(jit.compile(slow).hit) << "read now: keyed";
+}
+
+// One path: a JIT compile and `kcache compile` (a served compile in the
+// source's folder) of the same source and options are one entry.
+TEST_F(JitTest, AJitCompileHitsWhatKcacheCompileStored) {
+  write_tree(dir_, "one", "2.0f");
+  Jit jit(options());
+  compiler::CompileOptions o;
+  o.serve = true;
+  o.source_path = dir_ / "one/k.cu";
+  o.source_name = "k.cu";
+  o.working_folder = dir_ / "one";
+  o.archs = {"sm_90"};
+  o.std = "c++17";
+  compiler::Compiler compiler(jit.toolkit(), &jit.storage());
+  EXPECT_EQ(compiler.compile(o).hits(), 0);
+  Source s;
+  s.path = dir_ / "one/k.cu";
+  EXPECT_TRUE(jit.compile(s).hit);
+}
+
+// Source::name "mylib/broken.cu" for dir_/src/mylib/broken.cu: NVRTC works in
+// dir_/src, finds the header next to the source and names it as the caller did.
+TEST_F(JitTest, ANameThatEndsThePathIsTheNameNvrtcGives) {
+  std::filesystem::create_directories(dir_ / "src/mylib");
+  kcache::testing::write_file(dir_ / "src/mylib/broken.cu",
+                              "#include \"factor.h\"\n"
+                              "extern \"C\" __global__ void k(int* x) { x[0] = undeclared_thing; }\n");
+  kcache::testing::write_file(dir_ / "src/mylib/factor.h", "#define FACTOR 2\n");
+  Jit jit(options());
+  Source s;
+  s.name = "mylib/broken.cu";
+  s.path = dir_ / "src/mylib/broken.cu";
+  try {
+    jit.compile(s);
+    FAIL() << "expected CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_TRUE(contains(e.log(), "mylib/broken.cu")) << e.log();
+    EXPECT_TRUE(contains(e.log(), "undeclared_thing")) << e.log();
+    EXPECT_FALSE(contains(e.log(), "factor.h")) << "the header next to it was found: " << e.log();
+  }
+}
+
+// "Seccomp:" and "NoNewPrivs:" of every thread of this process.
+std::vector<std::string> seal_state_of_threads() {
+  std::vector<std::string> states;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream status(task.path() / "status");
+    std::string line, state;
+    while (std::getline(status, line)) {
+      if (line.rfind("Seccomp:", 0) == 0 || line.rfind("NoNewPrivs:", 0) == 0) state += line + " ";
+    }
+    states.push_back(state);
+  }
+  return states;
+}
+
+TEST_F(JitTest, NothingOfTheSealIsLeftOnTheCallersThreads) {
+  const std::vector<std::string> before = seal_state_of_threads();
+  ASSERT_FALSE(before.empty());
+  write_tree(dir_, "one", "2.0f");
+  Jit jit(options());
+  EXPECT_FALSE(jit.compile(tree_source(dir_, "one")).hit);
+  EXPECT_TRUE(jit.compile(tree_source(dir_, "one")).hit);
+  for (const std::string& state : seal_state_of_threads()) {
+    EXPECT_EQ(state, before.front()) << "a thread of this process kept the seal";
+  }
 }
 
 TEST_F(JitTest, LoadCompilesForTheCurrentDeviceAndThenHits) {
