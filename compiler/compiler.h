@@ -339,6 +339,10 @@ class Compiler {
   void compile_misses(const CompileOptions& options, Prepared& p, bool recorded,
                       CompileResult* result);
   void check_archs(const std::vector<Miss>& misses) const;
+  static std::vector<std::pair<size_t, size_t>> ptx_from_cubins(const Prepared& p,
+                                                                std::vector<Miss>* misses);
+  bool take_ptx(const CompileOptions& options, const Prepared& p, const Miss& cubin,
+                Miss* ptx) const;
   NvrtcInput miss_input(const CompileOptions& options, const Prepared& p, const Target& t) const;
   void compile_miss(const CompileOptions& options, const Prepared& p, const AskResolver& resolve,
                     Miss* m);

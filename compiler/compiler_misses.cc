@@ -97,23 +97,37 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
                                              const CompileError& e) {
     return parts::resolve_asked(ask_context, a, have, e);
   };
-  std::vector<std::thread> threads;
-  for (size_t s = 1; s < misses.size(); ++s) {
-    threads.emplace_back([&, s] { compile_miss(options, prepared, resolve, &misses[s]); });
+  const std::vector<std::pair<size_t, size_t>> shared_ptx = ptx_from_cubins(prepared, &misses);
+  std::vector<size_t> compiled;
+  for (size_t s = 0; s < misses.size(); ++s) {
+    auto answered = [s](const std::pair<size_t, size_t>& pc) { return pc.first == s; };
+    if (std::none_of(shared_ptx.begin(), shared_ptx.end(), answered)) compiled.push_back(s);
   }
-  compile_miss(options, prepared, resolve, &misses[0]);  // a single target starts no thread
+  std::vector<std::thread> threads;
+  for (size_t s = 1; s < compiled.size(); ++s) {
+    Miss* m = &misses[compiled[s]];
+    threads.emplace_back([&, m] { compile_miss(options, prepared, resolve, m); });
+  }
+  compile_miss(options, prepared, resolve, &misses[compiled[0]]);  // one target: no thread
   for (std::thread& th : threads) th.join();
+  for (const auto& [ptx, cubin] : shared_ptx) {
+    if (!take_ptx(options, prepared, misses[cubin], &misses[ptx])) {
+      compile_miss(options, prepared, resolve, &misses[ptx]);  // its cubin's compile failed
+      compiled.push_back(ptx);
+    }
+  }
 
   double nvrtc_ms = 0;
   int failures = 0;
-  for (const Miss& m : misses) {
+  for (size_t s : compiled) {
+    const Miss& m = misses[s];
     if (m.output) nvrtc_ms += m.output->ms;
     // A program's rejected source is an answer, not a throw: it counts too.
     failures += m.error != nullptr || (m.output && m.output->program &&
                                        m.output->program->compile_result != cache::kNvrtcSuccess);
   }
   if (storage_) {
-    storage_->count("nvrtc_invocations", static_cast<int64_t>(misses.size()));
+    storage_->count("nvrtc_invocations", static_cast<int64_t>(compiled.size()));
     storage_->count("nvrtc_ms", static_cast<int64_t>(nvrtc_ms + 0.5));
     if (failures) storage_->count("nvrtc_failures", failures);
   }
@@ -149,6 +163,56 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
       std::any_of(misses.begin(), misses.end(), [](const Miss& m) { return m.storable; })) {
     record_after_store(options, prepared);
   }
+}
+
+// NVRTC's PTX of a compile for sm_N is its PTX for compute_N: one front end,
+// one __CUDA_ARCH__, the same files read (measured: byte-identical for CUB,
+// cuda_fp16, -G and -lineinfo). So a PTX target beside a cubin of its arch
+// (`--arch sm_90 --ptx compute_90`, prewarm's default) is answered by that
+// compile: one NVRTC run fewer. Not for a program (one target, NVRTC's every
+// answer) nor with link-time optimisation (no PTX). Pairs (PTX, cubin).
+std::vector<std::pair<size_t, size_t>> Compiler::ptx_from_cubins(const Prepared& p,
+                                                                 std::vector<Miss>* misses) {
+  std::vector<std::pair<size_t, size_t>> pairs;
+  if (p.recipe.keeps_program_answers) return pairs;
+  for (const std::string& o : p.key_options) {
+    if (o.find("lto") != std::string::npos) return pairs;
+  }
+  for (size_t i = 0; i < misses->size(); ++i) {
+    const Target& ptx = (*misses)[i].target;
+    if (ptx.kind != cache::TargetKind::ptx || ptx.arch.compare(0, 8, "compute_") != 0) continue;
+    for (size_t j = 0; j < misses->size(); ++j) {
+      const Target& cubin = (*misses)[j].target;
+      if (cubin.kind == cache::TargetKind::cubin && cubin.arch.compare(0, 3, "sm_") == 0 &&
+          cubin.arch.substr(3) == ptx.arch.substr(8)) {
+        (*misses)[j].keeps_ptx = true;
+        pairs.emplace_back(i, j);
+        break;
+      }
+    }
+  }
+  return pairs;
+}
+
+// `ptx` answered by `cubin`'s compile (ptx_from_cubins): its reads, keys and
+// log, NVRTC's PTX as its image, made lean on its own. False where that
+// compile failed (a PTX-only compile may not: ptxas never runs).
+bool Compiler::take_ptx(const CompileOptions& options, const Prepared& p, const Miss& cubin,
+                        Miss* ptx) const {
+  if (cubin.error || !cubin.output || cubin.kept_ptx.empty()) return false;
+  const size_t index = ptx->index;
+  const Target target = ptx->target;
+  *ptx = cubin;
+  ptx->index = index;
+  ptx->target = target;
+  ptx->input = miss_input(options, p, target);
+  ptx->keeps_ptx = false;
+  ptx->kept_ptx.clear();
+  ptx->lean = LeanImage{};
+  ptx->output->image = cubin.kept_ptx;
+  ptx->output->ptx.clear();
+  if (options.lean) make_lean(p, ptx);
+  return true;
 }
 
 // A target NVRTC does not support is an InvalidArgument naming what it does.
@@ -210,6 +274,7 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
                             const AskResolver& resolve, Miss* m) {
   try {
     m->input = miss_input(options, p, m->target);
+    m->input.want_ptx = m->input.want_ptx || m->keeps_ptx;
     m->date_keyed = !p.request.date.empty();
     SlotGuard guard(slots_);
     std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
@@ -237,6 +302,7 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
     }
     check_name(options, m, &here, early_check.valid() ? &early_check : nullptr);
     if (here.owns_lock()) here.unlock();  // the lean step needs no NVRTC
+    if (m->keeps_ptx && m->output) m->kept_ptx = m->output->ptx;
     if (options.lean) make_lean(p, m);
   } catch (const CompileError& e) {
     CompileError named(std::string(e.what()) + " for " + m->target.arch, e.log(), e.options());

@@ -68,6 +68,10 @@ struct Compiler::Miss {
   NotTheFolders not_the_folders;      // names beneath the program's folder not (only) its
   LeanImage lean;
   std::exception_ptr error;
+  // A cubin compile that also answers a PTX target of its virtual arch
+  // (compile_misses, ptx_from_cubins): NVRTC's PTX, kept before the lean pass.
+  bool keeps_ptx = false;
+  std::string kept_ptx;
   // Storing it (store_misses).
   bool storable = true;
   bool time_macros = false;  // not stored for them

@@ -6,14 +6,14 @@
 namespace kcache::compiler {
 namespace {
 
-bool is_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
-bool is_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool text_ident_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool text_ident(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
 
 // The text without comments and without the contents of string and character
 // literals (each left as `""`), newlines kept so directives stay lines. A
 // `'` right after a digit or letter is a digit separator (1'000), unless it
 // follows a lone literal prefix (L'a', u8'a').
-std::string strip(std::string_view s) {
+std::string text_strip(std::string_view s) {
   std::string out;
   out.reserve(s.size());
   size_t i = 0;
@@ -35,9 +35,9 @@ std::string strip(std::string_view s) {
       continue;
     }
     bool quote = c == '"' || c == '\'';
-    if (c == '\'' && i > 0 && is_ident(s[i - 1])) {
+    if (c == '\'' && i > 0 && text_ident(s[i - 1])) {
       size_t w = i;
-      while (w > 0 && is_ident(s[w - 1])) --w;
+      while (w > 0 && text_ident(s[w - 1])) --w;
       std::string_view prefix = s.substr(w, i - w);
       quote = prefix == "L" || prefix == "u" || prefix == "U" || prefix == "u8";
     }
@@ -54,25 +54,25 @@ std::string strip(std::string_view s) {
   return out;
 }
 
-struct Token {
+struct TextToken {
   std::string_view text;
   bool ident;
 };
 
-std::vector<Token> tokens(std::string_view s) {
-  std::vector<Token> out;
+std::vector<TextToken> text_tokens(std::string_view s) {
+  std::vector<TextToken> out;
   for (size_t i = 0; i < s.size();) {
     char c = s[i];
     if (std::isspace(static_cast<unsigned char>(c))) {
       ++i;
-    } else if (is_ident_start(c)) {
+    } else if (text_ident_start(c)) {
       size_t j = i + 1;
-      while (j < s.size() && is_ident(s[j])) ++j;
+      while (j < s.size() && text_ident(s[j])) ++j;
       out.push_back({s.substr(i, j - i), true});
       i = j;
     } else if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t j = i + 1;
-      while (j < s.size() && (is_ident(s[j]) || s[j] == '.')) ++j;
+      while (j < s.size() && (text_ident(s[j]) || s[j] == '.')) ++j;
       out.push_back({s.substr(i, j - i), false});
       i = j;
     } else {
@@ -84,12 +84,12 @@ std::vector<Token> tokens(std::string_view s) {
   return out;
 }
 
-bool is(const std::vector<Token>& t, size_t i, std::string_view w) {
+bool is_word(const std::vector<TextToken>& t, size_t i, std::string_view w) {
   return i < t.size() && t[i].text == w;
 }
 
 // The index after a balanced (...) or [...] group starting at `i`.
-size_t skip_group(const std::vector<Token>& t, size_t i) {
+size_t skip_text_group(const std::vector<TextToken>& t, size_t i) {
   int depth = 0;
   for (; i < t.size(); ++i) {
     std::string_view w = t[i].text;
@@ -101,14 +101,14 @@ size_t skip_group(const std::vector<Token>& t, size_t i) {
 
 // The names after `namespace` at `i` (`a::inline b`, C++17's `a::b::c`);
 // `end`: the index after them.
-std::vector<std::string> namespace_names(const std::vector<Token>& t, size_t i,
+std::vector<std::string> text_namespace_names(const std::vector<TextToken>& t, size_t i,
                                          size_t* end = nullptr) {
   std::vector<std::string> out;
   for (++i; i < t.size(); ++i) {
     if (t[i].text == "inline" || t[i].text == "::") continue;
     if (!t[i].ident) break;
     out.emplace_back(t[i].text);
-    if (!is(t, i + 1, "::")) {
+    if (!is_word(t, i + 1, "::")) {
       ++i;
       break;
     }
@@ -119,11 +119,11 @@ std::vector<std::string> namespace_names(const std::vector<Token>& t, size_t i,
 
 // The `{` of a class head whose name is at `name`, or 0 where it is not one
 // (an elaborated type, a template parameter, a specialization `S<...>`).
-size_t class_body(const std::vector<Token>& t, size_t name) {
+size_t text_class_body(const std::vector<TextToken>& t, size_t name) {
   size_t i = name + 1;
-  if (is(t, i, "final")) ++i;
-  if (is(t, i, "{")) return i;
-  if (!is(t, i, ":")) return 0;
+  if (is_word(t, i, "final")) ++i;
+  if (is_word(t, i, "{")) return i;
+  if (!is_word(t, i, ":")) return 0;
   for (int parens = 0; i < t.size(); ++i) {
     std::string_view w = t[i].text;
     if (w == "(") ++parens;
@@ -138,7 +138,7 @@ size_t class_body(const std::vector<Token>& t, size_t name) {
 // directive (a line starting with `#`, with its continuations) its word
 // ("define", "ifdef", ...) and what follows it, for code "" and the line.
 template <class F>
-void for_each_line(std::string_view s, F f) {
+void for_each_text_line(std::string_view s, F f) {
   size_t i = 0;
   while (i < s.size()) {
     size_t end = i;
@@ -149,7 +149,7 @@ void for_each_line(std::string_view s, F f) {
     if (first != std::string_view::npos && line[first] == '#') {
       size_t d = std::min(line.size(), line.find_first_not_of(" \t", first + 1));
       size_t w = d;
-      while (w < line.size() && is_ident(line[w])) ++w;
+      while (w < line.size() && text_ident(line[w])) ++w;
       f(line.substr(d, w - d), line.substr(w));
     } else {
       f(std::string_view(), line);
@@ -160,8 +160,8 @@ void for_each_line(std::string_view s, F f) {
 
 // The macro a conditional tests for definition (`#ifdef X`, `#if defined(X)`,
 // `#if defined X`), or "" for any other condition.
-std::string_view tested_name(std::string_view word, std::string_view rest) {
-  std::vector<Token> t = tokens(rest);
+std::string_view text_tested_name(std::string_view word, std::string_view rest) {
+  std::vector<TextToken> t = text_tokens(rest);
   if (word == "ifdef" && t.size() == 1 && t[0].ident) return t[0].text;
   if (word != "if" || t.empty() || t[0].text != "defined") return "";
   if (t.size() == 2 && t[1].ident) return t[1].text;
@@ -169,7 +169,7 @@ std::string_view tested_name(std::string_view word, std::string_view rest) {
   return "";
 }
 
-bool reserved(std::string_view name) {
+bool text_reserved(std::string_view name) {
   return name.size() > 1 && name[0] == '_' &&
          (name[1] == '_' || std::isupper(static_cast<unsigned char>(name[1])));
 }
@@ -191,13 +191,13 @@ ClassConstants::ClassConstants(const std::vector<std::string>& texts,
   std::set<std::string> defined;
   for (const auto& [name, macro] : macros_) defined.insert(name);
   std::vector<std::string> code;
-  for (const std::string& text : texts) code.push_back(strip(text));
+  for (const std::string& text : texts) code.push_back(text_strip(text));
   for (const std::string& c : code) {
-    for_each_line(c, [&](std::string_view word, std::string_view rest) {
+    for_each_text_line(c, [&](std::string_view word, std::string_view rest) {
       if (word != "define") return;
       size_t n = rest.find_first_not_of(" \t\\\n");
       size_t e = n;
-      while (e < rest.size() && is_ident(rest[e])) ++e;
+      while (e < rest.size() && text_ident(rest[e])) ++e;
       if (n < e) defined.emplace(rest.substr(n, e - n));
     });
   }
@@ -218,10 +218,10 @@ std::string ClassConstants::read(std::string_view s, const std::set<std::string>
   code.reserve(s.size());
   std::vector<bool> skipping;  // per open conditional: its current block is surely not compiled
   auto active = [&] { return std::find(skipping.begin(), skipping.end(), true) == skipping.end(); };
-  for_each_line(s, [&](std::string_view word, std::string_view rest) {
+  for_each_text_line(s, [&](std::string_view word, std::string_view rest) {
     if (word == "if" || word == "ifdef" || word == "ifndef") {
-      std::string_view x = tested_name(word, rest);
-      skipping.push_back(!x.empty() && !reserved(x) && !defined.count(std::string(x)));
+      std::string_view x = text_tested_name(word, rest);
+      skipping.push_back(!x.empty() && !text_reserved(x) && !defined.count(std::string(x)));
     } else if ((word == "elif" || word == "else") && !skipping.empty()) {
       skipping.back() = false;
     } else if (word == "endif" && !skipping.empty()) {
@@ -239,18 +239,18 @@ std::string ClassConstants::read(std::string_view s, const std::set<std::string>
 // `NAME body` or `NAME(params) body`, continuations included.
 void ClassConstants::read_define(std::string_view line) {
   size_t n = line.find_first_not_of(" \t\\\n");
-  if (n == std::string_view::npos || !is_ident_start(line[n])) return;
+  if (n == std::string_view::npos || !text_ident_start(line[n])) return;
   size_t e = n;
-  while (e < line.size() && is_ident(line[e])) ++e;
+  while (e < line.size() && text_ident(line[e])) ++e;
   std::string name(line.substr(n, e - n));
   Macro& m = macros_[name];
   m.function_like = m.function_like || (e < line.size() && line[e] == '(');
-  std::vector<Token> body = tokens(line.substr(e));
+  std::vector<TextToken> body = text_tokens(line.substr(e));
   macro_words_.insert(name);
   m.params.clear();
   size_t from = 0;
   if (m.function_like) {
-    from = skip_group(body, 0);
+    from = skip_text_group(body, 0);
     for (size_t i = 0; i < from; ++i) {
       if (body[i].ident) m.params.emplace_back(body[i].text);
     }
@@ -265,8 +265,8 @@ void ClassConstants::read_define(std::string_view line) {
     macro_words_.emplace(body[i].text);
     if (body[i].text != "namespace") continue;
     size_t after = 0;
-    std::vector<std::string> names = namespace_names(body, i, &after);
-    m.names_computed = m.names_computed || is(body, after, "##") || is(body, after, "(");
+    std::vector<std::string> names = text_namespace_names(body, i, &after);
+    m.names_computed = m.names_computed || is_word(body, after, "##") || is_word(body, after, "(");
     for (const std::string& ns : names) {
       namespace_names_.insert(ns);
       auto p = std::find(m.params.begin(), m.params.end(), ns);
@@ -293,7 +293,7 @@ bool ClassConstants::read_namespace_call(const Macro& m, const Tokens& t, size_t
   }
   bool changed = false;
   for (size_t k : m.namespace_params) {
-    if (k >= args.size() || args[k].size() != 1 || !is_ident_start(args[k][0][0])) {
+    if (k >= args.size() || args[k].size() != 1 || !text_ident_start(args[k][0][0])) {
       if (computed_why_.empty()) computed_why_ = "a namespace is named after a macro argument";
       for (std::string_view w : args[k]) made_from_.emplace(w);
       continue;
@@ -316,7 +316,7 @@ void ClassConstants::resolve_namespace_macros() {
   for (bool changed = true; changed;) {
     changed = false;
     for (auto& [name, caller] : macros_) {
-      std::vector<Token> body = tokens(caller.body);
+      std::vector<TextToken> body = text_tokens(caller.body);
       for (size_t i = 0; i + 1 < body.size(); ++i) {
         auto callee = macros_.find(std::string(body[i].text));
         if (callee == macros_.end() || callee->second.namespace_params.empty() ||
@@ -330,28 +330,28 @@ void ClassConstants::resolve_namespace_macros() {
 }
 
 void ClassConstants::read_code(std::string_view code) {
-  std::vector<Token> t = tokens(code);
+  std::vector<TextToken> t = text_tokens(code);
   for (size_t i = 0; i < t.size(); ++i) {
     std::string_view w = t[i].text;
-    if (t[i].ident && is(t, i + 1, "(")) {
+    if (t[i].ident && is_word(t, i + 1, "(")) {
       auto m = macros_.find(std::string(w));
       if (m != macros_.end() && !m->second.namespace_params.empty()) {
         read_namespace_call(m->second, t, i + 1, nullptr);
       }
     }
     if (w == "namespace") {
-      for (std::string& ns : namespace_names(t, i)) namespace_names_.insert(std::move(ns));
+      for (std::string& ns : text_namespace_names(t, i)) namespace_names_.insert(std::move(ns));
       continue;
     }
     if (w != "struct" && w != "class" && w != "union") continue;
     if (i > 0 && t[i - 1].text == "enum") continue;
     size_t name = i + 1;
     // Attributes and alignment before the name: alignas(16), [[...]], a macro(...).
-    while (name < t.size() && (t[name].text == "[" || is(t, name + 1, "("))) {
-      name = skip_group(t, t[name].text == "[" ? name : name + 1);
+    while (name < t.size() && (t[name].text == "[" || is_word(t, name + 1, "("))) {
+      name = skip_text_group(t, t[name].text == "[" ? name : name + 1);
     }
     if (name >= t.size() || !t[name].ident) continue;
-    size_t open = class_body(t, name);
+    size_t open = text_class_body(t, name);
     if (open == 0) continue;
     read_class_body(t, open, std::string(t[name].text));
   }
@@ -427,16 +427,16 @@ void ClassConstants::find_computed_names(const std::vector<std::string>& code) {
     }
   }
   if (computed_why_.empty()) return;
-  auto calls = [&](const std::vector<Token>& t) {
+  auto calls = [&](const std::vector<TextToken>& t) {
     for (size_t i = 0; i + 1 < t.size(); ++i) {
       if (!t[i].ident || t[i + 1].text != "(" || !reached.count(std::string(t[i].text))) continue;
-      for (size_t k = i + 2, end = skip_group(t, i + 1); k < end; ++k) {
+      for (size_t k = i + 2, end = skip_text_group(t, i + 1); k < end; ++k) {
         made_from_.emplace(t[k].text);
       }
     }
   };
-  for (const std::string& c : code) calls(tokens(c));
-  for (const auto& [name, m] : macros_) calls(tokens(m.body));
+  for (const std::string& c : code) calls(text_tokens(c));
+  for (const auto& [name, m] : macros_) calls(text_tokens(m.body));
 }
 
 // Whether `name` could be a computed namespace name: one token it may be
@@ -474,7 +474,7 @@ bool ClassConstants::is_class_constant(std::string_view mangled) const {
   if (i != mangled.size() - 1 || names.size() < 2) return false;
   std::string cls(names[names.size() - 2]), member(names.back());
   for (std::string_view n : names) {
-    if (n.empty() || !is_ident_start(n[0])) return false;
+    if (n.empty() || !text_ident_start(n[0])) return false;
   }
   if (namespace_names_.count(cls) || macro_words_.count(cls) || macro_words_.count(member) ||
       maybe_computed(cls)) {
