@@ -13,6 +13,7 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -96,12 +97,21 @@ namespace {
 std::vector<std::string> program_texts(const NvrtcInput& in, const NvrtcOutput& out) {
   std::vector<std::string> texts{in.source};
   for (const NvrtcHeader& h : in.headers) texts.push_back(h.content);
+  std::map<std::string, Hash128> served;
+  for (const ServedFile& f : out.served) served[f.path] = f.content;
   std::set<std::string> paths(out.probes.begin(), out.probes.end());
   for (const ServedFile& f : out.served) paths.insert(f.path);
   for (const std::string& path : paths) {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20)) continue;
-    if (std::optional<std::string> text = read_file(path)) texts.push_back(std::move(*text));
+    std::optional<std::string> text = read_file(path);
+    if (!text) continue;
+    // Read again after NVRTC: where a served file's bytes are not the ones
+    // NVRTC was served (changed since), the text decides nothing (lean-v2's
+    // rule stands), as the entry is keyed by what NVRTC read.
+    auto was = served.find(path);
+    if (was != served.end() && xxh3_128(*text) != was->second) return {};
+    texts.push_back(std::move(*text));
   }
   return texts;
 }

@@ -79,13 +79,14 @@ TEST_F(CompileCommandTest, WritesTheBundleQuietlyAndTheSecondRunIsAHit) {
   EXPECT_EQ(b.source_name, kSaxpy);
   ASSERT_EQ(b.images.size(), 3u);
   EXPECT_EQ(b.images[2].arch, "compute_90");
-  EXPECT_EQ(counter("nvrtc_invocations"), 3);
+  // compute_90's PTX comes from sm_90's compile (compiler_misses.cc).
+  EXPECT_EQ(counter("nvrtc_invocations"), 2);
 
   CommandResult second = kcache({"--format", "json", "compile", kSaxpy, "--arch", "sm_80,sm_90",
                                  "--ptx", "compute_90", "-o", out});
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_TRUE(contains(second.out, "\"hits\": 3")) << second.out;
-  EXPECT_EQ(counter("nvrtc_invocations"), 3) << "a hit must not invoke NVRTC";
+  EXPECT_EQ(counter("nvrtc_invocations"), 2) << "a hit must not invoke NVRTC";
   EXPECT_EQ(*read_file(out), bytes);
 }
 

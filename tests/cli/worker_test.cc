@@ -399,11 +399,12 @@ TEST_F(WorkerTest, AKilledWorkerLeavesNoNvrtcProcessBehind) {
                "compute_90", "--std", "c++17", "-o", dir_ + "/k.kcb"},
               1);
   std::vector<pid_t> children;
-  for (int i = 0; i < 300 && children.size() < 3; ++i) {  // up to 30 s to start them
+  // One NVRTC process per compile: sm_80, and sm_90, whose PTX is compute_90's.
+  for (int i = 0; i < 300 && children.size() < 2; ++i) {  // up to 30 s to start them
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     children = compile_processes_under(tmp_);
   }
-  ASSERT_EQ(children.size(), 3u) << "one NVRTC process per target, compiling";
+  ASSERT_EQ(children.size(), 2u) << "one NVRTC process per compile, compiling";
   worker.kill();
   for (pid_t c : children) {
     for (int i = 0; i < 100 && alive(c); ++i) {  // they notice within 0.2 s
