@@ -153,7 +153,8 @@ python3 - "$stats" "$cutlass_kernels" <<'PY'
 import json, sys
 c = json.loads(sys.argv[1])["counters"]
 n = 3 + int(sys.argv[2])  # sm_80, sm_90, compute_90 (+ the CUTLASS GEMM's sm_90)
-assert c.get("nvrtc_invocations") == n, c   # once each
+# Once each, compute_90's PTX from sm_90's compile.
+assert c.get("nvrtc_invocations") == n - 1, c
 assert c.get("hits") == n, c                 # all again after the clean
 PY
 
