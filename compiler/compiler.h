@@ -339,6 +339,11 @@ class Compiler {
   void compile_misses(const CompileOptions& options, Prepared& p, bool recorded,
                       CompileResult* result);
   void check_archs(const std::vector<Miss>& misses) const;
+  std::vector<size_t> run_compiles(const CompileOptions& options, const Prepared& prepared,
+                                   const AskResolver& resolve, std::vector<Miss>* all);
+  void count_compiles(const std::vector<Miss>& misses, const std::vector<size_t>& compiled);
+  void throw_first_error(const CompileOptions& options, const Prepared& prepared,
+                         const std::vector<Miss>& misses) const;
   static std::vector<std::pair<size_t, size_t>> ptx_from_cubins(const Prepared& p,
                                                                 std::vector<Miss>* misses);
   bool take_ptx(const CompileOptions& options, const Prepared& p, const Miss& cubin,

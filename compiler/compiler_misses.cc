@@ -97,7 +97,28 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
                                              const CompileError& e) {
     return parts::resolve_asked(ask_context, a, have, e);
   };
-  const std::vector<std::pair<size_t, size_t>> shared_ptx = ptx_from_cubins(prepared, &misses);
+  const std::vector<size_t> compiled = run_compiles(options, prepared, resolve, &misses);
+  count_compiles(misses, compiled);
+  throw_first_error(options, prepared, misses);
+  store_misses(options, prepared, misses, result);
+  if (std::any_of(misses.begin(), misses.end(), [](const Miss& m) { return m.storable; })) {
+    write_note(options, prepared);
+  }
+  // The next process finds it through a lookup record (lookup_record.h):
+  // looked up once now as it would, recording what that looks at.
+  if (storage_ && recorded &&
+      std::any_of(misses.begin(), misses.end(), [](const Miss& m) { return m.storable; })) {
+    record_after_store(options, prepared);
+  }
+}
+
+// Every miss compiled, at once on threads of their own; a PTX target beside
+// a cubin of its arch from that cubin's compile (ptx_from_cubins). The misses
+// NVRTC compiled, by index.
+std::vector<size_t> Compiler::run_compiles(const CompileOptions& options, const Prepared& prepared,
+                                           const AskResolver& resolve, std::vector<Miss>* all) {
+  std::vector<Miss>& misses = *all;
+  const std::vector<std::pair<size_t, size_t>> shared_ptx = ptx_from_cubins(prepared, all);
   std::vector<size_t> compiled;
   for (size_t s = 0; s < misses.size(); ++s) {
     auto answered = [s](const std::pair<size_t, size_t>& pc) { return pc.first == s; };
@@ -116,7 +137,11 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
       compiled.push_back(ptx);
     }
   }
+  return compiled;
+}
 
+// The store's counters of what NVRTC did for `compiled`.
+void Compiler::count_compiles(const std::vector<Miss>& misses, const std::vector<size_t>& compiled) {
   double nvrtc_ms = 0;
   int failures = 0;
   for (size_t s : compiled) {
@@ -131,6 +156,12 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
     storage_->count("nvrtc_ms", static_cast<int64_t>(nvrtc_ms + 0.5));
     if (failures) storage_->count("nvrtc_failures", failures);
   }
+}
+
+// The first failed target's error, in target order, with the hints a user
+// needs (an undeclared file, an include found nowhere).
+void Compiler::throw_first_error(const CompileOptions& options, const Prepared& prepared,
+                                 const std::vector<Miss>& misses) const {
   for (const Miss& m : misses) {
     if (!m.error) continue;
     try {
@@ -152,16 +183,6 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
       throw with_undeclared_hints(e, missing, prepared.recipe.serves_disk, options.source_path,
                                   options.target_label);
     }
-  }
-  store_misses(options, prepared, misses, result);
-  if (std::any_of(misses.begin(), misses.end(), [](const Miss& m) { return m.storable; })) {
-    write_note(options, prepared);
-  }
-  // The next process finds it through a lookup record (lookup_record.h):
-  // looked up once now as it would, recording what that looks at.
-  if (storage_ && recorded &&
-      std::any_of(misses.begin(), misses.end(), [](const Miss& m) { return m.storable; })) {
-    record_after_store(options, prepared);
   }
 }
 
