@@ -113,6 +113,125 @@ std::optional<std::string> key_present_file(const std::string& path, const Stat&
   return std::nullopt;
 }
 
+// The real names of the toolkit's folders and of NVRTC's library folder,
+// found once a classification.
+struct RealFolders {
+  std::vector<std::string> toolkit_reals;
+  std::string library_real;
+};
+
+RealFolders real_folders(const ProbeContext& c) {
+  RealFolders out;
+  for (const std::string& d : c.toolkit_dirs) out.toolkit_reals.push_back(canonical(d));
+  out.library_real = c.nvrtc_library_dir.empty() ? "" : canonical(c.nvrtc_library_dir);
+  return out;
+}
+
+// Beneath the sealed source's folder, which exists nowhere (seal.h):
+// nothing to key, and a program's key stays free of its folder's name.
+bool beneath_sealed_source(const std::string& path, ClassifiedProbes* out) {
+  if (!under(path, kSealedSourceRoot)) return false;
+  struct stat root;
+  if (::lstat(kSealedSourceRoot, &root) == 0) {
+    out->unkeyable = std::string(kSealedSourceRoot) +
+                     " exists on this machine: kcache hands absolute source names beneath it "
+                     "as a folder that must not exist; remove it";
+  }
+  return true;
+}
+
+// For a path is_nvrtc_own calls NVRTC's own: true where it is left unkeyed
+// (or makes the result unkeyable), false where it is keyed all the same.
+bool left_as_nvrtc_own(const std::string& path, const std::string& real, const Stat& st,
+                       const ProbeContext& c, const std::string& library_real,
+                       ClassifiedProbes* out) {
+  // By either spelling: /usr/local/lib64 may be a link to the toolkit's.
+  const bool readable_to_nvrtc =
+      (!c.nvrtc_library_dir.empty() &&
+       (under(path, c.nvrtc_library_dir) || under(real, library_real))) ||
+      under(path, "/usr/share/zoneinfo") || path.find("/gconv/") != std::string::npos;
+  // Serving, the loader's calls are not recorded (seal.h): a file NVRTC's
+  // own code looked at in the folders it may read itself is keyed by its
+  // bytes like any other, whatever its name or first bytes (reviews' stale
+  // hits: a library a computed __has_include found, then removed; an edited
+  // gconv-modules-x.h or gconv-modules; a header that starts with TZif).
+  // But NVRTC's own libraries (the compiler's identity fingerprints them)
+  // and what glibc reads for NVRTC by itself: those are in a record or not
+  // with the process's history (TZ=UTC: the zone file at a pool child's
+  // first compile, never at the CLI's, which read it before), so keyed
+  // they would split entries.
+  if (readable_to_nvrtc && c.served && st.file && !nvrtc_library(path) &&
+      !glibc_reads(path, real)) {
+    return false;
+  }
+  if (readable_to_nvrtc && st.file && !nvrtc_own_kind(path)) {
+    out->unkeyable = "NVRTC read " + path +
+                     " from a folder of its own that kcache does not key (name it by a "
+                     "path outside NVRTC's library, time-zone and gconv folders)";
+  }
+  // NVRTC could read a file appearing there (an include search, a
+  // computed __has_include of "<lib>/libkc.so"): an absent name is keyed
+  // as absent, unless the loader tried it looking for the driver.
+  return !readable_to_nvrtc || st.file || loader_name(path, c);
+}
+
+// Keys `path` (by its toolkit name, where it has one) as present with its
+// bytes, or as absent; or says why the result is unkeyable.
+void key_probe(const std::string& path, const Stat& st, const std::optional<std::string>& toolkit,
+               const ProbeContext& c, int64_t started_ns, ClassifiedProbes* out,
+               std::map<std::string, cache::ManifestProbe>* keyed) {
+  cache::ManifestProbe p;
+  p.path = toolkit ? *toolkit : path;
+  if (st.file) {
+    std::optional<std::string> why = key_present_file(path, st, c, started_ns, &p);
+    if (why) {
+      if (!why->empty()) out->unkeyable = *why;
+      return;
+    }
+  } else if (std::optional<DiskPath> disk = disk_path(p.path, c)) {
+    record_folder(*disk, started_ns, &p);
+  }
+  keyed->emplace(p.path, std::move(p));
+}
+
+// One path NVRTC named: keyed into `keyed`, handed over (out->user_files),
+// left out, or the reason the result is unkeyable.
+void classify_one(const std::string& named, const ProbeContext& c, int64_t started_ns,
+                  const RealFolders& folders, ClassifiedProbes* out,
+                  std::map<std::string, cache::ManifestProbe>* keyed) {
+  if (named.empty() || named.front() != '/') return;  // the seal gives absolute paths only
+  // "x/./y" and "x//y" name x/y (a toolkit header included as <./mma.h>:
+  // includes.h, kAliasPrefix); ".." is left as named.
+  const std::string path = without_dot_parts(named);
+  if (beneath_sealed_source(path, out)) return;
+  std::string real = canonical(path);
+  if (c.served && (of_a_process(path) || of_a_process(real))) {
+    // What it names depends on the process that looks: a lookup would stat
+    // its own open files (a review's /dev/fd/4 under __has_include).
+    out->unkeyable = path + " names a process's own files (/proc, /dev/fd): not keyable";
+    return;
+  }
+  Stat st = stat_of(path);
+  std::optional<std::string> toolkit = toolkit_name(path, c);
+  // The toolkit's folders first: a header there is keyed whatever its name
+  // or wherever the toolkit lies (under /usr/lib, on $LD_LIBRARY_PATH).
+  const Own own = toolkit ? Own::no : is_nvrtc_own(path, real, c, folders.toolkit_reals);
+  if (own == Own::driver_cache) {
+    cache::ManifestProbe p;
+    p.path = kDriverCacheLabel + path;
+    keyed->emplace(p.path, std::move(p));
+    return;
+  }
+  if (own == Own::yes && left_as_nvrtc_own(path, real, st, c, folders.library_real, out)) return;
+  // A folder is no file to include: keyed as absent like a missing name,
+  // so a file replacing it later is noticed.
+  if (!toolkit && st.file && !c.served) {
+    out->user_files.push_back(path);
+    return;
+  }
+  key_probe(path, st, toolkit, c, started_ns, out, keyed);
+}
+
 }  // namespace
 }  // namespace kcache::compiler::probe_parts
 
@@ -143,93 +262,8 @@ ClassifiedProbes classify_probes(const std::vector<std::string>& probes, const P
   ClassifyScope memo;
   ClassifiedProbes out;
   std::map<std::string, cache::ManifestProbe> keyed;
-  std::vector<std::string> toolkit_reals;
-  for (const std::string& d : c.toolkit_dirs) toolkit_reals.push_back(canonical(d));
-  const std::string library_real =
-      c.nvrtc_library_dir.empty() ? "" : canonical(c.nvrtc_library_dir);
-  for (const std::string& named : probes) {
-    if (named.empty() || named.front() != '/') continue;  // the seal gives absolute paths only
-    // "x/./y" and "x//y" name x/y (a toolkit header included as <./mma.h>:
-    // includes.h, kAliasPrefix); ".." is left as named.
-    const std::string path = without_dot_parts(named);
-    // Beneath the sealed source's folder, which exists nowhere (seal.h):
-    // nothing to key, and a program's key stays free of its folder's name.
-    if (under(path, kSealedSourceRoot)) {
-      struct stat root;
-      if (::lstat(kSealedSourceRoot, &root) == 0) {
-        out.unkeyable = std::string(kSealedSourceRoot) +
-                        " exists on this machine: kcache hands absolute source names beneath it "
-                        "as a folder that must not exist; remove it";
-      }
-      continue;
-    }
-    std::string real = canonical(path);
-    if (c.served && (of_a_process(path) || of_a_process(real))) {
-      // What it names depends on the process that looks: a lookup would stat
-      // its own open files (a review's /dev/fd/4 under __has_include).
-      out.unkeyable = path + " names a process's own files (/proc, /dev/fd): not keyable";
-      continue;
-    }
-    Stat st = stat_of(path);
-    std::optional<std::string> toolkit = toolkit_name(path, c);
-    // The toolkit's folders first: a header there is keyed whatever its name
-    // or wherever the toolkit lies (under /usr/lib, on $LD_LIBRARY_PATH).
-    const Own own = toolkit ? Own::no : is_nvrtc_own(path, real, c, toolkit_reals);
-    if (own == Own::driver_cache) {
-      cache::ManifestProbe p;
-      p.path = kDriverCacheLabel + path;
-      keyed.emplace(p.path, std::move(p));
-      continue;
-    }
-    // By either spelling: /usr/local/lib64 may be a link to the toolkit's.
-    const bool readable_to_nvrtc =
-        own == Own::yes &&
-        ((!c.nvrtc_library_dir.empty() &&
-          (under(path, c.nvrtc_library_dir) || under(real, library_real))) ||
-         under(path, "/usr/share/zoneinfo") || path.find("/gconv/") != std::string::npos);
-    // Serving, the loader's calls are not recorded (seal.h): a file NVRTC's
-    // own code looked at in the folders it may read itself is keyed by its
-    // bytes like any other, whatever its name or first bytes (reviews' stale
-    // hits: a library a computed __has_include found, then removed; an edited
-    // gconv-modules-x.h or gconv-modules; a header that starts with TZif).
-    // But NVRTC's own libraries (the compiler's identity fingerprints them)
-    // and what glibc reads for NVRTC by itself: those are in a record or not
-    // with the process's history (TZ=UTC: the zone file at a pool child's
-    // first compile, never at the CLI's, which read it before), so keyed
-    // they would split entries.
-    if (readable_to_nvrtc && c.served && st.file && !nvrtc_library(path) &&
-        !glibc_reads(path, real)) {
-      // keyed below
-    } else if (own == Own::yes) {
-      if (readable_to_nvrtc && st.file && !nvrtc_own_kind(path)) {
-        out.unkeyable = "NVRTC read " + path +
-                        " from a folder of its own that kcache does not key (name it by a "
-                        "path outside NVRTC's library, time-zone and gconv folders)";
-      }
-      // NVRTC could read a file appearing there (an include search, a
-      // computed __has_include of "<lib>/libkc.so"): an absent name is keyed
-      // as absent, unless the loader tried it looking for the driver.
-      if (!readable_to_nvrtc || st.file || loader_name(path, c)) continue;
-    }
-    // A folder is no file to include: keyed as absent like a missing name,
-    // so a file replacing it later is noticed.
-    if (!toolkit && st.file && !c.served) {
-      out.user_files.push_back(path);
-      continue;
-    }
-    cache::ManifestProbe p;
-    p.path = toolkit ? *toolkit : path;
-    if (st.file) {
-      std::optional<std::string> why = key_present_file(path, st, c, started_ns, &p);
-      if (why) {
-        if (!why->empty()) out.unkeyable = *why;
-        continue;
-      }
-    } else if (std::optional<DiskPath> disk = disk_path(p.path, c)) {
-      record_folder(*disk, started_ns, &p);
-    }
-    keyed.emplace(p.path, std::move(p));
-  }
+  const RealFolders folders = real_folders(c);
+  for (const std::string& named : probes) classify_one(named, c, started_ns, folders, &out, &keyed);
   for (auto& [name, p] : keyed) out.keyed.push_back(std::move(p));
   return out;
 }
