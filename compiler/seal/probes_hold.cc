@@ -90,6 +90,72 @@ std::string shown_path(const DiskPath& disk) {
   return path;
 }
 
+// What a lookup's check of one set of probes shares between them.
+struct HoldCheck {
+  std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
+  FolderHandles handles;
+  // Each present file's content and identity, as recorded and now
+  // (same_files_as_recorded).
+  std::vector<std::tuple<Hash128, FileIdentity, FileIdentity>> present;
+};
+
+// A present probe's file, found at `disk` with `st`: why its bytes are not
+// the recorded ones, or nullopt where they are.
+std::optional<std::string> why_bytes_differ(const cache::ManifestProbe& p, const DiskPath& disk,
+                                            const Stat& st) {
+  if (p.ctime_ns != 0 && st.dev == p.dev && st.ino == p.ino && st.size == p.size &&
+      st.mtime_ns == p.mtime_ns && st.ctime_ns == p.ctime_ns) {
+    // A stamp kept only where it stands for the bytes (keep_stamp_if_it_stands).
+    return std::nullopt;
+  }
+  std::optional<std::string> content;
+  try {
+    content = read_input_file(disk.full());
+  } catch (const Error&) {
+    return shown_path(disk) + " cannot be read";
+  }
+  if (!content || xxh3_128(*content) != p.content) return shown_path(disk) + " changed";
+  return std::nullopt;
+}
+
+// Why `p` does not hold on the disk now, as a user reads it (probes_hold's
+// `why`), or nullopt where it does.
+std::optional<std::string> why_not_held(const cache::ManifestProbe& p, const ProbeContext& c,
+                                        HoldCheck* check) {
+  if (p.path.compare(0, std::char_traits<char>::length(kDriverCacheLabel), kDriverCacheLabel) ==
+      0) {
+    // Left unkeyed as the driver's JIT cache: only while it still is, in
+    // this process's environment.
+    if (p.present || !driver_cache_path(p.path.substr(
+                         std::char_traits<char>::length(kDriverCacheLabel)))) {
+      return std::string("the driver's JIT cache folder changed");
+    }
+    return std::nullopt;
+  }
+  std::optional<DiskPath> disk = disk_path(p.path, c);
+  if (!disk) return p.path + " is not found where it was";
+  if (p.has_folder && !recording_lookup()) {
+    if (p.present || p.folder_depth >= disk->components.size()) {
+      return p.path + " is not found where it was";
+    }
+    std::string folder = disk->folder(p.folder_depth);
+    auto it = check->folders.find(folder);
+    if (it == check->folders.end()) it = check->folders.emplace(folder, folder_state(folder)).first;
+    if (it->second == FolderState{p.dev, p.ino, p.mtime_ns, p.ctime_ns}) return std::nullopt;
+  }
+  observe_path(disk->full());  // a lookup record (lookup_record.h) holds it
+  Stat st = check->handles.stat(*disk);
+  if (st.file != p.present || st.other) {
+    if (env::read(env::Var::kcache_debug_probes)) {
+      std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
+    }
+    return shown_path(*disk) + (p.present ? " was removed" : " appeared");
+  }
+  if (!p.present) return std::nullopt;
+  check->present.emplace_back(p.content, FileIdentity{p.dev, p.ino}, FileIdentity{st.dev, st.ino});
+  return why_bytes_differ(p, *disk, st);
+}
+
 }  // namespace
 }  // namespace kcache::compiler::probe_parts
 
@@ -102,55 +168,11 @@ bool probes_hold(const std::vector<cache::ManifestProbe>& probes, const ProbeCon
     if (why) *why = reason;
     return false;
   };
-  std::map<std::string, std::optional<FolderState>> folders;  // one stat per folder
-  FolderHandles handles;
-  std::vector<std::tuple<Hash128, FileIdentity, FileIdentity>> present;
+  HoldCheck check;
   for (const cache::ManifestProbe& p : probes) {
-    if (p.path.compare(0, std::char_traits<char>::length(kDriverCacheLabel), kDriverCacheLabel) ==
-        0) {
-      // Left unkeyed as the driver's JIT cache: only while it still is, in
-      // this process's environment.
-      if (p.present || !driver_cache_path(p.path.substr(
-                           std::char_traits<char>::length(kDriverCacheLabel)))) {
-        return fails("the driver's JIT cache folder changed");
-      }
-      continue;
-    }
-    std::optional<DiskPath> disk = disk_path(p.path, c);
-    if (!disk) return fails(p.path + " is not found where it was");
-    if (p.has_folder && !recording_lookup()) {
-      if (p.present || p.folder_depth >= disk->components.size()) {
-        return fails(p.path + " is not found where it was");
-      }
-      std::string folder = disk->folder(p.folder_depth);
-      auto it = folders.find(folder);
-      if (it == folders.end()) it = folders.emplace(folder, folder_state(folder)).first;
-      if (it->second == FolderState{p.dev, p.ino, p.mtime_ns, p.ctime_ns}) continue;
-    }
-    observe_path(disk->full());  // a lookup record (lookup_record.h) holds it
-    Stat st = handles.stat(*disk);
-    if (st.file != p.present || st.other) {
-      if (env::read(env::Var::kcache_debug_probes)) {
-        std::fprintf(stderr, "probe fails: %s\n", p.path.c_str());
-      }
-      return fails(shown_path(*disk) + (p.present ? " was removed" : " appeared"));
-    }
-    const std::string path = disk->full();
-    if (!p.present) continue;
-    present.emplace_back(p.content, FileIdentity{p.dev, p.ino}, FileIdentity{st.dev, st.ino});
-    if (p.ctime_ns != 0 && st.dev == p.dev && st.ino == p.ino && st.size == p.size &&
-        st.mtime_ns == p.mtime_ns && st.ctime_ns == p.ctime_ns) {
-      continue;  // a stamp kept only where it stands for the bytes (keep_stamp_if_it_stands)
-    }
-    std::optional<std::string> content;
-    try {
-      content = read_input_file(path);
-    } catch (const Error&) {
-      return fails(shown_path(*disk) + " cannot be read");
-    }
-    if (!content || xxh3_128(*content) != p.content) return fails(shown_path(*disk) + " changed");
+    if (std::optional<std::string> reason = why_not_held(p, c, &check)) return fails(*reason);
   }
-  if (!same_files_as_recorded(std::move(present))) {
+  if (!same_files_as_recorded(std::move(check.present))) {
     if (env::read(env::Var::kcache_debug_probes)) {
       std::fprintf(stderr, "probe fails: one file or two\n");
     }
