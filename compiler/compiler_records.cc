@@ -70,7 +70,7 @@ std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) 
     w.u32(static_cast<uint32_t>(list->size()));
     for (const std::string& d : *list) w.str(d);
   }
-  for (const char* name : {"CUDA_CACHE_PATH", "HOME"}) {  // probes.cc's driver cache
+  for (const char* name : {"CUDA_CACHE_PATH", "HOME"}) {  // probes_nvrtc_own.cc's driver cache
     const char* v = env::read(name);
     w.u8(v ? 1 : 0);
     w.str(v ? v : "");

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "cache/format/entry.h"
 #include "common/bytes.h"
 #include "common/error.h"
 
@@ -79,11 +80,7 @@ std::string encode_program_answer(const ProgramAnswer& a) {
   }
   const ProgramResult& p = *a.result;
   w.str(p.record.encode());
-  w.u32(static_cast<uint32_t>(p.lowered_names.size()));
-  for (const cache::LoweredName& n : p.lowered_names) {
-    w.str(n.name_expression);
-    w.str(n.lowered_name);
-  }
+  cache::write_lowered_names(w, p.lowered_names);
   w.u8(static_cast<uint8_t>((p.hit ? 1 : 0) | (p.any_name ? 2 : 0) | (p.name_dependent ? 4 : 0)));
   w.u64(p.key.high);
   w.u64(p.key.low);
@@ -106,14 +103,7 @@ ProgramAnswer decode_program_answer(std::string_view bytes) {
   }
   ProgramResult p;
   p.record = cache::ProgramRecord::decode(r.str("program record"), "a compile process's record");
-  uint32_t names = r.u32("lowered name count");
-  if (names > r.remaining() / 8) r.fail("lowered name count past the end");
-  for (uint32_t i = 0; i < names; ++i) {
-    cache::LoweredName n;
-    n.name_expression = std::string(r.str("name expression"));
-    n.lowered_name = std::string(r.str("lowered name"));
-    p.lowered_names.push_back(std::move(n));
-  }
+  p.lowered_names = cache::read_lowered_names(r);
   uint8_t flags = r.u8("flags");
   p.hit = flags & 1;
   p.any_name = flags & 2;

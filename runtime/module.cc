@@ -9,6 +9,7 @@
 #include "common/file_system.h"
 #include "runtime/device.h"
 #include "runtime/driver.h"
+#include "runtime/launch_config.h"
 #include "runtime/log.h"
 #include "runtime/occupancy.h"
 
@@ -318,27 +319,13 @@ void launch_raw(StreamRef stream, const LaunchConfig& config, const Function& fu
   }
   CUlaunchAttribute attributes[2] = {};
   unsigned count = 0;
-  if (config.cluster.x != 0) {
-    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[count].value.clusterDim.x = config.cluster.x;
-    attributes[count].value.clusterDim.y = config.cluster.y;
-    attributes[count].value.clusterDim.z = config.cluster.z;
-    ++count;
-  }
+  if (config.cluster.x != 0) attributes[count++] = cluster_attribute(config);
   if (config.cooperative) {
     attributes[count].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
     attributes[count].value.cooperative = 1;
     ++count;
   }
-  CUlaunchConfig c = {};
-  c.gridDimX = config.grid.x;
-  c.gridDimY = config.grid.y;
-  c.gridDimZ = config.grid.z;
-  c.blockDimX = config.block.x;
-  c.blockDimY = config.block.y;
-  c.blockDimZ = config.block.z;
-  c.sharedMemBytes = config.shared_memory_bytes;
-  c.hStream = stream.get();
+  CUlaunchConfig c = launch_config_of(config, stream.get());
   c.attrs = attributes;
   c.numAttrs = count;
   r = d.cuLaunchKernelEx(&c, function.handle(), args, nullptr);

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "runtime/driver.h"
+#include "runtime/launch_config.h"
 
 namespace kcache::runtime {
 namespace {
@@ -108,20 +109,9 @@ int Occupancy::cluster_query(bool max_active, const LaunchConfig& config, CUstre
                       0, "");
   }
   CUlaunchAttribute attribute = {};
-  CUlaunchConfig c = {};
-  c.gridDimX = config.grid.x;
-  c.gridDimY = config.grid.y;
-  c.gridDimZ = config.grid.z;
-  c.blockDimX = config.block.x;
-  c.blockDimY = config.block.y;
-  c.blockDimZ = config.block.z;
-  c.sharedMemBytes = config.shared_memory_bytes;
-  c.hStream = stream;
+  CUlaunchConfig c = launch_config_of(config, stream);
   if (config.cluster.x != 0) {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = config.cluster.x;
-    attribute.value.clusterDim.y = config.cluster.y;
-    attribute.value.clusterDim.z = config.cluster.z;
+    attribute = cluster_attribute(config);
     c.attrs = &attribute;
     c.numAttrs = 1;
   }

@@ -78,6 +78,28 @@ Hash128 read_key(ByteReader& r) {
 
 }  // namespace
 
+void write_lowered_names(ByteWriter& w, const std::vector<LoweredName>& names) {
+  w.u32(static_cast<uint32_t>(names.size()));
+  for (const LoweredName& n : names) {
+    w.str(n.name_expression);
+    w.str(n.lowered_name);
+  }
+}
+
+std::vector<LoweredName> read_lowered_names(ByteReader& r) {
+  uint32_t count = r.u32("lowered name count");
+  // Each name takes at least two length prefixes: a tampered count fails fast.
+  if (count > r.remaining() / 8) r.fail("lowered name count past the end");
+  std::vector<LoweredName> names;
+  for (uint32_t i = 0; i < count; ++i) {
+    LoweredName n;
+    n.name_expression = std::string(r.str("name expression"));
+    n.lowered_name = std::string(r.str("lowered name"));
+    names.push_back(std::move(n));
+  }
+  return names;
+}
+
 Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t compile_ms,
              int64_t created_unix_s, std::string_view payload,
              std::vector<LoweredName> lowered_names, LeanRecord lean, std::string log,
@@ -104,11 +126,7 @@ Entry::Entry(const Hash128& key, TargetKind kind, std::string arch, uint32_t com
   w.str(arch_);
   w.u32(compile_ms_);
   w.u64(static_cast<uint64_t>(created_unix_s_));
-  w.u32(static_cast<uint32_t>(lowered_names_.size()));
-  for (const LoweredName& n : lowered_names_) {
-    w.str(n.name_expression);
-    w.str(n.lowered_name);
-  }
+  write_lowered_names(w, lowered_names_);
   write_lean_record(w, lean_);
   w.str(log_);
   w.str(source_name_);

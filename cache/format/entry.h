@@ -61,6 +61,15 @@ struct LoweredName {
   }
 };
 
+// A list of lowered names as an entry stores it and kcache's compile
+// processes send it (nvrtc_worker.cc, program_protocol.cc): a u32 count, then
+// each name expression and lowered name as a str.
+void write_lowered_names(ByteWriter& w, const std::vector<LoweredName>& names);
+// The list write_lowered_names wrote, from another kcache process: a count
+// the bytes left cannot hold fails (ByteReader::fail). The names themselves
+// are not checked; an entry's are (Entry::decode).
+std::vector<LoweredName> read_lowered_names(ByteReader& r);
+
 // An entry is always held in its encoded form, so a hit hands out the payload
 // without copying it and a put writes the bytes as they are.
 class Entry {

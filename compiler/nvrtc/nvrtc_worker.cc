@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstring>
 
+#include "cache/format/entry.h"
 #include "common/bytes.h"
 #include "common/error.h"
 #include "common/file_system.h"
@@ -163,11 +164,7 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     w.str(out.image);
     w.str(out.log);
     w.u64(static_cast<uint64_t>(out.ms * 1000));
-    w.u32(static_cast<uint32_t>(out.lowered_names.size()));
-    for (const cache::LoweredName& n : out.lowered_names) {
-      w.str(n.name_expression);
-      w.str(n.lowered_name);
-    }
+    cache::write_lowered_names(w, out.lowered_names);
     w.str(out.ptx);
     w.u8(out.sealed ? 1 : 0);
     w.str(out.unsealed_why);
@@ -475,14 +472,7 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
   out.image = std::string(r.str("image"));
   out.log = std::string(r.str("log"));
   out.ms = static_cast<double>(r.u64("microseconds")) / 1000;
-  uint32_t names = r.u32("lowered name count");
-  if (names > r.remaining() / 8) r.fail("lowered name count past the end");
-  for (uint32_t i = 0; i < names; ++i) {
-    cache::LoweredName n;
-    n.name_expression = std::string(r.str("name expression"));
-    n.lowered_name = std::string(r.str("lowered name"));
-    out.lowered_names.push_back(std::move(n));
-  }
+  out.lowered_names = cache::read_lowered_names(r);
   out.ptx = std::string(r.str("PTX"));
   out.sealed = r.u8("sealed") != 0;
   out.unsealed_why = std::string(r.str("why not sealed"));

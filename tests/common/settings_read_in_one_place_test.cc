@@ -112,7 +112,7 @@ TEST(SettingsReadInOnePlaceTest, TheTestSeesKcachesSources) {
   const std::map<std::string, std::string> all = sources();
   EXPECT_GT(all.size(), 100u) << "runfiles at " << runfiles_root();
   for (const char* known : {"common/environment.cc", "nvrtc_shim/shim.cc", "runtime/driver.cc",
-                            "cli/main.cc", "compiler/seal/probes.cc", "bundle/bundle.cc"}) {
+                            "cli/main.cc", "compiler/seal/probes_nvrtc_own.cc", "bundle/bundle.cc"}) {
     EXPECT_TRUE(all.count(known)) << known << " is not in the test's runfiles: add its package's "
                                   << "`sources` filegroup to the test's data";
   }
