@@ -214,6 +214,22 @@ std::optional<Manifest> Storage::get_lookup_record(const Hash128& key) {
   return local_manifest(key);
 }
 
+std::optional<std::string> Storage::get_lookup_record_bytes(const Hash128& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!local_) return std::nullopt;
+  try {
+    std::optional<std::string> bytes = read_manifest_file(local_->dir(), key);
+    if (bytes && !local_->read_only()) touch_manifest_file(local_->dir(), key);
+    return bytes;
+  } catch (const CorruptError&) {
+    // Larger than any manifest: a miss; the next record replaces it.
+  } catch (const Error& e) {
+    warn_once("get",
+              std::string("reading the cache failed: ") + e.what() + "; treating it as a miss");
+  }
+  return std::nullopt;
+}
+
 void Storage::put_lookup_record(const Manifest& record) {
   store_locally([&](Store& local) { write_manifest(local, record); });
 }

@@ -96,6 +96,10 @@ class Storage {
   // store only, never sent to or read from the remote (they name this
   // machine's paths). Same failure policy.
   std::optional<Manifest> get_lookup_record(const Hash128& key);
+  // The same record's bytes, not decoded (a hit reads them in place:
+  // lookup_record.h's record_holds), marked used; nullopt where there is none
+  // or it cannot be read (a warning once, as get()).
+  std::optional<std::string> get_lookup_record_bytes(const Hash128& key);
   void put_lookup_record(const Manifest& record);
   // Adds to a named counter of the local store ("nvrtc_invocations", ...).
   void count(const std::string& counter, int64_t delta);

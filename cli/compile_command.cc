@@ -101,8 +101,12 @@ int run_compile(const GlobalOptions& global, const CompileCommand& c) {
   check_outputs(c.flags);
   compiler::CompileOptions options = to_options(c.flags);
   options.may_read = global.may_read;
-  compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
+  // What the toolkit's files say is remembered in a store kcache may write
+  // (compiler/toolkit_memo.h): a hit then reads none of them.
+  const cache::Store* local = storage ? storage->local() : nullptr;
+  compiler::Toolkit toolkit = compiler::find_toolkit(
+      c.setup.cuda_path, local && !local->read_only() ? local->dir() : std::string());
   compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
   if (!global.pch_dir.empty()) compiler.use_pch(global.pch_dir);
   if (global.pool) compiler.use_pool(global.pool);

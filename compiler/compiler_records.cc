@@ -136,18 +136,21 @@ bool Compiler::record_hit(const CompileOptions& options, const Prepared& p,
   const std::string inputs = record_inputs(options, p);
   for (bool any_name : {true, false}) {
     if (any_name && !options.name_free) continue;
-    std::optional<cache::Manifest> record =
-        storage_->get_lookup_record(record_key(inputs, options, any_name));
-    if (!record || record->sets().size() != 1) continue;
-    const cache::ManifestSet& set = record->sets().front();
-    if (set.results.size() != p.targets.size() ||
-        !disk_unchanged(set.probes, any_name ? parts::program_folder(options) : "")) {
-      continue;
+    const Hash128 key = record_key(inputs, options, any_name);
+    std::optional<std::string> bytes = storage_->get_lookup_record_bytes(key);
+    if (!bytes) continue;
+    std::optional<std::vector<cache::ManifestResult>> results;
+    try {
+      results = record_holds(*bytes, key, "lookup record " + key.hex(),
+                             any_name ? parts::program_folder(options) : "");
+    } catch (const Error&) {
+      continue;  // damaged, or a newer kcache's: the long way writes it again
     }
+    if (!results || results->size() != p.targets.size()) continue;
     std::vector<TargetResult> found;
     for (size_t i = 0; i < p.targets.size(); ++i) {
       const Target& t = p.targets[i];
-      const cache::ManifestResult& recorded = set.results[i];
+      const cache::ManifestResult& recorded = (*results)[i];
       if (recorded.cubin != (t.kind == cache::TargetKind::cubin) || recorded.arch != t.arch) break;
       std::optional<cache::Entry> e = storage_->get(recorded.key, cache::Store::Access::uncounted);
       if (!e) break;  // evicted: the long way decides

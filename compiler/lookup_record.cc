@@ -23,17 +23,6 @@ bool record_starts_with(const std::string& s, const std::string& prefix) {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
-// `path` without its last `strip` components ("/a/b/c", 1 -> "/a/b"; to "/").
-std::optional<std::string> record_strip_components(const std::string& path, uint32_t strip) {
-  std::string out = path;
-  for (uint32_t i = 0; i < strip; ++i) {
-    size_t slash = out.rfind('/');
-    if (slash == std::string::npos || out.size() <= 1) return std::nullopt;
-    out.resize(slash == 0 ? 1 : slash);
-  }
-  return out;
-}
-
 }  // namespace
 
 DiskObservations::DiskObservations() : started_ns_(realtime_now_ns()), outer_(t_lookup_recording) {
@@ -254,60 +243,112 @@ void observe_path(const std::string& path) {
 
 namespace {
 
-// Whether the name a record's `p` checks, now at `path`, is as recorded.
-// `folders` remembers each folder stamp's answer, for the many names it
-// answers for.
-bool probe_holds(const cache::ManifestProbe& p, const std::string& path, FolderStats& names,
-                 std::unordered_map<std::string, bool>& folders) {
-  struct stat st;
-  if (p.present && p.size == 0 && p.mtime_ns == 0 && p.ctime_ns == 0) {
-    // A folder (probes): what a lookup took from its stat is that it is one.
-    return names.stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-  }
-  if (p.present) {
-    return names.stat(path, &st) == 0 && static_cast<uint64_t>(st.st_dev) == p.dev &&
-           static_cast<uint64_t>(st.st_ino) == p.ino &&
-           static_cast<uint64_t>(st.st_size) == p.size &&
-           static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
-           static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
-  }
-  if (p.has_folder) {
-    std::optional<std::string> folder = record_strip_components(path, p.folder_depth);
-    if (!folder) return false;
-    auto it = folders.find(*folder);
-    if (it == folders.end()) {
-      bool same = ::stat(folder->c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
-                  static_cast<uint64_t>(st.st_dev) == p.dev &&
-                  static_cast<uint64_t>(st.st_ino) == p.ino &&
-                  static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
-                  static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
-      it = folders.emplace(*folder, same).first;
+// Whether each name a record checks is as recorded, one probe at a time.
+class ProbeCheck {
+ public:
+  explicit ProbeCheck(const std::string& source_folder) : source_folder_(source_folder) {}
+
+  bool holds(const cache::ProbeView& p) {
+    // The path copied into one buffer (a syscall needs its NUL), not one
+    // string per probe.
+    static const std::string_view prefix = kSourceFolderPrefix;
+    if (p.path.substr(0, prefix.size()) == prefix) {
+      if (source_folder_.empty()) return false;
+      path_.assign(source_folder_);
+      path_.append(p.path.substr(prefix.size()));
+    } else if (p.path.empty() || p.path.front() != '/') {
+      return false;
+    } else {
+      path_.assign(p.path);
     }
-    return it->second;
+    return probe_holds(p);
   }
-  return names.stat(path, &st) != 0 && (errno == ENOENT || errno == ENOTDIR);
-}
+
+ private:
+  bool probe_holds(const cache::ProbeView& p) {
+    struct stat st;
+    if (p.present && p.size == 0 && p.mtime_ns == 0 && p.ctime_ns == 0) {
+      // A folder (probes): what a lookup took from its stat is that it is one.
+      return names_.stat(path_, &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    if (p.present) {
+      return names_.stat(path_, &st) == 0 && static_cast<uint64_t>(st.st_dev) == p.dev &&
+             static_cast<uint64_t>(st.st_ino) == p.ino &&
+             static_cast<uint64_t>(st.st_size) == p.size &&
+             static_cast<uint64_t>(record_ns(st.st_mtim)) == p.mtime_ns &&
+             static_cast<uint64_t>(record_ns(st.st_ctim)) == p.ctime_ns;
+    }
+    if (p.has_folder) return folder_holds(p);
+    return names_.stat(path_, &st) != 0 && (errno == ENOENT || errno == ENOTDIR);
+  }
+
+  // An absent name checked by its deepest existing folder's stamp, the
+  // folder stat-ed once per check. Sorted names share their folder with the
+  // one before: that folder is kept at hand.
+  bool folder_holds(const cache::ProbeView& p) {
+    if (!strip_components(p.folder_depth)) return false;
+    if (!last_ || path_ != last_->first) {
+      auto it = folders_.find(path_);
+      if (it == folders_.end()) it = folders_.emplace(path_, folder_now(path_)).first;
+      last_ = &*it;
+    }
+    const std::optional<FileStamp>& now = last_->second;
+    return now && now->dev == p.dev && now->ino == p.ino && now->mtime_ns == p.mtime_ns &&
+           now->ctime_ns == p.ctime_ns;
+  }
+
+  // The folder's stamp now, or nullopt where it is not a folder.
+  static std::optional<FileStamp> folder_now(const std::string& folder) {
+    struct stat st;
+    if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return std::nullopt;
+    return FileStamp::of(st);
+  }
+
+  // path_ without its last `strip` components ("/a/b/c", 1 -> "/a/b"; to "/").
+  bool strip_components(uint32_t strip) {
+    for (uint32_t i = 0; i < strip; ++i) {
+      size_t slash = path_.rfind('/');
+      if (slash == std::string::npos || path_.size() <= 1) return false;
+      path_.resize(slash == 0 ? 1 : slash);
+    }
+    return true;
+  }
+
+  const std::string& source_folder_;
+  std::string path_;
+  FolderStats names_;
+  std::unordered_map<std::string, std::optional<FileStamp>> folders_;
+  const std::pair<const std::string, std::optional<FileStamp>>* last_ = nullptr;
+};
 
 }  // namespace
 
 bool disk_unchanged(const std::vector<cache::ManifestProbe>& probes,
                     const std::string& source_folder) {
-  std::unordered_map<std::string, bool> folders;
-  FolderStats names;
-  const std::string prefix = kSourceFolderPrefix;
-  std::string rebased;
+  ProbeCheck check(source_folder);
   for (const cache::ManifestProbe& p : probes) {
-    const std::string* path = &p.path;  // no copy of each of hundreds of paths
-    if (record_starts_with(p.path, prefix)) {
-      if (source_folder.empty()) return false;
-      rebased = source_folder + p.path.substr(prefix.size());
-      path = &rebased;
-    } else if (p.path.empty() || p.path.front() != '/') {
-      return false;
-    }
-    if (!probe_holds(p, *path, names, folders)) return false;
+    cache::ProbeView v;
+    v.path = p.path;
+    v.present = p.present;
+    v.has_folder = p.has_folder;
+    v.folder_depth = p.folder_depth;
+    v.dev = p.dev;
+    v.ino = p.ino;
+    v.size = p.size;
+    v.mtime_ns = p.mtime_ns;
+    v.ctime_ns = p.ctime_ns;
+    if (!check.holds(v)) return false;
   }
   return true;
+}
+
+std::optional<std::vector<cache::ManifestResult>> record_holds(std::string_view encoded,
+                                                               const Hash128& key,
+                                                               const std::string& what,
+                                                               const std::string& source_folder) {
+  ProbeCheck check(source_folder);
+  return cache::read_lookup_record(encoded, key, what,
+                                   [&](const cache::ProbeView& p) { return check.holds(p); });
 }
 
 }  // namespace kcache::compiler

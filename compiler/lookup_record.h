@@ -51,6 +51,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cache/format/manifest.h"
@@ -121,5 +122,14 @@ constexpr char kSourceFolderPrefix[] = "program-folder:";
 // absolute folder kSourceFolderPrefix paths are beneath now.
 bool disk_unchanged(const std::vector<cache::ManifestProbe>& probes,
                     const std::string& source_folder);
+
+// The same for a record as the store holds it (`encoded`, filed under `key`;
+// `what` names it in errors), read in place (cache::read_lookup_record): its
+// results where every recorded path is as recorded, else nullopt. Throws
+// CorruptError or IncompatibleVersionError for a record it cannot read.
+std::optional<std::vector<cache::ManifestResult>> record_holds(std::string_view encoded,
+                                                               const Hash128& key,
+                                                               const std::string& what,
+                                                               const std::string& source_folder);
 
 }  // namespace kcache::compiler

@@ -14,6 +14,7 @@
 #include "common/file_system.h"
 #include "common/hash.h"
 #include "common/paths.h"
+#include "compiler/toolkit_memo.h"
 
 namespace kcache::compiler {
 namespace {
@@ -77,11 +78,10 @@ std::string build_id(const std::string& head) {
   return "";
 }
 
-// The value of `#define NAME <integer>` in a header, reading as little of it
-// as it can (CUDA_VERSION sits in cuda.h's first 16 KiB; cuda.h is 1.1 MB).
-std::optional<int> read_define(const std::string& path, const std::string& name) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+// The value of `#define NAME <integer>` in the header open as `fd`, reading
+// as little of it as it can (CUDA_VERSION sits in cuda.h's first 16 KiB;
+// cuda.h is 1.1 MB).
+std::optional<int> read_define_fd(int fd, const std::string& name) {
   std::string text;
   std::string needle = "#define " + name;
   std::optional<int> value;
@@ -102,8 +102,19 @@ std::optional<int> read_define(const std::string& path, const std::string& name)
     }
     if (value) break;
   }
-  ::close(fd);
   return value;
+}
+
+// The same for the header at `path` (nullopt where it cannot be opened),
+// through `memo`: "" stands for no such define.
+std::optional<int> read_define(const std::string& path, const std::string& name,
+                               ToolkitMemo& memo) {
+  std::optional<std::string> v = memo.value("define " + name, path, [&](int fd) {
+    std::optional<int> found = read_define_fd(fd, name);
+    return found ? std::to_string(*found) : std::string();
+  });
+  if (!v || v->empty()) return std::nullopt;
+  return std::atoi(v->c_str());
 }
 
 std::optional<std::string> first_existing(const std::vector<std::string>& paths) {
@@ -113,15 +124,58 @@ std::optional<std::string> first_existing(const std::vector<std::string>& paths)
   return std::nullopt;
 }
 
+// The fingerprint of the library at `path`, open as `fd`. Throws IoError.
+LibraryFingerprint fingerprint_fd(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) throw IoError(errno_message("cannot stat", path, errno));
+  LibraryFingerprint f;
+  f.path = path;
+  f.name = path.substr(path.rfind('/') + 1);
+  f.size = static_cast<uint64_t>(st.st_size);
+  size_t head_size = static_cast<size_t>(std::min<uint64_t>(f.size, kChunk));
+  size_t tail_size = static_cast<size_t>(std::min<uint64_t>(f.size - head_size, kChunk));
+  std::string bytes(head_size + tail_size, '\0');
+  ssize_t got = ::pread(fd, &bytes[0], head_size, 0);
+  if (got == static_cast<ssize_t>(head_size) && tail_size > 0) {
+    got = ::pread(fd, &bytes[head_size], tail_size, static_cast<off_t>(f.size - tail_size));
+    if (got == static_cast<ssize_t>(tail_size)) got = static_cast<ssize_t>(head_size);
+  }
+  if (got != static_cast<ssize_t>(head_size)) {
+    throw IoError(errno_message("cannot read", path, got < 0 ? errno : EIO));
+  }
+  f.build_id = build_id(bytes.substr(0, head_size));
+  f.head_tail_xxh3 = hex64(xxh3_64(bytes));
+  return f;
+}
+
+// The fingerprint through `memo`, remembered as "size build-id xxh3" lines.
+LibraryFingerprint remembered_fingerprint(const std::string& path, ToolkitMemo& memo) {
+  std::optional<std::string> v = memo.value("fingerprint", path, [&](int fd) {
+    LibraryFingerprint f = fingerprint_fd(fd, path);
+    return std::to_string(f.size) + "\n" + f.build_id + "\n" + f.head_tail_xxh3;
+  });
+  const size_t first = v ? v->find('\n') : std::string::npos;
+  const size_t second = first == std::string::npos ? first : v->find('\n', first + 1);
+  if (second == std::string::npos) return fingerprint_library(path);  // says why it cannot
+  LibraryFingerprint f;
+  f.path = path;
+  f.name = path.substr(path.rfind('/') + 1);
+  f.size = std::strtoull(v->c_str(), nullptr, 10);
+  f.build_id = v->substr(first + 1, second - first - 1);
+  f.head_tail_xxh3 = v->substr(second + 1);
+  return f;
+}
+
 // A folder is a toolkit if it has include/cuda.h with a CUDA_VERSION and a
 // libnvrtc; otherwise the reason it is not.
-std::optional<Toolkit> try_toolkit(const std::string& root, std::string& why_not) {
+std::optional<Toolkit> try_toolkit(const std::string& root, std::string& why_not,
+                                   ToolkitMemo& memo) {
   std::string cuda_h = root + "/include/cuda.h";
   if (!exists(root)) {
     why_not = "does not exist";
     return std::nullopt;
   }
-  std::optional<int> version = read_define(cuda_h, "CUDA_VERSION");
+  std::optional<int> version = read_define(cuda_h, "CUDA_VERSION", memo);
   if (!version) {
     why_not = exists(cuda_h) ? "no CUDA_VERSION in include/cuda.h" : "no include/cuda.h";
     return std::nullopt;
@@ -149,18 +203,19 @@ std::optional<Toolkit> try_toolkit(const std::string& root, std::string& why_not
     why_not = "no libnvrtc-builtins.so." + major + "." + minor + " next to " + *nvrtc;
     return std::nullopt;
   }
-  t.nvrtc = fingerprint_library(*nvrtc);
-  t.nvrtc_builtins = fingerprint_library(*builtins);
+  t.nvrtc = remembered_fingerprint(*nvrtc, memo);
+  t.nvrtc_builtins = remembered_fingerprint(*builtins, memo);
   // nvJitLink assembles lean images (lean_image.h); a toolkit without it still
   // compiles, with NVRTC's own images.
   if (std::optional<std::string> nvjitlink =
           first_existing({lib_dir + "libnvJitLink.so." + major, lib_dir + "libnvJitLink.so"})) {
-    t.nvjitlink = fingerprint_library(*nvjitlink);
+    t.nvjitlink = remembered_fingerprint(*nvjitlink, memo);
   }
   t.include_dirs.push_back(root + "/include");
   if (exists(root + "/include/cccl")) t.include_dirs.push_back(root + "/include/cccl");
   for (const std::string& dir : t.include_dirs) {
-    if (std::optional<int> cccl = read_define(dir + "/cuda/std/__cccl/version.h", "CCCL_VERSION")) {
+    if (std::optional<int> cccl =
+            read_define(dir + "/cuda/std/__cccl/version.h", "CCCL_VERSION", memo)) {
       t.cccl_version = *cccl;
       break;
     }
@@ -192,35 +247,18 @@ std::string Toolkit::identity() const {
 LibraryFingerprint fingerprint_library(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError(errno_message("cannot open", path, errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    int err = errno;
+  try {
+    LibraryFingerprint f = fingerprint_fd(fd, path);
     ::close(fd);
-    throw IoError(errno_message("cannot stat", path, err));
+    return f;
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
-  LibraryFingerprint f;
-  f.path = path;
-  f.name = path.substr(path.rfind('/') + 1);
-  f.size = static_cast<uint64_t>(st.st_size);
-  size_t head_size = static_cast<size_t>(std::min<uint64_t>(f.size, kChunk));
-  size_t tail_size = static_cast<size_t>(std::min<uint64_t>(f.size - head_size, kChunk));
-  std::string bytes(head_size + tail_size, '\0');
-  ssize_t got = ::pread(fd, &bytes[0], head_size, 0);
-  if (got == static_cast<ssize_t>(head_size) && tail_size > 0) {
-    got = ::pread(fd, &bytes[head_size], tail_size, static_cast<off_t>(f.size - tail_size));
-    if (got == static_cast<ssize_t>(tail_size)) got = static_cast<ssize_t>(head_size);
-  }
-  int err = errno;
-  ::close(fd);
-  if (got != static_cast<ssize_t>(head_size)) {
-    throw IoError(errno_message("cannot read", path, got < 0 ? err : EIO));
-  }
-  f.build_id = build_id(bytes.substr(0, head_size));
-  f.head_tail_xxh3 = hex64(xxh3_64(bytes));
-  return f;
 }
 
-Toolkit find_toolkit(const std::string& cuda_path) {
+Toolkit find_toolkit(const std::string& cuda_path, const std::string& store_dir) {
+  ToolkitMemo memo(toolkit_memo_path(store_dir));
   std::vector<std::pair<std::string, std::string>> candidates;  // origin, folder
   std::vector<std::string> looked;
   if (!cuda_path.empty()) {
@@ -238,7 +276,10 @@ Toolkit find_toolkit(const std::string& cuda_path) {
     std::string why_not;
     std::string trimmed = root;
     while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-    if (std::optional<Toolkit> t = try_toolkit(trimmed, why_not)) return *t;
+    if (std::optional<Toolkit> t = try_toolkit(trimmed, why_not, memo)) {
+      memo.save();
+      return *t;
+    }
     looked.push_back(origin + " = " + root + " (" + why_not + ")");
   }
   std::string message = "no CUDA toolkit found; looked at:";

@@ -8,8 +8,9 @@
 //     reads itself (cuda_fp16.h, cooperative_groups, CUB, ...), and
 //   - a fingerprint of libnvrtc and libnvrtc-builtins: the file size, the GNU
 //     build-id when the ELF has one, and XXH3-64 of the first and last 64 KiB.
-// find_toolkit() costs ~0.1 ms in all; hashing all of libnvrtc would cost
-// ~80 ms per run (bench/compile_bench, page cache warm).
+// find_toolkit() costs ~0.1 ms in all (less where toolkit_memo.h remembers
+// it); hashing all of libnvrtc would cost ~80 ms per run (bench/compile_bench,
+// page cache warm).
 // The trade-off (ccache's compiler_check): a rebuilt NVRTC of the same size
 // whose change lies only in the unread middle, with the same build-id, would
 // share keys with the old one. A release changes the build-id and (in
@@ -54,8 +55,10 @@ struct Toolkit {
 
 // Finds the toolkit: `cuda_path` (the --cuda-path flag) if not empty, else
 // $CUDA_PATH, else /usr/local/cuda. Throws NotFound naming every place it
-// looked and why each was rejected. Cheap: no NVRTC is loaded.
-Toolkit find_toolkit(const std::string& cuda_path);
+// looked and why each was rejected. Cheap: no NVRTC is loaded. With a
+// `store_dir` (the local store's folder), what it reads of the toolkit's files
+// is remembered there by their stats (toolkit_memo.h): a hit reads none.
+Toolkit find_toolkit(const std::string& cuda_path, const std::string& store_dir = "");
 
 // Fingerprints one library file. Throws IoError if it cannot be read.
 LibraryFingerprint fingerprint_library(const std::string& path);

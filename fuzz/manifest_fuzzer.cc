@@ -1,5 +1,5 @@
-// Fuzzes cache::Manifest::decode, which reads the local store's manifest files
-// and manifests fetched from remote servers that may lie. Beyond "no crash, no
+// Fuzzes cache::Manifest::decode and cache::read_lookup_record, which read the local store's
+// manifest files and manifests fetched from remote servers that may lie. Beyond "no crash, no
 // sanitizer report, only kcache::Error on bad input", checks what decode
 // promises: every bound of manifest.h holds, no name holds a control
 // character, no set repeats, and an accepted manifest encodes back to exactly
@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "cache/format/manifest.h"
 #include "common/error.h"
@@ -73,12 +75,52 @@ void check_decode(const std::string& bytes) {
       }
     }
     // Older formats are read and written back as the newest.
-    const bool newest = static_cast<unsigned char>(bytes[8]) == kcache::cache::kManifestFormatVersion &&
-                        bytes[9] == 0;
+    const bool newest =
+        static_cast<unsigned char>(bytes[8]) == kcache::cache::kManifestFormatVersion &&
+        bytes[9] == 0;
     if (newest) check(m.encode() == bytes, "encode(decode(x)) == x");
   } catch (const kcache::Error&) {
     // CorruptError or IncompatibleVersionError: what bad input must give.
   }
+}
+
+// The lookup record's in-place reader (read_lookup_record, the hit path's)
+// on the same input: it reads only what decode reads (nothing decode
+// refuses), and what it reads is decode's one set: the same probes, in
+// order, and the same results.
+void check_record_read(const std::string& bytes) {
+  std::vector<kcache::cache::ProbeView> seen;
+  std::optional<std::vector<kcache::cache::ManifestResult>> results;
+  try {
+    results = kcache::cache::read_lookup_record(
+        bytes, key_in(bytes), "fuzz input", [&](const kcache::cache::ProbeView& p) {
+          check(clean(std::string(p.path)), "clean record probe path");
+          seen.push_back(p);
+          return true;
+        });
+  } catch (const kcache::Error&) {
+    return;
+  }
+  if (!results) return;
+  std::optional<Manifest> m;
+  try {
+    m = Manifest::decode(bytes, key_in(bytes), "fuzz input");
+  } catch (const kcache::Error&) {
+    check(false, "a record read in place that decode refuses");
+  }
+  check(m->sets().size() == 1 && m->sets()[0].empty(), "a record is one set of no asks");
+  const kcache::cache::ManifestSet& set = m->sets()[0];
+  check(set.probes.size() == seen.size(), "the record's probe count");
+  for (size_t i = 0; i < seen.size(); ++i) {
+    const kcache::cache::ManifestProbe& p = set.probes[i];
+    const kcache::cache::ProbeView& v = seen[i];
+    check(p.path == v.path && p.present == v.present && p.has_folder == v.has_folder &&
+              p.folder_depth == v.folder_depth && p.dev == v.dev && p.ino == v.ino &&
+              p.size == v.size && p.mtime_ns == v.mtime_ns && p.ctime_ns == v.ctime_ns &&
+              p.content == v.content,
+          "a record's probe as decode reads it");
+  }
+  check(set.results == *results, "the record's results");
 }
 
 void fix_checksum(std::string& bytes) {
@@ -101,8 +143,12 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string bytes(reinterpret_cast<const char*>(data), size);
   check_decode(bytes);
+  check_record_read(bytes);
   std::string fixed = bytes;
   fix_checksum(fixed);
-  if (fixed != bytes) check_decode(fixed);
+  if (fixed != bytes) {
+    check_decode(fixed);
+    check_record_read(fixed);
+  }
   return 0;
 }

@@ -50,12 +50,14 @@ std::string name_problem(std::string_view text, const char* field) {
   return "";
 }
 
-std::string name(ByteReader& r, const char* field) {
+std::string_view name_view(ByteReader& r, const char* field) {
   std::string_view text = r.str(field);
   std::string problem = name_problem(text, field);
   if (!problem.empty()) r.fail(problem);
-  return std::string(text);
+  return text;
 }
+
+std::string name(ByteReader& r, const char* field) { return std::string(name_view(r, field)); }
 
 // A count read from the input: at least 1, at most `max`, and no more than
 // the bytes left could hold (`min_bytes` each), so a tampered count fails fast.
@@ -77,6 +79,48 @@ uint32_t count_or_none(ByteReader& r, const char* field, size_t max, size_t min_
   }
   if (n > r.remaining() / min_bytes) r.fail(std::string(field) + " past the end");
   return n;
+}
+
+// One probe (the format's `probe`), checked as decode() checks it.
+ProbeView read_probe(ByteReader& body) {
+  ProbeView p;
+  uint8_t state = body.u8("probe state");
+  if (state > 2) body.fail("probe state is " + std::to_string(state) + ", not 0, 1 or 2");
+  p.present = state == 1;
+  p.has_folder = state == 2;
+  p.path = name_view(body, "probe path");
+  if (p.present) {
+    p.content = read_key(body);
+    for (uint64_t* v : {&p.dev, &p.ino, &p.size, &p.mtime_ns, &p.ctime_ns}) {
+      *v = body.u64("probe stat");
+    }
+  } else if (p.has_folder) {
+    p.folder_depth = body.u32("probe folder depth");
+    if (p.folder_depth > kMaxManifestNameBytes) {
+      body.fail("probe folder depth " + std::to_string(p.folder_depth) +
+                " is deeper than a name can be");
+    }
+    for (uint64_t* v : {&p.dev, &p.ino, &p.mtime_ns, &p.ctime_ns}) {
+      *v = body.u64("probe folder stat");
+    }
+  }
+  return p;
+}
+
+constexpr size_t kMinProbe = 1 + 4 + 1;
+constexpr size_t kMinResult = 1 + 4 + 1 + 1 + 16;
+
+ManifestResult read_result(ByteReader& body) {
+  ManifestResult res;
+  uint8_t kind = body.u8("result kind");
+  if (kind > 1) body.fail("result kind is " + std::to_string(kind) + ", not 0 or 1");
+  res.cubin = kind == 1;
+  res.arch = name(body, "result arch");
+  uint8_t any = body.u8("result any_name");
+  if (any > 1) body.fail("result any_name is " + std::to_string(any) + ", not 0 or 1");
+  res.any_name = any == 1;
+  res.key = read_key(body);
+  return res;
 }
 
 void check_set(const ManifestSet& set) {
@@ -177,8 +221,12 @@ std::string Manifest::encode() const {
   return w.take();
 }
 
-Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
-                          const std::string& what) {
+namespace {
+
+// `bytes` checked up to its sets (size, magic, version, checksum, reserved,
+// key): the reader of what follows the key; `version` set.
+ByteReader checked_body(std::string_view bytes, const Hash128& expected_key,
+                        const std::string& what, uint16_t* version) {
   ByteReader r(bytes, what);
   if (bytes.size() > kMaxManifestBytes) {
     r.fail(std::to_string(bytes.size()) + " bytes, more than a manifest may hold (" +
@@ -188,10 +236,10 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
     r.fail(bytes.empty() ? "empty" : "only " + std::to_string(bytes.size()) + " bytes");
   }
   if (r.bytes(kManifestMagic.size(), "magic") != kManifestMagic) r.fail("bad magic");
-  uint16_t version = r.u16("format version");
-  if (version == 0 || version > kManifestFormatVersion) {
+  *version = r.u16("format version");
+  if (*version == 0 || *version > kManifestFormatVersion) {
     throw IncompatibleVersionError(what + " has manifest format version " +
-                                   std::to_string(version) + ", newer than this kcache reads (" +
+                                   std::to_string(*version) + ", newer than this kcache reads (" +
                                    std::to_string(kManifestFormatVersion) + "); upgrade kcache");
   }
   // Checksum before interpreting the rest, so a damaged count cannot mislead us.
@@ -202,15 +250,25 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
   ByteReader body(covered, what);
   body.bytes(kManifestMagic.size() + 2, "magic and version");
   if (body.u16("reserved") != 0) body.fail("reserved bytes set");
-  Manifest m(read_key(body));
-  if (m.key_ != expected_key) {
-    body.fail("holds the manifest for " + m.key_.hex() + ", not " + expected_key.hex());
+  const Hash128 key = read_key(body);
+  if (key != expected_key) {
+    body.fail("holds the manifest for " + key.hex() + ", not " + expected_key.hex());
   }
+  return body;
+}
+
+constexpr size_t kMinSet = 4 + 4;
+
+}  // namespace
+
+Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
+                          const std::string& what) {
+  uint16_t version = 0;
+  ByteReader body = checked_body(bytes, expected_key, what, &version);
+  Manifest m(expected_key);
   // Smallest encodings: an ask is 2 strs + angled + count + one header (str + u64).
   constexpr size_t kMinHeader = 4 + 1 + 8;
   constexpr size_t kMinAsk = 4 + 1 + 4 + 1 + 1 + 4 + kMinHeader;
-  constexpr size_t kMinProbe = 1 + 4 + 1;
-  constexpr size_t kMinSet = 4 + 4;
   uint32_t sets = count(body, "set count", kMaxManifestSets, kMinSet);
   for (uint32_t s = 0; s < sets; ++s) {
     ManifestSet set;
@@ -237,45 +295,24 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
       if (probes == 0 && asks == 0) body.fail("set " + std::to_string(s) + " is empty");
       set.probes.reserve(probes);  // bounded by the bytes left (count_or_none)
       for (uint32_t i = 0; i < probes; ++i) {
+        const ProbeView v = read_probe(body);
         ManifestProbe p;
-        uint8_t state = body.u8("probe state");
-        if (state > 2) body.fail("probe state is " + std::to_string(state) + ", not 0, 1 or 2");
-        p.present = state == 1;
-        p.has_folder = state == 2;
-        p.path = name(body, "probe path");
-        if (p.present) {
-          p.content = read_key(body);
-          for (uint64_t* v : {&p.dev, &p.ino, &p.size, &p.mtime_ns, &p.ctime_ns}) {
-            *v = body.u64("probe stat");
-          }
-        } else if (p.has_folder) {
-          p.folder_depth = body.u32("probe folder depth");
-          if (p.folder_depth > kMaxManifestNameBytes) {
-            body.fail("probe folder depth " + std::to_string(p.folder_depth) +
-                      " is deeper than a name can be");
-          }
-          for (uint64_t* v : {&p.dev, &p.ino, &p.mtime_ns, &p.ctime_ns}) {
-            *v = body.u64("probe folder stat");
-          }
-        }
+        p.path = std::string(v.path);
+        p.present = v.present;
+        p.has_folder = v.has_folder;
+        p.content = v.content;
+        p.folder_depth = v.folder_depth;
+        p.dev = v.dev;
+        p.ino = v.ino;
+        p.size = v.size;
+        p.mtime_ns = v.mtime_ns;
+        p.ctime_ns = v.ctime_ns;
         set.probes.push_back(std::move(p));
       }
     }
     if (version >= 3) {
-      constexpr size_t kMinResult = 1 + 4 + 1 + 1 + 16;
       uint32_t results = count_or_none(body, "result count", kMaxManifestResults, kMinResult);
-      for (uint32_t i = 0; i < results; ++i) {
-        ManifestResult res;
-        uint8_t kind = body.u8("result kind");
-        if (kind > 1) body.fail("result kind is " + std::to_string(kind) + ", not 0 or 1");
-        res.cubin = kind == 1;
-        res.arch = name(body, "result arch");
-        uint8_t any = body.u8("result any_name");
-        if (any > 1) body.fail("result any_name is " + std::to_string(any) + ", not 0 or 1");
-        res.any_name = any == 1;
-        res.key = read_key(body);
-        set.results.push_back(std::move(res));
-      }
+      for (uint32_t i = 0; i < results; ++i) set.results.push_back(read_result(body));
     }
     if (std::find(m.sets_.begin(), m.sets_.end(), set) != m.sets_.end()) {
       body.fail("set " + std::to_string(s) + " repeats an earlier one");
@@ -284,6 +321,26 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
   }
   body.expect_end();
   return m;
+}
+
+std::optional<std::vector<ManifestResult>> read_lookup_record(
+    std::string_view bytes, const Hash128& expected_key, const std::string& what,
+    const std::function<bool(const ProbeView&)>& probe) {
+  uint16_t version = 0;
+  ByteReader body = checked_body(bytes, expected_key, what, &version);
+  if (version < 3) return std::nullopt;  // no results: not a record
+  if (count(body, "set count", kMaxManifestSets, kMinSet) != 1) return std::nullopt;
+  if (body.u32("ask count") != 0) return std::nullopt;  // a record has none
+  const uint32_t probes = count(body, "probe count", kMaxManifestProbes, kMinProbe);
+  for (uint32_t i = 0; i < probes; ++i) {
+    if (!probe(read_probe(body))) return std::nullopt;
+  }
+  const uint32_t results = count_or_none(body, "result count", kMaxManifestResults, kMinResult);
+  std::vector<ManifestResult> out;
+  out.reserve(results);
+  for (uint32_t i = 0; i < results; ++i) out.push_back(read_result(body));
+  body.expect_end();
+  return out;
 }
 
 void Manifest::add(ManifestSet set) {

@@ -64,6 +64,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -172,6 +173,16 @@ struct ManifestSet : std::vector<ManifestAsk> {
   }
 };
 
+// A probe as a lookup record holds it: `path` views the record's bytes.
+struct ProbeView {
+  std::string_view path;
+  bool present = false;
+  bool has_folder = false;
+  Hash128 content;
+  uint32_t folder_depth = 0;
+  uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
+};
+
 // manifest_key = XXH3-128("kcache-manifest" label + the target's scanner key):
 // never equal to an entry's key, so both can share one remote namespace.
 Hash128 manifest_key(const Hash128& scanner_key);
@@ -198,6 +209,16 @@ class Manifest {
   Hash128 key_;
   std::vector<ManifestSet> sets_;
 };
+
+// A lookup record read in place, its paths not copied (a CUB kernel's holds
+// ~1,500 probes): `encoded` is checked as Manifest::decode checks it (throws
+// the same errors), and each probe, in order, handed to `probe` once its
+// fields are checked; reading stops at the first it answers false (nullopt).
+// Else the record's results. Where `encoded` is a manifest but no record (not
+// one set of probes and no asks, or a format before results): nullopt.
+std::optional<std::vector<ManifestResult>> read_lookup_record(
+    std::string_view encoded, const Hash128& expected_key, const std::string& what,
+    const std::function<bool(const ProbeView&)>& probe);
 
 // The local store's manifests: <store dir>/manifests/<2 hex>/<32 hex>, one
 // file each (not in the SQLite index: a whole-file replace is all they need).

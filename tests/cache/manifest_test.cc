@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <vector>
 
 #include "common/bytes.h"
 #include "common/error.h"
@@ -21,11 +24,17 @@ ManifestSet set_of(const std::string& header, uint64_t hash) {
 
 ManifestSet set_with_probes() {
   ManifestSet with_probes = set_of("other.cuh", 1);
-  ManifestProbe read{"toolkit0:cuda/std/cstdint", true, {0x1122334455667788ull, 0x99aabbccddeeff00ull},
-                     2049, 123456, 512, 1700000000123456789ull, 1700000001123456789ull};
+  ManifestProbe read{"toolkit0:cuda/std/cstdint",
+                     true,
+                     {0x1122334455667788ull, 0x99aabbccddeeff00ull},
+                     2049,
+                     123456,
+                     512,
+                     1700000000123456789ull,
+                     1700000001123456789ull};
   ManifestProbe absent{"/abs/config.h", false, {}, 0, 0, 0, 0, 0};
-  ManifestProbe absent_in_folder{"toolkit1:cub/x.cuh", false, {}, 2049, 77, 0,
-                                 1700000000000000001ull, 1700000000000000002ull};
+  ManifestProbe absent_in_folder{
+      "toolkit1:cub/x.cuh", false, {}, 2049, 77, 0, 1700000000000000001ull, 1700000000000000002ull};
   absent_in_folder.has_folder = true;
   absent_in_folder.folder_depth = 1;
   with_probes.probes = {absent, read, absent_in_folder};
@@ -209,8 +218,8 @@ TEST(ManifestTest, ResultsRoundTripAndAreBounded) {
   // A result kind or flag out of range is a CorruptError naming it.
   std::string bytes = sample().encode();
   std::string key_bytes;  // the first result's key, to find it in the bytes
-  for (uint64_t half : {sample().sets()[0].results[0].key.high,
-                        sample().sets()[0].results[0].key.low}) {
+  for (uint64_t half :
+       {sample().sets()[0].results[0].key.high, sample().sets()[0].results[0].key.low}) {
     for (int shift = 56; shift >= 0; shift -= 8) key_bytes += static_cast<char>(half >> shift);
   }
   size_t at = bytes.find(key_bytes);
@@ -322,6 +331,115 @@ TEST(ManifestTest, EachBoundNamesItsField) {
 TEST(ManifestTest, ManifestKeysAreNotTheScannerKey) {
   EXPECT_NE(manifest_key(kKey), kKey);
   EXPECT_EQ(manifest_key(kKey), manifest_key(kKey));
+}
+
+}  // namespace
+}  // namespace kcache::cache
+
+namespace kcache::cache {
+namespace {
+
+// A lookup record as compiler_records.cc writes one: one set of probes, no
+// asks, its results.
+Manifest record_sample() {
+  ManifestSet set;
+  set.probes = set_with_probes().probes;
+  set.results = set_with_probes().results;
+  Manifest m(kKey);
+  m.add(set);
+  return m;
+}
+
+std::optional<std::vector<ManifestResult>> read_in_place(const std::string& bytes,
+                                                         std::vector<ManifestProbe>* seen,
+                                                         size_t hold_first = SIZE_MAX) {
+  return read_lookup_record(bytes, kKey, "record R", [&](const ProbeView& v) {
+    ManifestProbe p;
+    p.path = std::string(v.path);
+    p.present = v.present;
+    p.has_folder = v.has_folder;
+    p.content = v.content;
+    p.folder_depth = v.folder_depth;
+    p.dev = v.dev;
+    p.ino = v.ino;
+    p.size = v.size;
+    p.mtime_ns = v.mtime_ns;
+    p.ctime_ns = v.ctime_ns;
+    seen->push_back(p);
+    return seen->size() <= hold_first;
+  });
+}
+
+TEST(LookupRecordReadTest, ARecordReadInPlaceGivesWhatItsDecodeGives) {
+  const std::string bytes = record_sample().encode();
+  std::vector<ManifestProbe> seen;
+  std::optional<std::vector<ManifestResult>> results = read_in_place(bytes, &seen);
+  ASSERT_TRUE(results);
+  const Manifest manifest = Manifest::decode(bytes, kKey);
+  const ManifestSet& decoded = manifest.sets().front();
+  EXPECT_EQ(seen, decoded.probes);
+  EXPECT_EQ(*results, decoded.results);
+}
+
+TEST(LookupRecordReadTest, ReadingStopsAtTheFirstProbeThatDoesNotHold) {
+  std::vector<ManifestProbe> seen;
+  EXPECT_FALSE(read_in_place(record_sample().encode(), &seen, 1));
+  EXPECT_EQ(seen.size(), 2u);  // the second said no; the third was never read
+}
+
+TEST(LookupRecordReadTest, AManifestThatIsNoRecordGivesNoResults) {
+  std::vector<ManifestProbe> seen;
+  EXPECT_FALSE(read_in_place(sample().encode(), &seen));  // two sets, with asks
+  Manifest one_with_asks(kKey);
+  one_with_asks.add(set_with_probes());
+  EXPECT_FALSE(read_in_place(one_with_asks.encode(), &seen));
+  Manifest no_results(kKey);  // format 2: no results to answer with
+  ManifestSet probes_only;
+  probes_only.probes = set_with_probes().probes;
+  no_results.add(probes_only);
+  EXPECT_FALSE(read_in_place(no_results.encode(), &seen));
+  EXPECT_TRUE(seen.empty());
+}
+
+// A damaged record is refused before any probe is handed out (the checksum
+// comes first), whatever bit or length: no stat is made for it.
+TEST(LookupRecordReadTest, ADamagedRecordIsCorruptBeforeAnyProbe) {
+  const std::string bytes = record_sample().encode();
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string damaged = bytes;
+      damaged[i] = static_cast<char>(damaged[i] ^ (1 << bit));
+      std::vector<ManifestProbe> seen;
+      EXPECT_THROW(read_in_place(damaged, &seen), Error) << "byte " << i << " bit " << bit;
+      EXPECT_TRUE(seen.empty()) << "byte " << i << " bit " << bit;
+    }
+  }
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    std::vector<ManifestProbe> seen;
+    EXPECT_THROW(read_in_place(bytes.substr(0, n), &seen), CorruptError) << n << " bytes";
+    EXPECT_TRUE(seen.empty()) << n << " bytes";
+  }
+}
+
+// Behind a valid checksum (a record crafted, or written by a faulty
+// writer): a field out of bounds is a CorruptError naming it, as decode's.
+TEST(LookupRecordReadTest, AFieldOutOfBoundsBehindAValidChecksumIsCorrupt) {
+  std::string bytes = record_sample().encode();
+  const std::string path = "/abs/config.h";
+  const size_t at = bytes.find(path);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 4] = '\n';  // a control character in a probe's path
+  bytes.resize(bytes.size() - 8);
+  ByteWriter w;
+  w.bytes(bytes);
+  w.u64(xxh3_64(bytes));
+  std::vector<ManifestProbe> seen;
+  try {
+    read_in_place(w.data(), &seen);
+    FAIL() << "a path with a newline was read";
+  } catch (const CorruptError& e) {
+    EXPECT_NE(std::string(e.what()).find("probe path"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

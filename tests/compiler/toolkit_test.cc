@@ -1,10 +1,14 @@
 #include "compiler/toolkit.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 
 #include "common/error.h"
+#include "common/stamp_trust.h"
+#include "compiler/toolkit_memo.h"
 #include "tests/compiler/test_files.h"
 
 namespace kcache::compiler {
@@ -122,6 +126,88 @@ TEST_F(ToolkitTest, ReadsTheGnuBuildIdOfAnElfFile) {
   EXPECT_EQ(self.build_id.size() % 2, 0u);
   EXPECT_TRUE(contains(self.describe(), "build-id=" + self.build_id));
   EXPECT_TRUE(fingerprint_library(write(dir_, "not-elf", "hello")).build_id.empty());
+}
+
+// Toolkits whose files have settled: a window of 10 ms (the least), on
+// whatever file system the test folder is.
+class RememberedToolkitTest : public ToolkitTest {
+ protected:
+  void SetUp() override {
+    ToolkitTest::SetUp();
+    set_writeback_window_for_testing(10'000'000);
+    set_trust_tmpfs_for_testing(true);
+    store_ = dir_ + "/store";
+    ::mkdir(store_.c_str(), 0700);
+  }
+  void TearDown() override {
+    set_writeback_window_for_testing(-1);
+    set_trust_tmpfs_for_testing(false);
+    ToolkitTest::TearDown();
+  }
+  static void settle() { ::usleep(50'000); }  // past the 10 ms window
+  std::string store_;
+};
+
+TEST_F(RememberedToolkitTest, ALaterProcessTakesTheLibrariesFingerprintsFromTheStore) {
+  const std::string root = fake_toolkit(dir_ + "/cuda");
+  settle();
+  const Toolkit first = find_toolkit(root, store_);
+  EXPECT_EQ(first.identity(), find_toolkit(root).identity());
+  // What the next process finds there: the fingerprint, without reading the
+  // library (the compute that would read it is never called).
+  ToolkitMemo later(toolkit_memo_path(store_));
+  int reads = 0;
+  std::optional<std::string> v = later.value("fingerprint", first.nvrtc.path, [&](int) {
+    ++reads;
+    return std::string("read again");
+  });
+  ASSERT_TRUE(v);
+  EXPECT_EQ(reads, 0);
+  EXPECT_NE(v->find(first.nvrtc.head_tail_xxh3), std::string::npos) << *v;
+  EXPECT_EQ(find_toolkit(root, store_).identity(), first.identity());
+}
+
+TEST_F(RememberedToolkitTest, ALibraryWrittenSinceIsReadAgain) {
+  const std::string root = fake_toolkit(dir_ + "/cuda");
+  settle();
+  const Toolkit first = find_toolkit(root, store_);
+  write(dir_, "cuda/lib64/libnvrtc.so.13", "NVRTC BYTES");  // same size, other bytes
+  const Toolkit now = find_toolkit(root, store_);
+  EXPECT_NE(now.nvrtc.head_tail_xxh3, first.nvrtc.head_tail_xxh3);
+  EXPECT_EQ(now.identity(), find_toolkit(root).identity());
+  write(dir_, "cuda/include/cuda.h", "#define CUDA_VERSION 13010\n");
+  write(dir_, "cuda/lib64/libnvrtc-builtins.so.13.1", "builtins bytes");
+  EXPECT_EQ(find_toolkit(root, store_).cuda_version, 13010);
+}
+
+// The stamp rule: a file written within the writeback window may still
+// change under an unmoved stamp, so nothing it said is remembered.
+TEST_F(RememberedToolkitTest, AToolkitWrittenWithinTheWindowIsNotRemembered) {
+  set_writeback_window_for_testing(3600'000'000'000);  // an hour
+  const std::string root = fake_toolkit(dir_ + "/cuda");
+  const Toolkit t = find_toolkit(root, store_);
+  EXPECT_EQ(t.identity(), find_toolkit(root).identity());
+  EXPECT_NE(::access(toolkit_memo_path(store_).c_str(), F_OK), 0) << "a memo was written";
+}
+
+TEST_F(RememberedToolkitTest, ADamagedMemoIsIgnoredAndReplaced) {
+  const std::string root = fake_toolkit(dir_ + "/cuda");
+  settle();
+  const std::string identity = find_toolkit(root, store_).identity();
+  std::string bytes;
+  {
+    std::ifstream in(toolkit_memo_path(store_), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  ASSERT_GT(bytes.size(), 40u);
+  for (size_t at : {size_t{0}, bytes.size() / 2, bytes.size() - 1}) {
+    std::string damaged = bytes;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x20);
+    write(store_, "toolkit-stamps", damaged);
+    EXPECT_EQ(find_toolkit(root, store_).identity(), identity) << "byte " << at;
+  }
+  write(store_, "toolkit-stamps", bytes.substr(0, 20));
+  EXPECT_EQ(find_toolkit(root, store_).identity(), identity);
 }
 
 }  // namespace
