@@ -1,11 +1,13 @@
 #include "compiler/toolkit_memo.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <string_view>
 
 #include "common/bytes.h"
@@ -153,8 +155,34 @@ std::string ToolkitMemo::encode() const {
   return w.take();
 }
 
+namespace {
+
+// Temporary files of writers killed between open and rename, an hour old
+// (a live writer's is seconds old). Saving is rare (a changed toolkit), so
+// the store's folder is listed only then.
+void remove_abandoned_temps(const std::string& file) {
+  const size_t slash = file.rfind('/');
+  const std::string folder = slash == std::string::npos ? "." : file.substr(0, slash);
+  const std::string prefix = file.substr(slash + 1) + ".tmp.";
+  DIR* dir = ::opendir(folder.c_str());
+  if (!dir) return;
+  const time_t cutoff = ::time(nullptr) - 3600;
+  while (const dirent* e = ::readdir(dir)) {
+    struct stat st;
+    if (std::string_view(e->d_name).rfind(prefix, 0) != 0) continue;
+    if (::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        st.st_mtime < cutoff) {
+      ::unlinkat(::dirfd(dir), e->d_name, 0);
+    }
+  }
+  ::closedir(dir);
+}
+
+}  // namespace
+
 void ToolkitMemo::save() const {
   if (file_.empty() || !changed_) return;
+  remove_abandoned_temps(file_);
   const std::string bytes = encode();
   if (bytes.size() > kMaxFileBytes) return;
   const std::string temp = file_ + ".tmp." + std::to_string(::getpid());

@@ -1,6 +1,8 @@
 #include "compiler/toolkit.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -208,6 +210,22 @@ TEST_F(RememberedToolkitTest, ADamagedMemoIsIgnoredAndReplaced) {
   }
   write(store_, "toolkit-stamps", bytes.substr(0, 20));
   EXPECT_EQ(find_toolkit(root, store_).identity(), identity);
+}
+
+// A writer killed between its temporary file and the rename leaves the
+// temporary behind: the next save removes one an hour old, not a live
+// writer's.
+TEST_F(RememberedToolkitTest, AKilledWritersTemporaryFileIsRemovedByTheNextSave) {
+  const std::string abandoned = write(store_, "toolkit-stamps.tmp.99999", "half");
+  const std::string live = write(store_, "toolkit-stamps.tmp.99998", "half");
+  const struct timespec old[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, abandoned.c_str(), old, 0), 0);
+  const std::string root = fake_toolkit(dir_ + "/cuda");
+  settle();
+  find_toolkit(root, store_);
+  EXPECT_NE(::access(abandoned.c_str(), F_OK), 0) << "an abandoned temporary file is left";
+  EXPECT_EQ(::access(live.c_str(), F_OK), 0) << "a live writer's file is removed";
+  EXPECT_EQ(::access(toolkit_memo_path(store_).c_str(), F_OK), 0);
 }
 
 }  // namespace
