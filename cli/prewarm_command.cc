@@ -246,6 +246,15 @@ void group_by_prefix(std::vector<Job>& jobs, compiler::NvrtcPool* pool) {
   for (const auto& [prefix, n] : counts) pool->expect(prefix, n);
 }
 
+// The most NVRTC compiles one job's kernel may need at once: one per target.
+int most_targets(const std::vector<Job>& jobs) {
+  size_t most = 1;
+  for (const Job& job : jobs) {
+    most = std::max(most, job.flags.archs.size() + (job.flags.ptx.empty() ? 0 : 1));
+  }
+  return static_cast<int>(most);
+}
+
 int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   std::vector<Job> jobs;
   for (const std::string& input : c.inputs) {
@@ -274,31 +283,35 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
     check_outputs(job.flags);
   }
 
+  int workers = c.setup.jobs > 0
+                    ? c.setup.jobs
+                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  workers = std::min<int>(workers, static_cast<int>(jobs.size()));
+  // A pool of its own, unless a caller's (the Bazel worker's) is given.
+  const bool pooled =
+      !c.no_pch && global.pch_dir.empty() && !global.pool && !worker_command().empty();
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
-  compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
+  compiler::Compiler compiler(std::move(toolkit), storage.get(),
+                              pooled ? workers * most_targets(jobs) : c.setup.jobs,
+                              worker_command());
   // One process compiles many kernels, in long-lived children (NVRTC
   // serializes compiles within a process), with a scratch folder for their
   // work files, where NVRTC's precompiled headers live (compiler/nvrtc/pch.h:
   // a served compile that uses one is keyed by the files its maker read).
   std::optional<ScratchDir> scratch;
   std::optional<compiler::NvrtcPool> pool;
-  if (!c.no_pch && global.pch_dir.empty()) {
-    std::vector<std::string> child = worker_command();
-    if (!child.empty()) {
-      scratch.emplace("kcache-prewarm");
-      pool.emplace(child, scratch->path());
-    }
-  }
-  if (pool) {
+  // The pool, not the compiler's slots, keeps the compiles at once to
+  // `workers`: each kernel's targets are all sent at once, and one whose
+  // PCH's holder is busy waits in the pool without taking a CPU.
+  if (pooled) {
+    scratch.emplace("kcache-prewarm");
+    pool.emplace(worker_command(), scratch->path());
+    pool->limit_cpus(workers);
     group_by_prefix(jobs, &*pool);
     compiler.use_pool(&*pool);
   }
   if (global.pool) compiler.use_pool(global.pool);
-  int workers = c.setup.jobs > 0
-                    ? c.setup.jobs
-                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  workers = std::min<int>(workers, static_cast<int>(jobs.size()));
 
   Progress progress(jobs.size(), global.format != "json" && ::isatty(STDERR_FILENO));
   std::atomic<size_t> next{0};

@@ -249,21 +249,40 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key, b
 // Where every CPU has a compile, another child would only share them: the
 // holder's queue of uses (each about a quarter of a plain compile) costs
 // less than any compile elsewhere. Where a CPU is free, a compile there
-// ends sooner than the holder's current one (perhaps its PCH's making)
-// and the uses queued before it. Under mutex_.
+// may end sooner than the holder's current one (perhaps its PCH's making)
+// and the uses queued before it, but only a new PCH is worth it: where
+// elsewhere would compile without PCH (few of the key left), the wait for
+// the holder costs less CPU than the plain compile (about four uses). With
+// limit_cpus(), a compile that finds every CPU at work waits for one even
+// where nothing holds its PCH. Under mutex_.
 void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route& route) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitForPchMs);
   bool counted = false;
   for (;;) {
-    if (holders(route.key) == 0 || holder_idle(route.key)) return;
-    if (cpus_in_use() < cpus_) return;
-    if (!counted) ++counts_.waited;
-    counted = true;
+    const bool held = holders(route.key) > 0;
+    if (held && holder_idle(route.key)) return;
+    if (!held && !limited_) return;
+    if (cpus_in_use() < cpus_ && !(held && elsewhere_plain(route.key))) return;
+    if (held && !counted) ++counts_.waited;
+    counted = counted || held;
     ++waiting_[route.key];
     const bool woke = returned_.wait_until(lock, deadline) == std::cv_status::no_timeout;
     --waiting_[route.key];
     if (!woke) return;
   }
+}
+
+// Whether a compile of `key` not yet routed, sent to a child that does not
+// hold its PCH, would compile without PCH (route_to). Under mutex_.
+bool NvrtcPool::elsewhere_plain(const std::string& key) const {
+  const int after_this = still_to_come(key) - 1;
+  return after_this <= kQueuedPerPch * holders(key);
+}
+
+void NvrtcPool::limit_cpus(int cpus) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cpus_ = std::max(1, cpus);
+  limited_ = true;
 }
 
 // Compiles that run now (children at work or starting), and those about to:
