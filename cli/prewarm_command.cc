@@ -246,6 +246,10 @@ void group_by_prefix(std::vector<Job>& jobs, compiler::NvrtcPool* pool) {
   for (const auto& [prefix, n] : counts) pool->expect(prefix, n);
 }
 
+// Kernels under way per CPU where the pool routes compiles: enough that
+// every option set's PCH holder finds compiles waiting for it.
+constexpr int kKernelsPerCpu = 4;
+
 // The most NVRTC compiles one job's kernel may need at once: one per target.
 int most_targets(const std::vector<Job>& jobs) {
   size_t most = 1;
@@ -286,10 +290,15 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   int workers = c.setup.jobs > 0
                     ? c.setup.jobs
                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  workers = std::min<int>(workers, static_cast<int>(jobs.size()));
   // A pool of its own, unless a caller's (the Bazel worker's) is given.
   const bool pooled =
       !c.no_pch && global.pch_dir.empty() && !global.pool && !worker_command().empty();
+  // With the pool, more kernels than CPUs are under way, so that each PCH's
+  // holder has compiles queued for it while the others' are busy; the pool
+  // keeps the compiles at once to `cpus`.
+  const int cpus = workers;
+  if (pooled) workers *= kKernelsPerCpu;
+  workers = std::min<int>(workers, static_cast<int>(jobs.size()));
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
   compiler::Compiler compiler(std::move(toolkit), storage.get(),
@@ -302,12 +311,12 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
   std::optional<ScratchDir> scratch;
   std::optional<compiler::NvrtcPool> pool;
   // The pool, not the compiler's slots, keeps the compiles at once to
-  // `workers`: each kernel's targets are all sent at once, and one whose
-  // PCH's holder is busy waits in the pool without taking a CPU.
+  // `cpus`: each kernel's targets are all sent at once, and one whose PCH's
+  // holder is busy waits in the pool without taking a CPU.
   if (pooled) {
     scratch.emplace("kcache-prewarm");
     pool.emplace(worker_command(), scratch->path());
-    pool->limit_cpus(workers);
+    pool->limit_cpus(cpus);
     group_by_prefix(jobs, &*pool);
     compiler.use_pool(&*pool);
   }

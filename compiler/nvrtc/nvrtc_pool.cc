@@ -254,9 +254,13 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key, b
 // elsewhere would compile without PCH (few of the key left), the wait for
 // the holder costs less CPU than the plain compile (about four uses). With
 // limit_cpus(), a compile that finds every CPU at work waits for one even
-// where nothing holds its PCH. Under mutex_.
+// where nothing holds its PCH, with no time limit: every child taken comes
+// back or is retired (a stopped one too), and either wakes the waiters.
+// Under mutex_.
 void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route& route) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitForPchMs);
+  const auto deadline = limited_ ? std::chrono::steady_clock::time_point::max()
+                                 : std::chrono::steady_clock::now() +
+                                       std::chrono::milliseconds(kWaitForPchMs);
   bool counted = false;
   for (;;) {
     const bool held = holders(route.key) > 0;

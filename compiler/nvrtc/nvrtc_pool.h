@@ -101,9 +101,10 @@ class NvrtcPool {
   PchCounts pch_counts() const;
 
   // Thread-safe. At most `cpus` routed compiles run at once (prewarm's -j):
-  // one that finds them all at work waits (at most kWaitForPchMs) for a
-  // child to come back, so a caller may send more compiles than CPUs and
-  // let each wait here for its PCH's holder rather than compile elsewhere.
+  // one that finds them all at work waits for a child to come back (with
+  // no time limit, kWaitForPchMs included), so a caller may send more
+  // compiles than CPUs and let each wait here for its PCH's holder rather
+  // than compile elsewhere.
   // Without it, `cpus` is hardware_concurrency and decides only whether a
   // compile waits for its PCH's busy holder.
   void limit_cpus(int cpus);
