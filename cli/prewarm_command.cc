@@ -222,6 +222,17 @@ class Progress {
   int hit_targets_ = 0, miss_targets_ = 0, failed_ = 0;
 };
 
+// The NVRTC compiles a kernel takes: one per --arch, and one for --ptx
+// unless a cubin of its arch answers it (compute_90's PTX is sm_90's).
+int nvrtc_runs(const CompileFlags& flags) {
+  int runs = static_cast<int>(flags.archs.size());
+  if (flags.ptx.empty() || flags.ptx == "none") return std::max(1, runs);
+  const bool answered = std::any_of(flags.archs.begin(), flags.archs.end(), [&](const auto& a) {
+    return a.compare(0, 3, "sm_") == 0 && "compute_" + a.substr(3) == flags.ptx;
+  });
+  return runs + (answered ? 0 : 1);
+}
+
 // Orders `jobs` so that kernels with the same leading directives (the part
 // a PCH may cover: compiler/nvrtc/pch.h) follow one another, and tells
 // `pool` how many of each come: a child makes a PCH only where another
@@ -244,6 +255,9 @@ void group_by_prefix(std::vector<Job>& jobs, compiler::NvrtcPool* pool) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < jobs.size(); ++i) jobs[i] = std::move(keyed[i].second);
   for (const auto& [prefix, n] : counts) pool->expect(prefix, n);
+  int all = 0;
+  for (const Job& job : jobs) all += nvrtc_runs(job.flags);
+  pool->expect_all(all);
 }
 
 // Kernels under way per CPU where the pool routes compiles: enough that

@@ -266,7 +266,8 @@ void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route&
     const bool held = holders(route.key) > 0;
     if (held && holder_idle(route.key)) return;
     if (!held && !limited_) return;
-    if (cpus_in_use() < cpus_ && !(held && elsewhere_plain(route.key))) return;
+    const bool stay = held && (elsewhere_plain(route.key) || !room_for_another(route.key));
+    if (cpus_in_use() < cpus_ && !stay) return;
     if (held && !counted) ++counts_.waited;
     counted = counted || held;
     ++waiting_[route.key];
@@ -281,6 +282,23 @@ void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route&
 bool NvrtcPool::elsewhere_plain(const std::string& key) const {
   const int after_this = still_to_come(key) - 1;
   return after_this <= kQueuedPerPch * holders(key);
+}
+
+// Whether `key` may have one more holder: with limit_cpus() and
+// expect_all(), its share of the CPUs is its share of the compiles still to
+// come, so a CPU left free for a moment (another option set's compiles not
+// yet sent) does not make a second PCH of one that its holder will serve.
+// Under mutex_.
+bool NvrtcPool::room_for_another(const std::string& key) const {
+  if (!limited_ || all_expected_ == 0) return true;
+  const int left = std::max(1, all_expected_ - all_begun_);
+  const int share = static_cast<int>(static_cast<int64_t>(cpus_) * still_to_come(key) / left);
+  return holders(key) < std::max(1, share);
+}
+
+void NvrtcPool::expect_all(int compiles) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  all_expected_ += compiles;
 }
 
 void NvrtcPool::limit_cpus(int cpus) {
@@ -334,6 +352,7 @@ int NvrtcPool::still_to_come(const std::string& key) const {
 // without. Under mutex_.
 void NvrtcPool::route_to(Child& child, Route& route) {
   ++begun_[route.key];
+  ++all_begun_;
   if (child.key == route.key) {
     route.pch = true;
     ++counts_.reused;

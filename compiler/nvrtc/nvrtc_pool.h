@@ -109,6 +109,12 @@ class NvrtcPool {
   // compile waits for its PCH's busy holder.
   void limit_cpus(int cpus);
 
+  // Thread-safe. Says that `compiles` compiles will come in all (every
+  // prefix and option set): with limit_cpus(), a compile leaves its PCH's
+  // busy holder for a free CPU (to make a second PCH) only where its option
+  // set's share of what is left is more than its holders' share of the CPUs.
+  void expect_all(int compiles);
+
   // For tests: how many compiles at once fill the CPUs (hardware_concurrency).
   void set_cpus_for_testing(int cpus) { cpus_ = cpus; }
 
@@ -194,6 +200,7 @@ class NvrtcPool {
   int holders(const std::string& key) const;
   int still_to_come(const std::string& key) const;
   bool elsewhere_plain(const std::string& key) const;
+  bool room_for_another(const std::string& key) const;
   void route_to(Child& child, Route& route);
   // Its answer's frame, or throws (see exchange); retires a failed child.
   std::string await_answer(std::unique_ptr<Child>& child, const std::string& request);
@@ -222,6 +229,8 @@ class NvrtcPool {
   int max_children_;
   int cpus_;
   bool limited_ = false;  // limit_cpus() was called
+  int all_expected_ = 0;  // expect_all()
+  int all_begun_ = 0;     // routed compiles so far
   std::function<void()> on_compile_;
   // Routing (compile()): a child back in idle_ or retired wakes waiters.
   std::condition_variable returned_;

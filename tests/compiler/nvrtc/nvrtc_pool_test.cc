@@ -203,5 +203,21 @@ TEST(NvrtcPoolTest, WithItsCpusLimitedACompileWaitsForAChildToComeBack) {
   EXPECT_EQ(pool.pch_counts().plain, 2);
 }
 
+TEST(NvrtcPoolTest, WhileAnotherOptionSetIsToComeAFreeCpuMakesNoSecondPchOfOne) {
+  Toolkit t = find_toolkit("");
+  std::string dir = short_scratch();
+  NvrtcPool pool(kcache_worker(), dir, 4);
+  pool.limit_cpus(2);
+  std::vector<NvrtcInput> sm90;
+  for (int i = 0; i < 6; ++i) sm90.push_back(prefixed(t, "k" + std::to_string(i)));
+  pool.expect(std::string(pch_prefix(sm90[0].source)), 6);
+  pool.expect_all(12);  // six for sm_90, sent here, and six for another arch, not yet sent
+  compile_at_once(pool, t, sm90);
+  NvrtcPool::PchCounts counts = pool.pch_counts();
+  EXPECT_EQ(counts.made, 1) << "the free CPU is the other arch's: its holder serves sm_90";
+  EXPECT_EQ(counts.reused, 5);
+  EXPECT_EQ(pool.started(), 1);
+}
+
 }  // namespace
 }  // namespace kcache::compiler
