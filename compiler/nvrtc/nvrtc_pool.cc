@@ -258,9 +258,7 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key, b
 // back or is retired (a stopped one too), and either wakes the waiters.
 // Under mutex_.
 void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route& route) {
-  const auto deadline = limited_ ? std::chrono::steady_clock::time_point::max()
-                                 : std::chrono::steady_clock::now() +
-                                       std::chrono::milliseconds(kWaitForPchMs);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitForPchMs);
   bool counted = false;
   for (;;) {
     const bool held = holders(route.key) > 0;
@@ -271,7 +269,12 @@ void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route&
     if (held && !counted) ++counts_.waited;
     counted = counted || held;
     ++waiting_[route.key];
-    const bool woke = returned_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    bool woke = true;
+    if (limited_) {
+      returned_.wait(lock);
+    } else {
+      woke = returned_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    }
     --waiting_[route.key];
     if (!woke) return;
   }

@@ -164,7 +164,6 @@ TEST(NvrtcPoolTest, AChildKeepsItsPchWhileAnotherOfItsPrefixIsToCome) {
   EXPECT_EQ(pch_files(dir), 1);
 }
 
-
 // Sends `inputs` to `pool` all at once, one thread each.
 void compile_at_once(NvrtcPool& pool, const Toolkit& t, const std::vector<NvrtcInput>& inputs) {
   std::vector<std::thread> threads;
