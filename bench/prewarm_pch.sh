@@ -5,6 +5,10 @@
 # JOBS NVRTC compiles at once (default: prewarm's, one per CPU). Each row
 # also gives the load average at its start (other builds share the CPUs) and
 # what the pool asked its children for: PCHs made, used, compiles without.
+# Where `perf stat` works, each mode's CPU time too (task-clock of kcache and
+# every process it started, NVRTC's children included): on a shared machine
+# the CPU ratio moves less with the others' load than the wall ratio.
+# On a quiet host, pin it to two CPUs: `taskset -c 0,1 bench/prewarm_pch.sh ...`.
 #
 #   bench/prewarm_pch.sh KCACHE_BINARY [N=50] [ROUNDS=1] [ARCHS=sm_80,sm_90] [PTX=compute_90] [JOBS]
 set -euo pipefail
@@ -40,18 +44,23 @@ CU
 done
 ptx_flag=()
 [ -n "$ptx" ] && ptx_flag=(--ptx "$ptx")
-echo "| round | load | --no-pch | default (PCH, long-lived NVRTC) | ratio | PCH made / used / without |"
-echo "|---|---|---|---|---|---|"
+cpu=()
+perf stat -x, -e task-clock -o "$work/perf" -- true 2>/dev/null && cpu=(perf stat -x, -e task-clock -o "$work/perf" --)
+cpu_seconds() { [ ${#cpu[@]} -gt 0 ] && awk -F, '/task-clock/ {printf "%.1f", $1 / 1000}' "$work/perf" || echo "-"; }
+ratio() { python3 -c "print(f'{$1 / $2:.2f}×')" 2>/dev/null || echo "-"; }
+echo "| round | load | --no-pch | default (PCH, long-lived NVRTC) | ratio | CPU s --no-pch / PCH | CPU ratio | PCH made / used / without |"
+echo "|---|---|---|---|---|---|---|---|"
 for r in $(seq 1 "$rounds"); do
-  t=()
+  t=() c=()
   load=$(cut -d' ' -f1 /proc/loadavg)
   for mode in --no-pch ""; do
     t0=$(date +%s.%N)
-    "$kcache" prewarm --no-store $mode "$work" --arch "$archs" "${ptx_flag[@]}" --std c++17 \
-      "${jobs[@]}" >/dev/null 2>"$work/stderr" || { cat "$work/stderr" >&2; exit 1; }
+    "${cpu[@]}" "$kcache" prewarm --no-store $mode "$work" --arch "$archs" "${ptx_flag[@]}" \
+      --std c++17 "${jobs[@]}" >/dev/null 2>"$work/stderr" || { cat "$work/stderr" >&2; exit 1; }
     t1=$(date +%s.%N)
     t+=("$(python3 -c "print(f'{$t1 - $t0:.1f}')")")
+    c+=("$(cpu_seconds)")
   done
   routing=$(sed -n 's/.*NVRTC PCH: \([0-9]*\) made, \([0-9]*\) used, \([0-9]*\) without.*/\1 \/ \2 \/ \3/p' "$work/stderr")
-  echo "| $r | $load | ${t[0]} s | ${t[1]} s | $(python3 -c "print(f'{${t[0]} / ${t[1]}:.2f}')")× | ${routing:-?} |"
+  echo "| $r | $load | ${t[0]} s | ${t[1]} s | $(ratio "${t[0]}" "${t[1]}") | ${c[0]} / ${c[1]} | $(ratio "${c[0]}" "${c[1]}") | ${routing:-?} |"
 done

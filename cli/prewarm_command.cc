@@ -222,6 +222,17 @@ class Progress {
   int hit_targets_ = 0, miss_targets_ = 0, failed_ = 0;
 };
 
+// The NVRTC compiles a kernel takes: one per --arch, and one for --ptx
+// unless a cubin of its arch answers it (compute_90's PTX is sm_90's).
+int nvrtc_runs(const CompileFlags& flags) {
+  int runs = static_cast<int>(flags.archs.size());
+  if (flags.ptx.empty() || flags.ptx == "none") return std::max(1, runs);
+  const bool answered = std::any_of(flags.archs.begin(), flags.archs.end(), [&](const auto& a) {
+    return a.compare(0, 3, "sm_") == 0 && "compute_" + a.substr(3) == flags.ptx;
+  });
+  return runs + (answered ? 0 : 1);
+}
+
 // Orders `jobs` so that kernels with the same leading directives (the part
 // a PCH may cover: compiler/nvrtc/pch.h) follow one another, and tells
 // `pool` how many of each come: a child makes a PCH only where another
@@ -244,6 +255,22 @@ void group_by_prefix(std::vector<Job>& jobs, compiler::NvrtcPool* pool) {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < jobs.size(); ++i) jobs[i] = std::move(keyed[i].second);
   for (const auto& [prefix, n] : counts) pool->expect(prefix, n);
+  int all = 0;
+  for (const Job& job : jobs) all += nvrtc_runs(job.flags);
+  pool->expect_all(all);
+}
+
+// Kernels under way per CPU where the pool routes compiles: enough that
+// every option set's PCH holder finds compiles waiting for it.
+constexpr int kKernelsPerCpu = 4;
+
+// The most NVRTC compiles one job's kernel may need at once: one per target.
+int most_targets(const std::vector<Job>& jobs) {
+  size_t most = 1;
+  for (const Job& job : jobs) {
+    most = std::max(most, job.flags.archs.size() + (job.flags.ptx.empty() ? 0 : 1));
+  }
+  return static_cast<int>(most);
 }
 
 int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
@@ -274,31 +301,40 @@ int run_prewarm(const GlobalOptions& global, const PrewarmCommand& c) {
     check_outputs(job.flags);
   }
 
+  int workers = c.setup.jobs > 0
+                    ? c.setup.jobs
+                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  // A pool of its own, unless a caller's (the Bazel worker's) is given.
+  const bool pooled =
+      !c.no_pch && global.pch_dir.empty() && !global.pool && !worker_command().empty();
+  // With the pool, more kernels than CPUs are under way, so that each PCH's
+  // holder has compiles queued for it while the others' are busy; the pool
+  // keeps the compiles at once to `cpus`.
+  const int cpus = workers;
+  if (pooled) workers *= kKernelsPerCpu;
+  workers = std::min<int>(workers, static_cast<int>(jobs.size()));
   compiler::Toolkit toolkit = compiler::find_toolkit(c.setup.cuda_path);
   std::unique_ptr<cache::Storage> storage = open_storage(global, c.setup);
-  compiler::Compiler compiler(std::move(toolkit), storage.get(), c.setup.jobs, worker_command());
+  compiler::Compiler compiler(std::move(toolkit), storage.get(),
+                              pooled ? workers * most_targets(jobs) : c.setup.jobs,
+                              worker_command());
   // One process compiles many kernels, in long-lived children (NVRTC
   // serializes compiles within a process), with a scratch folder for their
   // work files, where NVRTC's precompiled headers live (compiler/nvrtc/pch.h:
   // a served compile that uses one is keyed by the files its maker read).
   std::optional<ScratchDir> scratch;
   std::optional<compiler::NvrtcPool> pool;
-  if (!c.no_pch && global.pch_dir.empty()) {
-    std::vector<std::string> child = worker_command();
-    if (!child.empty()) {
-      scratch.emplace("kcache-prewarm");
-      pool.emplace(child, scratch->path());
-    }
-  }
-  if (pool) {
+  // The pool, not the compiler's slots, keeps the compiles at once to
+  // `cpus`: each kernel's targets are all sent at once, and one whose PCH's
+  // holder is busy waits in the pool without taking a CPU.
+  if (pooled) {
+    scratch.emplace("kcache-prewarm");
+    pool.emplace(worker_command(), scratch->path());
+    pool->limit_cpus(cpus);
     group_by_prefix(jobs, &*pool);
     compiler.use_pool(&*pool);
   }
   if (global.pool) compiler.use_pool(global.pool);
-  int workers = c.setup.jobs > 0
-                    ? c.setup.jobs
-                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  workers = std::min<int>(workers, static_cast<int>(jobs.size()));
 
   Progress progress(jobs.size(), global.format != "json" && ::isatty(STDERR_FILENO));
   std::atomic<size_t> next{0};

@@ -249,21 +249,65 @@ std::unique_ptr<NvrtcPool::Child> NvrtcPool::take_idle(const std::string& key, b
 // Where every CPU has a compile, another child would only share them: the
 // holder's queue of uses (each about a quarter of a plain compile) costs
 // less than any compile elsewhere. Where a CPU is free, a compile there
-// ends sooner than the holder's current one (perhaps its PCH's making)
-// and the uses queued before it. Under mutex_.
+// may end sooner than the holder's current one (perhaps its PCH's making)
+// and the uses queued before it, but only a new PCH is worth it: where
+// elsewhere would compile without PCH (few of the key left), the wait for
+// the holder costs less CPU than the plain compile (about four uses). With
+// limit_cpus(), a compile that finds every CPU at work waits for one even
+// where nothing holds its PCH, with no time limit: every child taken comes
+// back or is retired (a stopped one too), and either wakes the waiters.
+// Under mutex_.
 void NvrtcPool::wait_for_holder(std::unique_lock<std::mutex>& lock, const Route& route) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitForPchMs);
   bool counted = false;
   for (;;) {
-    if (holders(route.key) == 0 || holder_idle(route.key)) return;
-    if (cpus_in_use() < cpus_) return;
-    if (!counted) ++counts_.waited;
-    counted = true;
+    const bool held = holders(route.key) > 0;
+    if (held && holder_idle(route.key)) return;
+    if (!held && !limited_) return;
+    const bool stay = held && (elsewhere_plain(route.key) || !room_for_another(route.key));
+    if (cpus_in_use() < cpus_ && !stay) return;
+    if (held && !counted) ++counts_.waited;
+    counted = counted || held;
     ++waiting_[route.key];
-    const bool woke = returned_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    bool woke = true;
+    if (limited_) {
+      returned_.wait(lock);
+    } else {
+      woke = returned_.wait_until(lock, deadline) == std::cv_status::no_timeout;
+    }
     --waiting_[route.key];
     if (!woke) return;
   }
+}
+
+// Whether a compile of `key` not yet routed, sent to a child that does not
+// hold its PCH, would compile without PCH (route_to). Under mutex_.
+bool NvrtcPool::elsewhere_plain(const std::string& key) const {
+  const int after_this = still_to_come(key) - 1;
+  return after_this <= kQueuedPerPch * holders(key);
+}
+
+// Whether `key` may have one more holder: with limit_cpus() and
+// expect_all(), its share of the CPUs is its share of the compiles still to
+// come, so a CPU left free for a moment (another option set's compiles not
+// yet sent) does not make a second PCH of one that its holder will serve.
+// Under mutex_.
+bool NvrtcPool::room_for_another(const std::string& key) const {
+  if (!limited_ || all_expected_ == 0) return true;
+  const int left = std::max(1, all_expected_ - all_begun_);
+  const int share = static_cast<int>(static_cast<int64_t>(cpus_) * still_to_come(key) / left);
+  return holders(key) < std::max(1, share);
+}
+
+void NvrtcPool::expect_all(int compiles) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  all_expected_ += compiles;
+}
+
+void NvrtcPool::limit_cpus(int cpus) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  cpus_ = std::max(1, cpus);
+  limited_ = true;
 }
 
 // Compiles that run now (children at work or starting), and those about to:
@@ -311,6 +355,7 @@ int NvrtcPool::still_to_come(const std::string& key) const {
 // without. Under mutex_.
 void NvrtcPool::route_to(Child& child, Route& route) {
   ++begun_[route.key];
+  ++all_begun_;
   if (child.key == route.key) {
     route.pch = true;
     ++counts_.reused;

@@ -74,7 +74,9 @@ class NvrtcPool {
   //   (children at work or starting, or idle holders that compiles wait
   //   for), this call waits for it, at most
   //   kWaitForPchMs: a use costs about a quarter of a plain compile, a new
-  //   PCH more than one, and another child would only share the CPUs;
+  //   PCH more than one, and another child would only share the CPUs; it
+  //   also waits where a CPU is free but the child it would go to would
+  //   compile without PCH (see below): the uses queued cost less;
   // - else to an idle child that holds no PCH still wanted, else a new
   //   child while fewer than `max_children` live, else the idle child
   //   unused the longest. That child makes the key's PCH only where more
@@ -97,6 +99,21 @@ class NvrtcPool {
     int waited = 0;  // compiles that waited for a busy holder
   };
   PchCounts pch_counts() const;
+
+  // Thread-safe. At most `cpus` routed compiles run at once (prewarm's -j):
+  // one that finds them all at work waits for a child to come back (with
+  // no time limit, kWaitForPchMs included), so a caller may send more
+  // compiles than CPUs and let each wait here for its PCH's holder rather
+  // than compile elsewhere.
+  // Without it, `cpus` is hardware_concurrency and decides only whether a
+  // compile waits for its PCH's busy holder.
+  void limit_cpus(int cpus);
+
+  // Thread-safe. Says that `compiles` compiles will come in all (every
+  // prefix and option set): with limit_cpus(), a compile leaves its PCH's
+  // busy holder for a free CPU (to make a second PCH) only where its option
+  // set's share of what is left is more than its holders' share of the CPUs.
+  void expect_all(int compiles);
 
   // For tests: how many compiles at once fill the CPUs (hardware_concurrency).
   void set_cpus_for_testing(int cpus) { cpus_ = cpus; }
@@ -182,6 +199,8 @@ class NvrtcPool {
   int cpus_in_use() const;
   int holders(const std::string& key) const;
   int still_to_come(const std::string& key) const;
+  bool elsewhere_plain(const std::string& key) const;
+  bool room_for_another(const std::string& key) const;
   void route_to(Child& child, Route& route);
   // Its answer's frame, or throws (see exchange); retires a failed child.
   std::string await_answer(std::unique_ptr<Child>& child, const std::string& request);
@@ -209,6 +228,9 @@ class NvrtcPool {
   int live_ = 0;
   int max_children_;
   int cpus_;
+  bool limited_ = false;  // limit_cpus() was called
+  int all_expected_ = 0;  // expect_all()
+  int all_begun_ = 0;     // routed compiles so far
   std::function<void()> on_compile_;
   // Routing (compile()): a child back in idle_ or retired wakes waiters.
   std::condition_variable returned_;

@@ -164,5 +164,59 @@ TEST(NvrtcPoolTest, AChildKeepsItsPchWhileAnotherOfItsPrefixIsToCome) {
   EXPECT_EQ(pch_files(dir), 1);
 }
 
+// Sends `inputs` to `pool` all at once, one thread each.
+void compile_at_once(NvrtcPool& pool, const Toolkit& t, const std::vector<NvrtcInput>& inputs) {
+  std::vector<std::thread> threads;
+  for (const NvrtcInput& in : inputs) {
+    threads.emplace_back([&pool, &t, &in] { pool.compile(t.nvrtc.path, in); });
+  }
+  for (std::thread& th : threads) th.join();
+}
+
+TEST(NvrtcPoolTest, AFewLeftOfAPrefixWaitForItsHolderRatherThanCompileWithoutPchOnAFreeCpu) {
+  Toolkit t = find_toolkit("");
+  std::string dir = short_scratch();
+  NvrtcPool pool(kcache_worker(), dir, 4);
+  pool.set_cpus_for_testing(2);  // a CPU stays free while the first makes the PCH
+  std::vector<NvrtcInput> inputs = {prefixed(t, "a"), prefixed(t, "b"), prefixed(t, "c")};
+  pool.expect(std::string(pch_prefix(inputs[0].source)), 3);
+  compile_at_once(pool, t, inputs);
+  NvrtcPool::PchCounts counts = pool.pch_counts();
+  EXPECT_EQ(counts.made, 1);
+  EXPECT_EQ(counts.reused, 2) << "a use costs about a quarter of the plain compile elsewhere";
+  EXPECT_EQ(counts.plain, 0);
+  EXPECT_EQ(pool.started(), 1);
+}
+
+TEST(NvrtcPoolTest, WithItsCpusLimitedACompileWaitsForAChildToComeBack) {
+  Toolkit t = find_toolkit("");
+  std::string dir = short_scratch();
+  NvrtcPool pool(kcache_worker(), dir, 4);
+  pool.limit_cpus(1);
+  NvrtcInput first = prefixed(t, "first"), other = prefixed(t, "other");
+  other.source = "#define OTHER 1\n" + other.source;
+  pool.expect(std::string(pch_prefix(first.source)), 1);
+  pool.expect(std::string(pch_prefix(other.source)), 1);
+  compile_at_once(pool, t, {first, other});
+  EXPECT_EQ(pool.started(), 1) << "one CPU: the second compile took the first's child after it";
+  EXPECT_EQ(pool.pch_counts().plain, 2);
+}
+
+TEST(NvrtcPoolTest, WhileAnotherOptionSetIsToComeAFreeCpuMakesNoSecondPchOfOne) {
+  Toolkit t = find_toolkit("");
+  std::string dir = short_scratch();
+  NvrtcPool pool(kcache_worker(), dir, 4);
+  pool.limit_cpus(2);
+  std::vector<NvrtcInput> sm90;
+  for (int i = 0; i < 6; ++i) sm90.push_back(prefixed(t, "k" + std::to_string(i)));
+  pool.expect(std::string(pch_prefix(sm90[0].source)), 6);
+  pool.expect_all(12);  // six for sm_90, sent here, and six for another arch, not yet sent
+  compile_at_once(pool, t, sm90);
+  NvrtcPool::PchCounts counts = pool.pch_counts();
+  EXPECT_EQ(counts.made, 1) << "the free CPU is the other arch's: its holder serves sm_90";
+  EXPECT_EQ(counts.reused, 5);
+  EXPECT_EQ(pool.started(), 1);
+}
+
 }  // namespace
 }  // namespace kcache::compiler
