@@ -11,6 +11,7 @@ KeyRecipe recipe_for(const CompileOptions& options) {
   if (!options.served()) return r;  // handed: the defaults
   r.serves_disk = true;
   r.hands_asked_headers = false;
+  r.scans_for_key = false;
   if (options.program) {
     r.ns = Namespace::program;
     r.adds_toolkit_includes = false;
@@ -22,7 +23,6 @@ KeyRecipe recipe_for(const CompileOptions& options) {
     return r;
   }
   r.ns = Namespace::served;
-  r.scans_for_key = false;
   r.scans_from_name = true;
   r.keys_relative_to_working_folder = true;
   r.probe_folder = KeyRecipe::Folder::working;

@@ -31,8 +31,10 @@ struct KeyRecipe {
   // handed in memory and NVRTC may read only the toolkit's folders.
   bool serves_disk = false;
   // The scanner's headers are part of the first key a lookup computes
-  // (handed; a program's in-memory headers too). Served, the scanner runs
-  // only for a failed compile's hints.
+  // (handed). Served and program, NVRTC reads the disk itself and every
+  // file it read is keyed through the manifest, so the scanner runs only
+  // for a failed compile's hints (a program's in-memory headers are keyed
+  // as given).
   bool scans_for_key = true;
   // A header NVRTC could not open is resolved by kcache and handed in
   // another round (handed only: served, "cannot open" is the disk's answer).

@@ -225,8 +225,9 @@ std::optional<std::vector<ManifestResult>> read_lookup_record(
 // Errors: IoError naming the file; a missing file is nullopt.
 std::string manifest_path(const std::string& store_dir, const Hash128& key);
 std::optional<std::string> read_manifest_file(const std::string& store_dir, const Hash128& key);
-// Temp file in the same folder, fsync, rename: a reader sees the old manifest
-// or the whole new one, also after a crash.
+// Temp file in the same folder, then rename: a reader sees the old manifest
+// or the whole new one; after a power loss, possibly torn bytes, which read
+// as a miss (the checksum).
 void write_manifest_file(const std::string& store_dir, const Manifest& manifest);
 // Removes every manifest file (kcache -C); returns how many.
 uint64_t remove_manifest_files(const std::string& store_dir, FileSystem& fs);

@@ -4,6 +4,8 @@
 // over sources that do and do not reach their own name (diagnostics,
 // __FILE__, assert, a #pragma message, the name in a string) and over names
 // (CuPy's temporary folders, relative names, none).
+#include <sys/stat.h>
+
 #include <memory>
 #include <random>
 #include <string>
@@ -167,6 +169,38 @@ TEST_F(ProgramNamesTest, WaysToReachTheNameThatNoTextShows) {
       EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx), want.output(cache::ProgramOutput::ptx))
           << name;
     }
+  }
+}
+
+// A program's lookup keys what NVRTC read (its manifest), not what kcache's
+// include scanner would find: an include in a group NVRTC skips names a
+// FIFO, which the scanner refuses to open (it would block), and NVRTC never
+// opens. Cached as NVRTC answers it, a miss and then a hit.
+TEST_F(ProgramNamesTest, AnIncludeInAGroupNvrtcSkipsIsNeverOpenedByTheLookup) {
+  const std::string inc = dir_ / "inc";
+  ASSERT_EQ(::mkdir(inc.c_str(), 0755), 0);
+  ASSERT_EQ(::mkfifo((inc + "/pipe.h").c_str(), 0644), 0);
+  const std::string source =
+      "#ifdef NEVER_DEFINED\n#include \"pipe.h\"\n#endif\n"
+      "extern \"C\" __global__ void k(int* p) { p[0] = 7; }\n";
+  const std::vector<std::string> options = {"-arch=sm_90", "-I" + inc};
+  cache::ProgramRecord want = real_->answer(source, "kern.cu", options);
+  ASSERT_EQ(want.compile_result, 0u) << want.log;
+  for (bool hit : {false, true}) {
+    cache::StorageOptions o;
+    o.local_dir = dir_ / "fifo_store";
+    cache::Storage storage(o);
+    Compiler compiler(toolkit_, &storage);
+    ProgramSource p;
+    p.source = source;
+    p.name = "kern.cu";
+    ProgramOptions mapped = program_options(p, options);
+    ASSERT_EQ(mapped.unsupported, "");
+    ProgramResult got = compile_program(compiler, mapped.options);
+    EXPECT_EQ(got.hit, hit);
+    EXPECT_EQ(got.not_stored, "");
+    EXPECT_EQ(got.record.log, want.log);
+    EXPECT_EQ(got.record.output(cache::ProgramOutput::ptx), want.output(cache::ProgramOutput::ptx));
   }
 }
 
