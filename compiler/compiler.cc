@@ -267,7 +267,7 @@ IncludeGraph Compiler::scan(const CompileOptions& options, const KeyRecipe& reci
   IncludeGraph g =
       resolve_includes(root, source,
                        {options.include_dirs, toolkit_.include_dirs, options.may_read, -1,
-                        parts::scan_options(options), in_memory, options.logical_name()});
+                        parts::scan_options(options), in_memory});
   // NVRTC's own "cannot open source file" must reach the program's log.
   for (MissingInclude& m : g.missing) m.stub.clear();
   return g;
@@ -292,7 +292,7 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   if (p.recipe.scans_for_key) p.includes = scan(options, p.recipe, p.source);
   // A program's in-memory headers, keyed by name and bytes.
   for (const cache::Header& h : options.memory_headers) {
-    p.includes.headers.push_back({h.include_name, h.include_name, h.content, {}});
+    p.includes.headers.push_back({h.include_name, h.include_name, h.content});
   }
   std::stable_sort(
       p.includes.headers.begin(), p.includes.headers.end(),
