@@ -1,7 +1,6 @@
-// `kcache compile` hands NVRTC the user's headers in memory, each named by a
-// `#line` with the name NVRTC itself gives the file when it reads it from
-// disk (includes.h, handed_text). So __FILE__ in a header and the names in
-// NVRTC's diagnostics are NVRTC's own (issue 27): each case compiles through
+// `kcache compile`'s NVRTC reads the user's headers from disk itself (served,
+// compiler.h). So __FILE__ in a header and the names in NVRTC's diagnostics
+// are NVRTC's own (issue 27): each case compiles through
 // Compiler (a miss, then a hit from the store) and through the real NVRTC,
 // reading the same files with the same -I folders from the same working
 // folder, and the PTX and the log must be equal.
@@ -30,8 +29,7 @@ namespace {
 
 using testing::ScopedCwd;
 
-// Each case runs twice: with the handed namespace, and served (NVRTC reads
-// the disk itself through the seal, CompileOptions::serve).
+// NVRTC reads the disk itself through the seal.
 class DiskNamesTest : public RealNvrtcTest {
  protected:
 
@@ -255,8 +253,7 @@ TEST_F(DiskNamesTest, TheSameHeaderThroughAnotherFolderSpellingIsAnotherKey) {
   EXPECT_NE(compiler.keys(o), a);
 }
 
-// What the handed namespace cannot answer as NVRTC does (docs/KEYS.md,
-// "Residual limits"), served.
+// Cases a scanner that hands headers in memory cannot answer as NVRTC does.
 TEST_F(DiskNamesTest, AComputedAngledIncludeIsNotSearchedNextToItsIncluder) {
   write("b.h", "#define FROM 1\n");
   write("inc/b.h", "#define FROM 2\n");

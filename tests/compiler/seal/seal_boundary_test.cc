@@ -697,9 +697,7 @@ TEST_F(SealBoundaryEnvTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
 }
 
 // A library NVRTC's __has_include found in its library folder, then removed:
-// served, the entry made while it was there must miss (a review's stale
-// hit). Handed, NVRTC's loader names libraries there, so a present one is its
-// own (docs/KEYS.md, residual limits of the runtime JIT).
+// the entry made while it was there must miss (a review's stale hit).
 TEST_F(SealBoundaryEnvTest, ALibraryRemovedFromNvrtcsLibraryFolderIsAMiss) {
   const std::string copy = use_toolkit_with_own_library(dir_, real_toolkit_);
   use_toolkit(find_toolkit(copy));

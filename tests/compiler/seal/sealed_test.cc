@@ -184,7 +184,7 @@ TEST_F(SealedTest, IncludesInIfZeroAndInCommentsAreHarmless) {
 }
 
 // Issue 9's less over-keying: a header included only under `#if 0` (or in a
-// comment) is not handed, so editing or deleting it keeps the key, and the
+// comment) is not read by NVRTC, so editing or deleting it keeps the key, and the
 // hit is still what a compile without a store gives. The #else is live.
 TEST_F(SealedTest, EditingAHeaderIncludedOnlyUnderIfZeroKeepsTheKey) {
   write(dir_, "k.cu",
@@ -325,7 +325,7 @@ TEST_F(SealedTest, AMovedCheckoutKeepsItsKeys) {
   EXPECT_EQ(two.targets[0].key, one.targets[0].key);
 }
 
-// Decoys in the working directory, next to a handed header's name and in
+// Decoys in the working directory, next to the header's spelling and in
 // folders kcache was not given: NVRTC reads none of them.
 TEST_F(SealedTest, DecoyHeadersAreNeverRead) {
   const std::string decoy = "#error a decoy was read\n";
@@ -333,7 +333,7 @@ TEST_F(SealedTest, DecoyHeadersAreNeverRead) {
   write(dir_, "inc/lib/h.cuh", "#define NEXT \"w.cuh\"\n#include NEXT\n");
   write(dir_, "inc/lib/w.cuh", "#define V 1\n");
   write(dir_, "w.cuh", decoy);        // the working directory
-  write(dir_, "lib/w.cuh", decoy);    // next to the handed header's spelling
+  write(dir_, "lib/w.cuh", decoy);    // next to the header's spelling
   write(dir_, "other/w.cuh", decoy);  // a folder kcache was not given
   ScopedCwd cwd(dir_);
   CompileOptions o;
@@ -402,8 +402,7 @@ TEST_F(SealedTest, AComputedIncludeFoundNowhereNamesItTheIncluderAndTheFolders) 
 
 // A backslash + CR LF joins lines like backslash + LF: the `#if 0` and the
 // `#endif` below are inside line comments, so the __has_include group is
-// live. The scanner must hand opt.cuh (sealed NVRTC cannot find it itself):
-// without the splice it saw a dead group and V was 3 where nvcc gives 2.
+// live: V is 2, as nvcc gives.
 TEST_F(SealedTest, CrLfSpliceBeforeIfZeroKeepsTheGroupLive) {
   write(dir_, "k.cu",
         "// x \\\r\n#if 0\r\n#if __has_include(\"opt.cuh\")\r\n#include \"opt.cuh\"\r\n#else\r\n"
