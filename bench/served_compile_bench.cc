@@ -1,6 +1,6 @@
 // What a `kcache compile` miss costs against NVRTC alone, now that NVRTC reads
 // the disk through the serving seal (issue 27, session 9), and what a hit
-// costs served against handed.
+// costs.
 //
 //   bazel run -c opt //bench:served_compile_bench -- ROUNDS KERNEL [KERNEL...]
 //
@@ -13,10 +13,9 @@
 //            NVRTC's cubin (no lean pass), into a store: the lookup (scanner,
 //            key, manifest), the sealed NVRTC, the keys of what it read, the
 //            store and the lookup record
-//   handed   the same with CompileOptions::serve off (the handed namespace)
 // Every compile is of a new source (a device variable of its own: new PTX),
 // so every kcache compile is a miss. Then hits: the last source compiled
-// again, served and handed, HITS times each (a lookup record's hit).
+// again, HITS times (a lookup record's hit).
 // Prints the median of each and the ratios to NVRTC alone; the first round
 // (NVRTC's start) is left out.
 //
@@ -178,7 +177,6 @@ CompileOptions served_options(const Kernel& k, const std::string& path) {
   o.std = k.std;
   o.nvrtc_options = k.nvrtc_options;
   o.lean = false;
-  o.serve = true;
   return o;
 }
 
@@ -325,7 +323,7 @@ int run(int argc, char** argv) {
     CompileOptions o = served_options(*it, path);
     std::map<std::string, std::vector<double>> ms;
     std::string source;
-    std::vector<std::string> modes = {"nvrtc", "served", "handed"};
+    std::vector<std::string> modes = {"nvrtc", "served"};
     for (int round = 0; round <= rounds; ++round) {
       std::rotate(modes.begin(), modes.begin() + 1, modes.end());  // each goes first in turn
       for (const std::string& mode : modes) {
@@ -336,15 +334,13 @@ int run(int argc, char** argv) {
         if (mode == "nvrtc") {
           t = alone.run(source, path, nvrtc_options);
         } else {
-          o.serve = mode == "served";
           t = ms_of(compiler, o, false);
         }
         if (round > 0) ms[mode].push_back(t);
       }
     }
     // Hits: the last source, looked up again (its lookup record).
-    for (const char* mode : {"served", "handed"}) {
-      o.serve = std::string(mode) == "served";
+    for (const char* mode : {"served"}) {
       source = original + "\n__device__ int kcache_bench_" + run_id + "_hits_" + mode + ";\n";
       std::ofstream(path, std::ios::trunc) << source;
       ms_of(compiler, o, false);
@@ -358,11 +354,9 @@ int run(int argc, char** argv) {
     }
     std::remove(path.c_str());
     const double base = median(ms["nvrtc"]);
-    std::printf("%s (%d rounds): NVRTC alone %.1f ms; served miss %.1f ms (%.3fx); handed miss "
-                "%.1f ms (%.3fx); hit served %.3f ms, handed %.3f ms\n",
+    std::printf("%s (%d rounds): NVRTC alone %.1f ms; served miss %.1f ms (%.3fx); hit %.3f ms\n",
                 it->name.c_str(), rounds, base, median(ms["served"]), median(ms["served"]) / base,
-                median(ms["handed"]), median(ms["handed"]) / base, median(ms["hit served"]),
-                median(ms["hit handed"]));
+                median(ms["hit served"]));
     std::fflush(stdout);
   }
   return 0;

@@ -142,8 +142,6 @@ compiler::CompileOptions to_options(const CompileFlags& f) {
   o.nvrtc_options = f.nvrtc_options;
   o.name_expressions = f.name_expressions;
   o.lean = !f.no_lean;
-  // NVRTC reads the disk itself through the seal (issue 27).
-  o.serve = true;
   return o;
 }
 

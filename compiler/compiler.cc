@@ -267,17 +267,14 @@ IncludeGraph Compiler::scan(const CompileOptions& options, const KeyRecipe& reci
   IncludeGraph g =
       resolve_includes(root, source,
                        {options.include_dirs, toolkit_.include_dirs, options.may_read, -1,
-                        parts::scan_options(options), in_memory, options.logical_name()});
-  if (recipe.serves_disk) {
-    // NVRTC's own "cannot open source file" must reach the program's log.
-    for (MissingInclude& m : g.missing) m.stub.clear();
-  }
+                        parts::scan_options(options), in_memory});
+  // NVRTC's own "cannot open source file" must reach the program's log.
+  for (MissingInclude& m : g.missing) m.stub.clear();
   return g;
 }
 
 std::vector<MissingInclude> Compiler::missing_includes(const CompileOptions& options,
                                                        const Prepared& p) const {
-  if (p.recipe.scans_for_key) return p.includes.missing;
   try {
     return scan(options, p.recipe, p.source).missing;
   } catch (const Error&) {
@@ -287,15 +284,13 @@ std::vector<MissingInclude> Compiler::missing_includes(const CompileOptions& opt
 
 void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const {
   Prepared& p = *prepared;
-  // A served compile's key needs no scan: every file NVRTC reads is keyed by
-  // its bytes through the manifest (docs/KEYS.md), so a lookup reads the
-  // source and stats what the manifest names. The scanner runs only for a
-  // failed compile's hints (missing_includes).
-  if (p.recipe.scans_for_key) p.includes = scan(options, p.recipe, p.source);
-  // Handed as they are, and found as includers by their names (a quoted
-  // include in one is searched for next to that name, as NVRTC does).
+  // No key needs a scan: every file NVRTC reads is keyed by its bytes
+  // through the manifest (docs/KEYS.md), so a lookup reads the source and
+  // stats what the manifest names. The scanner runs only for a failed
+  // compile's hints (missing_includes). A program's in-memory headers are
+  // keyed by name and bytes.
   for (const cache::Header& h : options.memory_headers) {
-    p.includes.headers.push_back({h.include_name, h.include_name, h.content, {}});
+    p.includes.headers.push_back({h.include_name, h.include_name, h.content});
   }
   std::stable_sort(
       p.includes.headers.begin(), p.includes.headers.end(),
@@ -304,16 +299,8 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   p.request.compiler_identity = keyed_identity_;
   p.request.options = p.key_options;
   p.request.source_name = options.logical_name();
-  // A rewritten directive of the source itself (a spelling two files share,
-  // found by a review: `"b.h"` and `<b.h>` got one file) is what NVRTC
-  // compiles; a served NVRTC reads its own source as given.
-  p.handed_source =
-      !p.recipe.serves_disk && p.includes.root_content ? *p.includes.root_content : p.source;
-  p.request.source = p.handed_source;
-  // Keyed as handed: a header's text and the name NVRTC gives it (handed_text).
-  for (const ResolvedHeader& h : p.includes.headers) {
-    p.request.headers.push_back({h.name, p.recipe.serves_disk ? h.content : handed_text(h)});
-  }
+  p.request.source = p.source;
+  for (const ResolvedHeader& h : p.includes.headers) p.request.headers.push_back({h.name, h.content});
   p.request.name_expressions = options.name_expressions;
   std::vector<std::string> option_texts = p.key_options;
   option_texts.insert(option_texts.end(), options.name_expressions.begin(),
@@ -321,18 +308,16 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   check_time_macros(storage_ && storage_->sloppy_time_macros(), p.source, p.includes, option_texts,
                     &p.request, &p.today, &p.uses_time);
   // The namespace's name (a program's entries hold a record, not an image:
-  // never the same key). Served, NVRTC's -I as written reach its output
-  // (__FILE__ of a header there is "<-I>/name"); the working folder is keyed
-  // where the recipe says it reaches the output or the files found, and -G
-  // and -lineinfo write $PWD's spelling and the toolkit's folders there too.
+  // never the same key). NVRTC's -I as written reach its output (__FILE__ of
+  // a header there is "<-I>/name"); the working folder is keyed where the
+  // recipe says it reaches the output or the files found, and -G and
+  // -lineinfo write $PWD's spelling and the toolkit's folders there too.
   p.request.image_pass = p.recipe.image_pass;
-  if (p.recipe.serves_disk) {
-    for (const std::string& d : options.include_dirs) p.request.options.push_back("-I" + d);
-    if (p.recipe.keys_working_folder(options, p.key_options, p.folder)) {
-      p.request.options.push_back(kWorkingFolderOption + p.folder);
-    }
-    if (writes_working_folder(p.key_options)) key_folders_named_in_outputs(p, &p.request);
+  for (const std::string& d : options.include_dirs) p.request.options.push_back("-I" + d);
+  if (p.recipe.keys_working_folder(options, p.key_options, p.folder)) {
+    p.request.options.push_back(kWorkingFolderOption + p.folder);
   }
+  if (writes_working_folder(p.key_options)) key_folders_named_in_outputs(p, &p.request);
   if (options.lean) {
     const LibraryFingerprint& link = toolkit_.nvjitlink;
     p.request.image_pass += (p.request.image_pass.empty() ? "" : "; ") +
@@ -393,8 +378,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
     std::optional<DiskObservations> seen;
     if (recorded) seen.emplace();
     resolve(options, &prepared);
-    bool through_asks = false;
-    look_up(options, prepared, &result.targets, &through_asks);
+    look_up(options, prepared, &result.targets);
     count_lookups(result.targets);
     lookup_done(&result);
     bool all_hit = std::all_of(result.targets.begin(), result.targets.end(),
@@ -405,7 +389,7 @@ CompileResult Compiler::compile(const CompileOptions& options) {
         TargetResult light;  // the record needs no payload
         light.target = r.target;
         light.key = r.key;
-        light.any_name = r.any_name && !through_asks;
+        light.any_name = r.any_name;
         found.push_back(std::move(light));
       }
       write_lookup_record(options, prepared, *seen, found);

@@ -1,25 +1,21 @@
 // The precompiler: compiles one kernel source for several targets (a cubin per
 // real arch, PTX for a virtual arch) through the cache, and makes its bundle.
 //
-// For each target the cache key is computed from exactly what NVRTC is handed
-// (compiler identity, target, canonical options, source, every user header
-// reached, name expressions; see includes.h and toolkit.h). The store is asked
-// first, for every target; NVRTC is loaded and run only for the misses. A hit
-// never loads NVRTC.
-//
-// NVRTC is sealed (nvrtc.h): it reads user files only through the headers it
-// is handed. A header it asks for that the scanner did not hand (a computed
-// include) is resolved the way NVRTC would (quoted: the includer's folder,
-// then -I in order; angled: -I in order) and the target compiled again; one
-// found nowhere is a CompileError naming it, its includer and the folders
-// searched. Such a target is keyed over everything handed (its full key) and
-// stored, and the includes asked are added as a set to the manifest of its
-// scanner key (cache/format/manifest.h). A lookup tries the scanner key, then replays
-// that manifest's sets against the disk: a set whose every ask resolves to the
-// same names and contents leads to its full key, computed from the files read
-// now (docs/KEYS.md says why that is exact; counter `manifest_hits`). A result
-// NVRTC could not be sealed for is not stored. Nor is one whose handed input
-// uses __TIME__ / __TIMESTAMP__, which is never looked up either; __DATE__ is
+// Every compile is served (seal/seal.h): NVRTC reads the real file system
+// itself, from the working folder and -I folders it is given, and the seal
+// copies every file it opens into a hashed snapshot. A target is stored under
+// its full key, over everything NVRTC read (every file by the bytes it was
+// served, every name it found absent; seal/probes.h), and that set of paths
+// is added to the manifest of its scanner key (cache/format/manifest.h): the
+// key a lookup computes before NVRTC runs (compiler identity, target,
+// canonical options, source, name expressions, and for a program its
+// in-memory headers). A lookup replays the manifest's sets against the disk:
+// a set whose every path still holds leads to its full key, computed from
+// what is read now (docs/KEYS.md says why that is exact; counter
+// `manifest_hits`). The store is asked first, for every target; NVRTC is
+// loaded and run only for the misses. A hit never loads NVRTC. A result NVRTC
+// could not be sealed for is not stored. Nor is one whose input uses
+// __TIME__ / __TIMESTAMP__, which is never looked up either; __DATE__ is
 // keyed by its value (time_macros.h; off with the time_macros sloppiness).
 //
 // Misses compile concurrently, one thread each, at most `max_parallel` at a
@@ -81,15 +77,15 @@ struct CompileOptions {
   // be empty: the working directory), and source_name must name the source.
   std::optional<std::string> source_text;
   // The logical name NVRTC reports and the key hashes; empty: source_path.
-  // Served (below), NVRTC's program is named so and searches its quoted
-  // includes next to that name, as NVRTC alone given the name would.
+  // NVRTC's program is named so and searches its quoted includes next to
+  // that name, as NVRTC alone given the name would.
   std::string source_name;
   // The Bazel target compiling it ("//pkg:k"), for messages only (never
   // keyed): the hint to declare a header names it.
   std::string target_label;
   std::vector<std::string> archs;             // real archs, one cubin each: "sm_80"
   std::string ptx_arch;                       // virtual arch for PTX ("compute_90"), or empty
-  std::vector<std::string> include_dirs;      // -I, searched by kcache (see includes.h)
+  std::vector<std::string> include_dirs;      // -I, given to NVRTC as written
   std::vector<std::string> defines;           // NAME or NAME=VALUE
   // -D and -U in the order given, each "-DNAME[=VALUE]" or "-UNAME": NVRTC
   // applies them in order (`-UX -DX=1` defines X, `-DX=1 -UX` does not), so
@@ -114,15 +110,6 @@ struct CompileOptions {
   // stored as a result rather than thrown, no stub for a missing include
   // (NVRTC's own message must reach the log), and no bundle.
   bool program = false;
-  // NVRTC reads the real file system itself, through the serving seal
-  // (seal.h), as it does for an NVRTC program: its own search, __FILE__ and
-  // diagnostics, every file it reads keyed by the bytes it was served. Paths
-  // it named relative to the working folder are keyed relative to it (a
-  // lookup in another checkout checks them there), so the working folder
-  // is not keyed, except for options that write it into the output (-G,
-  // -lineinfo); an output that names it anyway is not stored (issue 27).
-  bool serve = false;
-  bool served() const { return program || serve; }
   // The folder the compile works in: NVRTC's working folder, where relative
   // names (the source's name, -I, quoted includes) are taken from and what a
   // served compile keys paths relative to. Empty: this process's, spelled in
@@ -241,9 +228,9 @@ class Compiler {
   std::vector<TargetResult> explain(const CompileOptions& options);
 
   // The key of each target (cubins in --arch order, then PTX), as compile()
-  // looks them up first, without asking the store or loading NVRTC. (A target
-  // that needs headers only NVRTC asks for ends up under its full key, found
-  // through the manifest of this one.)
+  // looks them up first, without asking the store or loading NVRTC: the
+  // scanner keys. A result is stored under its full key, found through the
+  // manifest of this one.
   std::vector<Hash128> keys(const CompileOptions& options) const;
 
   const Toolkit& toolkit() const { return toolkit_; }
@@ -291,10 +278,8 @@ class Compiler {
   std::vector<MissingInclude> missing_includes(const CompileOptions& options,
                                                const Prepared& p) const;
   // Looks every target up, one TargetResult each (hit, or a miss and its
-  // reason) appended to `out`; `through_asks`: a hit needed headers a
-  // manifest's asks brought. Counts nothing: count_lookups does, once.
-  void look_up(const CompileOptions& options, Prepared& p, std::vector<TargetResult>* out,
-               bool* through_asks);
+  // reason) appended to `out`. Counts nothing: count_lookups does, once.
+  void look_up(const CompileOptions& options, Prepared& p, std::vector<TargetResult>* out);
   void count_lookups(const std::vector<TargetResult>& targets);
   // Lookup notes (cache/format/lookup_note.h): a miss's reason where nothing
   // stored matched. The key of a source's note, the note of this lookup,
@@ -323,24 +308,14 @@ class Compiler {
   // The lowered names and the bundle of a result whose targets all have entries.
   CompileResult finish(const CompileOptions& options, CompileResult result) const;
 
-  // The misses of one compile (compiler.cc): each target NVRTC compiles now,
-  // on a thread of its own, in rounds while it asks for headers; then keyed
-  // and stored.
+  // The misses of one compile (compiler_misses.cc): each target NVRTC
+  // compiles now, on a thread of its own; then keyed and stored.
   struct Miss;
-  struct Rounds {  // what every round of one target's compile leaves
-    int64_t started_ns = 0;                // CLOCK_REALTIME, when the first began
-    std::vector<std::string> asked_names;  // what NVRTC searched its folders for
-    // The probes of every round before the last, and when each started.
-    std::vector<std::pair<std::vector<std::string>, int64_t>> earlier;
-    MountTableWatch mounts;  // made before the first round
-  };
-  using AskResolver = std::function<std::vector<ResolvedHeader>(
-      const AskedInclude& asked, const std::vector<ResolvedHeader>& have, const CompileError& e)>;
   void compile_misses(const CompileOptions& options, Prepared& p, bool recorded,
                       CompileResult* result);
   void check_archs(const std::vector<Miss>& misses) const;
   std::vector<size_t> run_compiles(const CompileOptions& options, const Prepared& prepared,
-                                   const AskResolver& resolve, std::vector<Miss>* all);
+                                   std::vector<Miss>* all);
   void count_compiles(const std::vector<Miss>& misses, const std::vector<size_t>& compiled);
   void throw_first_error(const CompileOptions& options, const Prepared& prepared,
                          const std::vector<Miss>& misses) const;
@@ -349,12 +324,10 @@ class Compiler {
   bool take_ptx(const CompileOptions& options, const Prepared& p, const Miss& cubin,
                 Miss* ptx) const;
   NvrtcInput miss_input(const CompileOptions& options, const Prepared& p, const Target& t) const;
-  void compile_miss(const CompileOptions& options, const Prepared& p, const AskResolver& resolve,
-                    Miss* m);
-  NvrtcOutput nvrtc_round(const NvrtcInput& input, std::unique_lock<std::mutex>* here);
-  void run_rounds(const CompileOptions& options, const AskResolver& resolve, Miss* m,
-                  std::unique_lock<std::mutex>* here);
-  std::vector<std::string> settle_probes(const Rounds& rounds, bool last_round, Miss* m);
+  void compile_miss(const CompileOptions& options, const Prepared& p, Miss* m);
+  NvrtcOutput run_nvrtc(const NvrtcInput& input, std::unique_lock<std::mutex>* here);
+  // What NVRTC named (seal.h), classified and keyed into m->classified.
+  void settle_probes(const MountTableWatch& mounts, Miss* m);
   // `early`: the check's compile, already started (compile_miss), or null.
   void check_name(const CompileOptions& options, Miss* m, std::unique_lock<std::mutex>* here,
                   std::future<NvrtcOutput>* early);

@@ -74,32 +74,24 @@ void take_entry(const Hash128& key, cache::Entry e, TargetResult* r) {
 
 namespace {
 
-// One target's lookup: the entry under a request's key, then the manifest of
-// that key, its sets newest first, each replayed against the disk
-// (cache/format/manifest.h). `why` keeps the first thing found that no longer held
-// (the newest set's changed path, an entry no longer stored): a miss's reason.
+// One target's lookup: the manifest of a request's key, its sets newest
+// first, each checked against the disk (cache/format/manifest.h), then the
+// entry under the full key of the first set that holds. A result is always
+// stored under the key of what NVRTC read (settle_entry), so the request's
+// own key is never asked (with a remote, a round trip and its library
+// loaded). `why` keeps the first thing found that no longer held (the newest
+// set's changed path, an entry no longer stored): a miss's reason.
 class TargetLookup {
  public:
   TargetLookup(cache::Storage& storage, const CompileOptions& options, const KeyRecipe& recipe,
-               const parts::AskContext& asks, const std::string& today, TargetResult* r)
-      : storage_(storage), options_(options), recipe_(recipe), asks_(asks), today_(today), r_(*r) {}
+               const ProbeContext& probes, TargetResult* r)
+      : storage_(storage), options_(options), recipe_(recipe), probes_(probes), r_(*r) {}
 
   std::string why;
-  bool through_asks = false;               // a hit needed headers a manifest's asks brought
   std::set<std::string> keyed_absolutely;  // the absolute names the answering set keyed
 
   void look_up(const cache::CompileRequest& request) {
     const Hash128 first_key = cache::compute_key(request);
-    // A served compile's entry is always under the key of what NVRTC read
-    // (settle_entry): its manifest first, never a get of a key nothing is
-    // stored under (with a remote, a round trip and its library loaded).
-    // A handed one is stored directly under it: not found is no reason
-    // yet, its manifest may say more.
-    if (!recipe_.serves_disk) {
-      get(first_key);
-      if (why == parts::kNotInStore) why.clear();
-    }
-    if (r_.hit) return;
     std::optional<cache::Manifest> m = storage_.get_manifest(cache::manifest_key(first_key));
     if (!m) return;
     for (const cache::ManifestSet& set : m->sets()) {
@@ -118,60 +110,56 @@ class TargetLookup {
     if (!r_.hit && why.empty()) why = parts::kNotInStore;
   }
 
-  bool through_set(const cache::CompileRequest& request, const cache::ManifestSet& set) {
+  // Whether `set` holds on the disk now; else `why` says what changed.
+  bool holds(const cache::ManifestSet& set) {
     std::string set_why;
-    std::optional<std::vector<ResolvedHeader>> have = parts::replay(asks_, set, &set_why);
-    if (!have) {
-      if (why.empty()) why = set_why;
-      return false;
+    if (!set.empty()) {
+      set_why = "its manifest set asks for headers";  // no compile makes such sets now
+    } else if (probes_hold(set.probes, probes_, &set_why) && !reads_undeclared(set)) {
+      return true;
     }
-    // Under the worker, a set that read an undeclared file is no hit: a
-    // sandboxed build would not find it (the compile says so).
-    if (recipe_.keys_relative_to_working_folder && options_.may_read &&
-        !undeclared_files(options_.may_read, present_files(set.probes, asks_.probes.working_folder)).empty()) {
-      if (why.empty()) why = "a file it read is not among the action's inputs";
-      return false;
-    }
-    get(parts::full_key(request, *have, set, today_));
+    if (why.empty()) why = set_why.empty() ? "a file it read is not among the action's inputs" : set_why;
+    return false;
+  }
+
+  // Under the worker, a set that read an undeclared file is no hit: a
+  // sandboxed build would not find it (the compile says so).
+  bool reads_undeclared(const cache::ManifestSet& set) const {
+    return options_.may_read && recipe_.keys_relative_to_working_folder &&
+           !undeclared_files(options_.may_read, present_files(set.probes, probes_.working_folder))
+                .empty();
+  }
+
+  bool through_set(const cache::CompileRequest& request, const cache::ManifestSet& set) {
+    if (!holds(set)) return false;
+    get(parts::full_key(request, set));
     if (!r_.hit) return false;
     for (const cache::ManifestProbe& probe : set.probes) {
       if (!probe.path.empty() && probe.path.front() == '/') keyed_absolutely.insert(probe.path);
     }
     r_.found_by = FoundBy::manifest;
-    through_asks = !have->empty();
     return true;
   }
 
   cache::Storage& storage_;
   const CompileOptions& options_;
   const KeyRecipe& recipe_;
-  const parts::AskContext& asks_;
-  const std::string& today_;
+  const ProbeContext& probes_;
   TargetResult& r_;
 };
 
 }  // namespace
 
 void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
-                       std::vector<TargetResult>* out, bool* through_asks) {
+                       std::vector<TargetResult>* out) {
   cache::CompileRequest& request = prepared.request;
-  const std::set<std::string> base_names = parts::handed_names(prepared.includes);
   // A program's probes in its own folder are recorded relative to it for
   // the entry of every name (settle_entry): checked in this one's.
   ProbeContext probes = probe_context_;
   probes.working_folder = prepared.folder;
-  switch (prepared.recipe.probe_folder) {
-    case KeyRecipe::Folder::program:
-      probes.program_folder = parts::program_folder(options);
-      break;
-    case KeyRecipe::Folder::working:
-      probes.program_folder = prepared.folder;
-      break;
-    case KeyRecipe::Folder::none:
-      break;
-  }
-  const parts::AskContext asks{options, prepared.includes,     base_names,
-                               probes,  toolkit_.include_dirs, !prepared.today.empty()};
+  probes.program_folder = prepared.recipe.probe_folder == KeyRecipe::Folder::program
+                              ? parts::program_folder(options)
+                              : prepared.folder;
   for (const Target& t : prepared.targets) {
     TargetResult r;
     r.target = t;
@@ -179,7 +167,7 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
     request.arch = t.arch;
     r.key = cache::compute_key(request);
     std::optional<TargetLookup> lookup;
-    if (storage_) lookup.emplace(*storage_, options, prepared.recipe, asks, prepared.today, &r);
+    if (storage_) lookup.emplace(*storage_, options, prepared.recipe, probes, &r);
     if (!storage_) {
       r.miss_reason = "no store";
     } else if (prepared.uses_time) {  // a hit would be another second's __TIME__
@@ -199,7 +187,6 @@ void Compiler::look_up(const CompileOptions& options, Prepared& prepared,
       }
       if (!r.hit) lookup->look_up(request);
       if (!r.hit) r.miss_reason = lookup->why;
-      if (r.hit && through_asks && lookup->through_asks) *through_asks = true;
       prepared.keyed_absolutely.insert(lookup->keyed_absolutely.begin(),
                                        lookup->keyed_absolutely.end());
     }
@@ -228,8 +215,7 @@ std::vector<TargetResult> Compiler::explain(const CompileOptions& options) {
   Prepared prepared = prepare_head(options);
   if (records_apply(options) && record_hit(options, prepared, &found)) return found;
   resolve(options, &prepared);
-  bool through_asks = false;
-  look_up(options, prepared, &found, &through_asks);
+  look_up(options, prepared, &found);
   return found;
 }
 

@@ -69,12 +69,6 @@ class SlotGuard {
   std::function<void()> release_;
 };
 
-int64_t realtime_ns() {
-  struct timespec t;
-  ::clock_gettime(CLOCK_REALTIME, &t);
-  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
-}
-
 }  // namespace
 
 void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared, bool recorded,
@@ -88,16 +82,7 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
   }
   if (misses.empty()) return;
   if (prepared.recipe.checks_archs) check_archs(misses);
-  const std::set<std::string> base_names = parts::handed_names(prepared.includes);
-  const parts::AskContext ask_context{
-      options,        prepared.includes,     base_names,
-      probe_context_, toolkit_.include_dirs, !prepared.today.empty()};
-  const AskResolver resolve = [&ask_context](const AskedInclude& a,
-                                             const std::vector<ResolvedHeader>& have,
-                                             const CompileError& e) {
-    return parts::resolve_asked(ask_context, a, have, e);
-  };
-  const std::vector<size_t> compiled = run_compiles(options, prepared, resolve, &misses);
+  const std::vector<size_t> compiled = run_compiles(options, prepared, &misses);
   count_compiles(misses, compiled);
   throw_first_error(options, prepared, misses);
   store_misses(options, prepared, misses, result);
@@ -116,7 +101,7 @@ void Compiler::compile_misses(const CompileOptions& options, Prepared& prepared,
 // a cubin of its arch from that cubin's compile (ptx_from_cubins). The misses
 // NVRTC compiled, by index.
 std::vector<size_t> Compiler::run_compiles(const CompileOptions& options, const Prepared& prepared,
-                                           const AskResolver& resolve, std::vector<Miss>* all) {
+                                           std::vector<Miss>* all) {
   std::vector<Miss>& misses = *all;
   const std::vector<std::pair<size_t, size_t>> shared_ptx = ptx_from_cubins(prepared, all);
   std::vector<size_t> compiled;
@@ -127,13 +112,13 @@ std::vector<size_t> Compiler::run_compiles(const CompileOptions& options, const 
   std::vector<std::thread> threads;
   for (size_t s = 1; s < compiled.size(); ++s) {
     Miss* m = &misses[compiled[s]];
-    threads.emplace_back([&, m] { compile_miss(options, prepared, resolve, m); });
+    threads.emplace_back([&, m] { compile_miss(options, prepared, m); });
   }
-  compile_miss(options, prepared, resolve, &misses[compiled[0]]);  // one target: no thread
+  compile_miss(options, prepared, &misses[compiled[0]]);  // one target: no thread
   for (std::thread& th : threads) th.join();
   for (const auto& [ptx, cubin] : shared_ptx) {
     if (!take_ptx(options, prepared, misses[cubin], &misses[ptx])) {
-      compile_miss(options, prepared, resolve, &misses[ptx]);  // its cubin's compile failed
+      compile_miss(options, prepared, &misses[ptx]);  // its cubin's compile failed
       compiled.push_back(ptx);
     }
   }
@@ -180,8 +165,7 @@ void Compiler::throw_first_error(const CompileOptions& options, const Prepared& 
       std::vector<MissingInclude> missing = missing_includes(options, prepared);
       if (prepared.recipe.keys_relative_to_working_folder)
         add_unopened_include(e.log(), options.include_dirs, &missing);
-      throw with_undeclared_hints(e, missing, prepared.recipe.serves_disk, options.source_path,
-                                  options.target_label);
+      throw with_undeclared_hints(e, missing, true, options.source_path, options.target_label);
     }
   }
 }
@@ -253,16 +237,17 @@ void Compiler::check_archs(const std::vector<Miss>& misses) const {
   }
 }
 
+// NVRTC's own search on the real file system (seal.h, serving): the
+// in-memory headers only, the -I as written, the working folder. A program
+// gets no toolkit folder it was not given; `kcache compile` the toolkit's
+// after the user's (as nvcc searches them).
 NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p,
                                 const Target& t) const {
   NvrtcInput input;
   input.source_name = options.logical_name();
-  input.source = p.handed_source;
-  for (const ResolvedHeader& h : p.includes.headers) {
-    input.headers.push_back({h.name, handed_text(h)});
-  }
-  for (const MissingInclude& m : p.includes.missing) {
-    if (!m.stub.empty()) input.headers.push_back({m.name, m.stub});
+  input.source = p.source;
+  for (const cache::Header& h : options.memory_headers) {
+    input.headers.push_back({h.include_name, h.content});
   }
   input.name_expressions = options.name_expressions;
   input.program = options.program;
@@ -270,29 +255,16 @@ NvrtcInput Compiler::miss_input(const CompileOptions& options, const Prepared& p
   input.want_ptx = options.lean;
   input.options.push_back("-arch=" + t.arch);
   input.options.insert(input.options.end(), p.key_options.begin(), p.key_options.end());
-  if (p.recipe.serves_disk) {
-    // NVRTC's own search on the real file system (seal.h, serving): the
-    // in-memory headers only, the -I as written, the working folder. A
-    // program gets no toolkit folder it was not given; `kcache compile` the
-    // toolkit's after the user's (as nvcc searches them).
-    input.headers.clear();
-    for (const cache::Header& h : options.memory_headers) {
-      input.headers.push_back({h.include_name, h.content});
-    }
-    for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
-    input.serve_disk = true;
-    input.working_dir = p.folder;
-    input.pwd = p.spelling;
-    if (!p.recipe.adds_toolkit_includes) return input;
-  }
-  for (const std::string& d : probe_context_.toolkit_dirs) {
-    input.options.push_back("-I" + d);  // absolute: NVRTC's cwd is sealed
-  }
+  for (const std::string& d : options.include_dirs) input.options.push_back("-I" + d);
+  input.serve_disk = true;
+  input.working_dir = p.folder;
+  input.pwd = p.spelling;
+  if (!p.recipe.adds_toolkit_includes) return input;
+  for (const std::string& d : probe_context_.toolkit_dirs) input.options.push_back("-I" + d);
   return input;
 }
 
-void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
-                            const AskResolver& resolve, Miss* m) {
+void Compiler::compile_miss(const CompileOptions& options, const Prepared& p, Miss* m) {
   try {
     m->input = miss_input(options, p, m->target);
     m->input.want_ptx = m->input.want_ptx || m->keeps_ptx;
@@ -300,20 +272,22 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
     SlotGuard guard(slots_);
     std::unique_lock<std::mutex> here(in_process_, std::defer_lock);
     // With a pool every compile runs there, so each child keeps seeing
-    // the same options (the same arch), which a handed compile's PCH needs.
+    // the same options (the same arch), which its PCH needs.
     if (!pool_) here.try_lock();
     // A program's name check (check_name) compiles the same input under
-    // another name. Served, its input is known now: it runs in a second
-    // child of the pool at the same time, so a miss waits for one compile.
+    // another name. Its input is known now: it runs in a second child of
+    // the pool at the same time, so a miss waits for one compile.
     std::future<NvrtcOutput> early_check;
-    if (pool_ && options.name_free && m->input.serve_disk) {
+    if (pool_ && options.name_free) {
       NvrtcInput other = m->input;
       other.source_name = options.name_check;
       early_check = std::async(std::launch::async, [this, other = std::move(other)] {
         return pool_->compile(toolkit_.nvrtc.path, other);
       });
     }
-    run_rounds(options, resolve, m, &here);
+    const MountTableWatch mounts;  // made before NVRTC runs
+    m->output = run_nvrtc(m->input, &here);
+    settle_probes(mounts, m);
     if (p.recipe.keys_relative_to_working_folder && options.may_read) {
       std::vector<std::string> files = undeclared_files(options.may_read, named_paths(*m->output));
       if (!files.empty()) {
@@ -334,98 +308,29 @@ void Compiler::compile_miss(const CompileOptions& options, const Prepared& p,
   }
 }
 
-NvrtcOutput Compiler::nvrtc_round(const NvrtcInput& input, std::unique_lock<std::mutex>* here) {
+NvrtcOutput Compiler::run_nvrtc(const NvrtcInput& input, std::unique_lock<std::mutex>* here) {
   if (pool_) return pool_->compile(toolkit_.nvrtc.path, input);
   if (here->owns_lock() || worker_command_.empty()) {
     if (!here->owns_lock()) here->lock();
     const Nvrtc& nvrtc = Nvrtc::open(toolkit_.nvrtc.path);
-    // Served, a PCH's headers are keyed from its maker's reads (pch.h).
+    // A PCH's headers are keyed from its maker's reads (pch.h).
     return pch_dir_.empty() ? nvrtc.compile(input) : compile_with_pch(nvrtc, input, pch_dir_);
   }
   return compile_in_worker(worker_command_, toolkit_.nvrtc.path, input);
 }
 
-// NVRTC is sealed (nvrtc.h): an include the scanner could not see (a
-// computed one, say) fails the compile, naming it; kcache finds it the way
-// NVRTC would, hands it over and compiles again, at most parts::kMaxIncludeRounds
-// times.
-void Compiler::run_rounds(const CompileOptions& options, const AskResolver& resolve, Miss* m,
-                          std::unique_lock<std::mutex>* here) {
-  Rounds rounds;
-  rounds.started_ns = realtime_ns();
-  auto take_ask = [&](const AskedInclude& a, const CompileError& e) {
-    rounds.asked_names.push_back(a.name);
-    cache::ManifestAsk recorded{a.name, a.includer, a.angled, {}};
-    for (ResolvedHeader& h : resolve(a, m->asked, e)) {
-      m->input.headers.push_back({h.name, handed_text(h)});
-      recorded.headers.push_back({h.name, xxh3_64(h.content)});
-      m->asked.push_back(std::move(h));
-    }
-    m->asks.push_back(std::move(recorded));
-  };
-  for (int round = 0;; ++round) {
-    try {
-      m->output = nvrtc_round(m->input, here);
-    } catch (const CompileError& e) {
-      // Served: NVRTC searched the disk itself; its "cannot open" stands.
-      std::optional<AskedInclude> a = parse_cannot_open(e.log());
-      if (!a || round == parts::kMaxIncludeRounds || m->input.serve_disk) throw;
-      // Where this round searched before it asked is keyed too.
-      rounds.earlier.emplace_back(e.probes(), e.started_ns());
-      take_ask(*a, e);
-      continue;
-    }
-    // A program's compile NVRTC rejected is a result; one it rejected for
-    // an include it could not open goes round like the throw above.
-    const std::optional<cache::ProgramRecord>& answered = m->output->program;
-    // Served (a program's): NVRTC searched the disk itself, so "cannot open"
-    // is the file system's answer, not a header to hand over.
-    if (answered && !m->input.serve_disk &&
-        answered->compile_result == cache::kNvrtcErrorCompilation) {
-      std::optional<AskedInclude> a = parse_cannot_open(answered->log);
-      if (a && round < parts::kMaxIncludeRounds) {
-        try {
-          take_ask(*a, CompileError("NVRTC could not compile " + options.logical_name(),
-                                    answered->log, m->input.options));
-          rounds.earlier.emplace_back(m->output->probes, m->output->started_ns);
-          continue;
-        } catch (const CompileError& e) {
-          // Found nowhere: NVRTC's own answer stands, but it is the sealed
-          // NVRTC's (its -I are the toolkit's), so it is not stored.
-          m->unresolved = e.what();
-        }
-      }
-    }
-    std::vector<std::string> refused = settle_probes(rounds, round == parts::kMaxIncludeRounds, m);
-    if (refused.empty()) return;
-    rounds.earlier.emplace_back(m->output->probes, m->output->started_ns);
-    for (const std::string& f : refused) {
-      AskedInclude a;
-      a.name = f;
-      a.includer = options.logical_name();
-      take_ask(a, CompileError("NVRTC was refused " + f, "", m->input.options));
-    }
-  }
-}
-
-// NVRTC compiled. What it named (seal.h) is keyed; an existing user file it
-// was refused without failing (a computed __has_include, say) got an answer
-// that is not the file system's: those are returned, to be handed over by
-// their absolute names for another round. Empty: the probes are settled.
-std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last_round, Miss* m) {
+void Compiler::settle_probes(const MountTableWatch& mounts, Miss* m) {
   ProbeContext probe_context = probe_context_;
   probe_context.check_time_macros = !(storage_ && storage_->sloppy_time_macros());
-  probe_context.mounts_changed = rounds.mounts.changed();
+  probe_context.mounts_changed = mounts.changed();
   const NvrtcOutput& out = *m->output;
-  if (m->input.serve_disk) {
-    probe_context.served = true;
-    probe_context.working_folder = m->input.working_dir;
-    probe_context.date_keyed = m->date_keyed;
-    for (const std::string& o : m->input.options) {
-      if (o.compare(0, 2, "-I") == 0 && o.size() > 2) {
-        probe_context.user_dirs.push_back(without_dot_parts(
-            o[2] == '/' ? o.substr(2) : m->input.working_dir + "/" + o.substr(2)));
-      }
+  probe_context.served = true;
+  probe_context.working_folder = m->input.working_dir;
+  probe_context.date_keyed = m->date_keyed;
+  for (const std::string& o : m->input.options) {
+    if (o.compare(0, 2, "-I") == 0 && o.size() > 2) {
+      probe_context.user_dirs.push_back(without_dot_parts(
+          o[2] == '/' ? o.substr(2) : m->input.working_dir + "/" + o.substr(2)));
     }
   }
   ClassifiedProbes c = classify_probes(out.probes, probe_context, out.started_ns);
@@ -435,25 +340,7 @@ std::vector<std::string> Compiler::settle_probes(const Rounds& rounds, bool last
     for (const std::string& l : probe_key_lines(c.keyed))
       std::fprintf(stderr, "keyed %s\n", l.c_str());
   }
-  std::vector<std::string> fresh;
-  for (const std::string& f : c.user_files) {
-    bool handed = std::any_of(m->input.headers.begin(), m->input.headers.end(),
-                              [&](const NvrtcHeader& h) { return h.name == f; });
-    if (!handed) fresh.push_back(f);
-  }
-  if (out.sealed && !fresh.empty() && !last_round) return fresh;
-  if (!c.user_files.empty() && c.unkeyable.empty()) {
-    c.unkeyable = "NVRTC reached " + c.user_files.front() +
-                  " by a name kcache cannot hand it under (more `..` than the seal is deep?)";
-  }
-  for (const std::string& name : rounds.asked_names) {
-    add_asked_absences(name, probe_context, rounds.started_ns, &c);
-  }
-  for (const auto& [probes, round_started] : rounds.earlier) {
-    merge_earlier_round(classify_probes(probes, probe_context, round_started), &c);
-  }
   m->classified = std::move(c);
-  return {};
 }
 
 }  // namespace kcache::compiler

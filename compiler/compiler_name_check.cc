@@ -203,11 +203,11 @@ std::string program_folder_of(const std::string& name) {
 void Compiler::check_name(const CompileOptions& options, Miss* m,
                           std::unique_lock<std::mutex>* here, std::future<NvrtcOutput>* early) {
   if (!options.name_free || !m->output->program || !m->output->sealed ||
-      !m->classified.unkeyable.empty() || !m->unresolved.empty()) {
+      !m->classified.unkeyable.empty()) {
     return;
   }
-  // Served: a file NVRTC found in the program's folder (read, or only
-  // looked at) ties the answer to that folder.
+  // A file NVRTC found in the program's folder (read, or only looked at)
+  // ties the answer to that folder.
   const std::string folder = parts::program_folder(options);
   for (const cache::ManifestProbe& p : m->classified.keyed) {
     if (p.present && (p.path == folder || p.path.rfind(folder + "/", 0) == 0)) return;
@@ -228,10 +228,9 @@ void Compiler::check_name(const CompileOptions& options, Miss* m,
     m->name_checked = checked->program && checked->sealed &&
                       checked->lowered_names == m->output->lowered_names &&
                       options.name_check_same(*m->output->program, *checked->program) &&
-                      (!m->input.serve_disk ||
-                       same_paths_in_both_folders(*m->output, folder, *checked,
-                                                  parts::program_folder_of(options.name_check),
-                                                  probe_context_, &m->not_the_folders));
+                      same_paths_in_both_folders(*m->output, folder, *checked,
+                                                 parts::program_folder_of(options.name_check),
+                                                 probe_context_, &m->not_the_folders);
     if (!m->name_checked && checked->program && env::read(env::Var::kcache_debug_name_check)) {
       print_name_check(options.logical_name(), *m->output->program, *checked->program);
     }

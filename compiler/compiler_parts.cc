@@ -57,7 +57,16 @@ std::string absolute_path(const std::string& path) {
   return path.empty() ? std::string(cwd) : std::string(cwd) + "/" + path;
 }
 
-// ccache's rule for the time macros (time_macros.h), over handed headers.
+Hash128 full_key(cache::CompileRequest request, const cache::ManifestSet& set) {
+  request.probes = probe_key_lines(set.probes);
+  std::sort(request.headers.begin(), request.headers.end(),
+            [](const cache::Header& a, const cache::Header& b) {
+              return a.include_name < b.include_name;
+            });
+  return cache::compute_key(request);
+}
+
+// ccache's rule for the time macros (time_macros.h), over scanned headers.
 bool any_uses_time_macros(const std::vector<ResolvedHeader>& headers) {
   return std::any_of(headers.begin(), headers.end(),
                      [](const ResolvedHeader& h) { return uses_time_macros(h.content); });

@@ -3,8 +3,7 @@
 // the lookup, compiler_records.cc lookup records, compiler_miss_reason.cc why
 // a lookup missed, compiler_misses.cc the compile of the misses,
 // compiler_name_check.cc a program's answer for every name,
-// compiler_store.cc a miss's entry and storing it, compiler_handed.cc the
-// handed namespace's asks and their replay). Private to compiler/.
+// compiler_store.cc a miss's entry and storing it). Private to compiler/.
 #pragma once
 
 #include <exception>
@@ -38,9 +37,6 @@ struct Compiler::Prepared {
   std::vector<Target> targets;
   std::vector<std::string> key_options;
   std::string source;
-  // What NVRTC is handed as the source (and the key hashes): `source` with
-  // the scanner's rewrites (an alias, an #include_next; includes.h) applied.
-  std::string handed_source;
   IncludeGraph includes;
   cache::CompileRequest request;  // target and arch left to fill
   // Time macros (time_macros.h), unless sloppy: `today` is __DATE__'s value
@@ -57,15 +53,13 @@ struct Compiler::Prepared {
 struct Compiler::Miss {
   size_t index = 0;  // into CompileResult::targets
   Target target;
-  NvrtcInput input;  // as the last round handed it
+  NvrtcInput input;
   std::optional<NvrtcOutput> output;
-  std::vector<ResolvedHeader> asked;  // headers NVRTC asked for
-  cache::ManifestSet asks;            // the same, ask by ask (then the probes)
-  ClassifiedProbes classified;        // the final round's probes
-  bool date_keyed = false;            // the key holds today's __DATE__
-  std::string unresolved;             // an include found nowhere (a program's)
-  bool name_checked = false;          // one answer for every name (name_check)
-  NotTheFolders not_the_folders;      // names beneath the program's folder not (only) its
+  cache::ManifestSet paths;        // what its manifest set records: the keyed probes
+  ClassifiedProbes classified;     // what NVRTC named, classified
+  bool date_keyed = false;         // the key holds today's __DATE__
+  bool name_checked = false;       // one answer for every name (name_check)
+  NotTheFolders not_the_folders;   // names beneath the program's folder not (only) its
   LeanImage lean;
   std::exception_ptr error;
   // A cubin compile that also answers a PTX target of its virtual arch
@@ -85,28 +79,12 @@ namespace parts {
 // but its entry is gone (evicted, cleared), or nothing was found at all.
 constexpr char kNotInStore[] = "not in store";
 
-// How many times one target may go back to NVRTC with headers it asked for.
-// Each round adds at least one header, so this bounds a runaway only; a
-// manifest set records one ask per round.
-constexpr int kMaxIncludeRounds = static_cast<int>(cache::kMaxManifestAsks);
-
-// What resolving an asked include needs to know: the same for a compile and
-// for a manifest replay, so both find the same files.
-struct AskContext {
-  const CompileOptions& options;
-  const IncludeGraph& includes;       // the scanner's
-  const std::set<std::string>& base;  // names handed before any ask (headers and stubs)
-  const ProbeContext& probes;         // where the toolkit is, for recorded probes
-  const std::vector<std::string>& toolkit_dirs;
-  bool check_time_macros;  // not sloppy: a replay that hands __TIME__ is no hit
-};
-
 // The folder of `path` ("" for a bare name, "/" for "/x").
 std::string folder_of(const std::string& path);
 // `path` beneath this process's working folder where it is relative.
 std::string absolute_path(const std::string& path);
 
-// ccache's rule for the time macros (time_macros.h), over handed headers.
+// ccache's rule for the time macros (time_macros.h), over scanned headers.
 bool any_uses_time_macros(const std::vector<ResolvedHeader>& headers);
 bool any_uses_date_macro(const std::vector<ResolvedHeader>& headers);
 
@@ -114,21 +92,9 @@ bool any_uses_date_macro(const std::vector<ResolvedHeader>& headers);
 // replaces trigraphs with -std=c++03, c++11 and c++14 only (measured).
 ScanOptions scan_options(const CompileOptions& options);
 
-// The handed namespace (compiler_handed.cc). The key of a result that
-// needed asked headers: everything handed, asks and probes included.
-Hash128 full_key(cache::CompileRequest request, const std::vector<ResolvedHeader>& asked,
-                 const cache::ManifestSet& asks, const std::string& today);
-// A manifest set replayed against the disk: the headers it hands when every
-// ask resolves to the recorded names and contents, else nullopt and `why`.
-std::optional<std::vector<ResolvedHeader>> replay(const AskContext& c,
-                                                  const cache::ManifestSet& set, std::string* why);
-// The names handed to NVRTC before it asks for any.
-std::set<std::string> handed_names(const IncludeGraph& includes);
-// An include NVRTC asked for, found where NVRTC would have looked, or a
-// CompileError that says where kcache looked.
-std::vector<ResolvedHeader> resolve_asked(const AskContext& c, const AskedInclude& a,
-                                          const std::vector<ResolvedHeader>& have,
-                                          const CompileError& e);
+// The full key of a result: its scanner key's request with everything
+// NVRTC named (the manifest set's probes) keyed.
+Hash128 full_key(cache::CompileRequest request, const cache::ManifestSet& set);
 
 // Whether `e`, found under `key`, answers target `t` (compiler_lookup.cc).
 bool entry_answers(const CompileOptions& options, const Target& t, const Hash128& key,

@@ -103,7 +103,6 @@ std::string Compiler::record_inputs(const CompileOptions& o, const Prepared& p) 
   }
   w.u8(o.lean ? 1 : 0);
   w.u8(o.program ? 1 : 0);
-  w.u8(o.serve ? 1 : 0);
   w.u8(o.source_text ? 1 : 0);
   w.u8(o.name_free ? 1 : 0);
   w.str(o.shared_name);
@@ -238,15 +237,11 @@ void Compiler::record_after_store(const CompileOptions& options, const Prepared&
   p.folder = made.folder;
   p.spelling = made.spelling;
   std::vector<TargetResult> found;
-  bool through_asks = false;
   DiskObservations seen;
   resolve(options, &p);
-  look_up(options, p, &found, &through_asks);
+  look_up(options, p, &found);
   if (!std::all_of(found.begin(), found.end(), [](const TargetResult& r) { return r.hit; })) {
     return;
-  }
-  if (through_asks) {
-    for (TargetResult& r : found) r.any_name = false;  // asked headers may name the folder
   }
   write_lookup_record(options, p, seen, found);
 }

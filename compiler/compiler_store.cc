@@ -63,15 +63,13 @@ void warn_unsealed(const std::string& why) {
 }
 
 // Whether a compile must not be stored for its time macros: it uses __TIME__
-// (the source, a scanned or an asked header), or __DATE__ where the date
+// (the source, an option, a program's header), or __DATE__ where the date
 // changed since it was keyed (at midnight).
 bool time_macros_forbid_storing(const std::string& today, bool uses_time,
-                                const std::string& keyed_date,
-                                const std::vector<ResolvedHeader>& asked) {
+                                const std::string& keyed_date) {
   if (today.empty()) return false;  // sloppy
-  if (uses_time || parts::any_uses_time_macros(asked)) return true;
-  bool date = !keyed_date.empty() || parts::any_uses_date_macro(asked);
-  return date && date_macro_value(std::time(nullptr)) != today;
+  if (uses_time) return true;
+  return !keyed_date.empty() && date_macro_value(std::time(nullptr)) != today;
 }
 
 }  // namespace
@@ -158,7 +156,7 @@ void Compiler::store_misses(const CompileOptions& options, const Prepared& p,
   for (Miss& m : misses) {
     if (m.storable) {
       storage_->put(m.shared ? *m.shared : *result->targets[m.index].entry);
-      if (m.manifest_key) add_to_manifest(*m.manifest_key, std::move(m.asks));
+      if (m.manifest_key) add_to_manifest(*m.manifest_key, std::move(m.paths));
     } else {
       storage_->count(m.time_macros ? "uncached_time_macros" : "uncached_compiles", 1);
     }
@@ -169,35 +167,30 @@ void Compiler::store_misses(const CompileOptions& options, const Prepared& p,
 void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, int64_t now, Miss* m,
                             TargetResult* r) {
   NvrtcOutput& out = *m->output;
-  m->asks.probes = std::move(m->classified.keyed);
-  if (p.recipe.serves_disk) {
-    std::string why = !p.recipe.keys_relative_to_working_folder
-                          ? ""
-                          : key_beneath_working_folder(p.request, out, p.folder, p.spelling,
-                                                       &m->asks.probes);
-    if (why.empty()) why = toolkit_named_unkeyed(p.request, out, probe_context_.toolkit_dirs);
-    if (!why.empty() && m->classified.unkeyable.empty()) m->classified.unkeyable = std::move(why);
-  }
-  if (p.recipe.serves_disk || !m->asked.empty() || !m->asks.probes.empty()) {
-    // Keyed by everything handed over and everything NVRTC named; a lookup
-    // finds it through the manifest of its scanner key (r->key until here).
-    cache::CompileRequest full = p.request;
-    full.target = r->target.kind;
-    full.arch = r->target.arch;
-    m->manifest_key = cache::manifest_key(cache::compute_key(full));
-    r->key = parts::full_key(full, m->asked, m->asks, p.today);
-  }
+  m->paths.probes = std::move(m->classified.keyed);
+  std::string why = !p.recipe.keys_relative_to_working_folder
+                        ? ""
+                        : key_beneath_working_folder(p.request, out, p.folder, p.spelling,
+                                                     &m->paths.probes);
+  if (why.empty()) why = toolkit_named_unkeyed(p.request, out, probe_context_.toolkit_dirs);
+  if (!why.empty() && m->classified.unkeyable.empty()) m->classified.unkeyable = std::move(why);
+  // Keyed by everything NVRTC read; a lookup finds it through the manifest
+  // of its scanner key (r->key until here).
+  cache::CompileRequest full = p.request;
+  full.target = r->target.kind;
+  full.arch = r->target.arch;
+  m->manifest_key = cache::manifest_key(cache::compute_key(full));
+  r->key = parts::full_key(full, m->paths);
   // A compile NVRTC could not be sealed for may have read an unkeyed file;
   // one whose probes cannot be keyed may have answered from one.
   if (!out.sealed) warn_unsealed(out.unsealed_why);
   if (!m->classified.unkeyable.empty() && env::read(env::Var::kcache_debug_probes)) {
     std::fprintf(stderr, "unkeyable: %s\n", m->classified.unkeyable.c_str());
   }
-  if (!m->unresolved.empty()) r->not_stored = m->unresolved;
   if (!m->classified.unkeyable.empty()) r->not_stored = m->classified.unkeyable;
   if (!out.sealed) r->not_stored = "NVRTC could not be sealed: " + out.unsealed_why;
-  m->storable = out.sealed && m->classified.unkeyable.empty() && m->unresolved.empty();
-  if (time_macros_forbid_storing(p.today, p.uses_time, p.request.date, m->asked)) {
+  m->storable = out.sealed && m->classified.unkeyable.empty();
+  if (time_macros_forbid_storing(p.today, p.uses_time, p.request.date)) {
     m->storable = false;
     m->time_macros = true;
     r->not_stored = "it uses __TIME__, __TIMESTAMP__ or a __DATE__ that changed";
@@ -218,15 +211,13 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
       any.target = r->target.kind;
       any.arch = r->target.arch;
       Hash128 any_key = cache::compute_key(any);
-      if (m->manifest_key) {
-        // What NVRTC found in the program's folder (its builtin names next
-        // to the program, a quoted include) is keyed relative to that folder:
-        // a lookup checks the same names in its own (probes_hold).
-        relative_to_program_folder(parts::program_folder(options), m->not_the_folders,
-                                   &m->asks.probes);
-        m->manifest_key = cache::manifest_key(any_key);
-        any_key = parts::full_key(any, m->asked, m->asks, p.today);
-      }
+      // What NVRTC found in the program's folder (its builtin names next
+      // to the program, a quoted include) is keyed relative to that folder:
+      // a lookup checks the same names in its own (probes_hold).
+      relative_to_program_folder(parts::program_folder(options), m->not_the_folders,
+                                 &m->paths.probes);
+      m->manifest_key = cache::manifest_key(any_key);
+      any_key = parts::full_key(any, m->paths);
       r->key = any_key;
       r->any_name = true;
       m->shared.emplace(r->key, r->target.kind, r->target.arch, r->compile_ms, now,

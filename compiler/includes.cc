@@ -25,333 +25,6 @@
 namespace kcache::compiler {
 namespace {
 
-bool is_id_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-         static_cast<unsigned char>(c) >= 0x80;
-}
-bool is_id(char c) { return is_id_start(c) || (c >= '0' && c <= '9'); }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
-
-// A small preprocessing-token walker: just enough C++ lexing to tell code from
-// comments and literals, and to find include directives and __has_include.
-class Scanner {
- public:
-  Scanner(std::string_view t, const ScanOptions& options) : t_(t), trigraphs_(options.trigraphs) {}
-
-  ScannedFile run() {
-    while (i_ < t_.size()) step();
-    return std::move(out_);
-  }
-
- private:
-  char at(size_t i) const { return i < t_.size() ? t_[i] : '\0'; }
-
-  // The length of a line splice at i (translation phase 2), else 0: a
-  // backslash then LF or CR LF (NVRTC 13 joins both; a lone CR ends no line,
-  // and a blank between the backslash and the line end makes no splice),
-  // and with trigraphs (-std=c++03/11/14) `??/` spelling the backslash.
-  size_t splice(size_t i) const {
-    char c = at(i);
-    return c == '\\' || c == '?' ? splice_after(i, c) : 0;  // runs per byte: kept small
-  }
-  [[gnu::noinline]] size_t splice_after(size_t i, char c) const {
-    if (c == '\\') {
-      if (at(i + 1) == '\n') return 2;
-      if (at(i + 1) == '\r' && at(i + 2) == '\n') return 3;
-    } else if (trigraphs_ && at(i + 1) == '?' && at(i + 2) == '/') {
-      if (at(i + 3) == '\n') return 4;
-      if (at(i + 3) == '\r' && at(i + 4) == '\n') return 5;
-    }
-    return 0;
-  }
-  bool trigraph_backslash(size_t i) const {
-    return trigraphs_ && at(i) == '?' && at(i + 1) == '?' && at(i + 2) == '/';
-  }
-  // `??=`, the trigraph of `#`, at i.
-  bool trigraph_hash(size_t i) const {
-    return trigraphs_ && at(i) == '?' && at(i + 1) == '?' && at(i + 2) == '=';
-  }
-
-  void step() {
-    char c = t_[i_];
-    if (c == '\n') {
-      ++line_;
-      line_start_ = true;
-      ++i_;
-    } else if (is_space(c)) {
-      ++i_;
-    } else if (size_t n = splice(i_)) {
-      i_ += n;
-      ++line_;
-    } else if (c == '/' && at(i_ + 1) == '/') {
-      skip_line_comment();
-    } else if (c == '/' && at(i_ + 1) == '*') {
-      skip_block_comment();
-    } else if (line_start_ &&
-               (c == '#' || (c == '%' && at(i_ + 1) == ':') || (c == '?' && trigraph_hash(i_)))) {
-      line_start_ = false;
-      i_ += c == '#' ? 1 : c == '%' ? 2 : 3;  // `%:` is the digraph of `#`, `??=` its trigraph
-      directive();
-    } else {
-      line_start_ = false;
-      if (c == '"') {
-        skip_quoted('"');
-      } else if (c == '\'') {
-        skip_quoted('\'');
-      } else if (is_id_start(c)) {
-        identifier();
-      } else if (is_digit(c) || (c == '.' && is_digit(at(i_ + 1)))) {
-        skip_number();
-      } else {
-        ++i_;
-      }
-    }
-  }
-
-  // The comment loops run on local copies of i_ and line_: the compiler
-  // need not keep the members up to date on every byte.
-  void skip_line_comment() {
-    size_t i = i_;
-    int line = line_;
-    while (i < t_.size() && t_[i] != '\n') {
-      if (size_t n = splice(i)) {
-        ++line;
-        i += n;
-        continue;
-      }
-      ++i;
-    }
-    i_ = i;
-    line_ = line;
-  }
-
-  void skip_block_comment() {
-    size_t i = i_ + 2;
-    int line = line_;
-    while (i < t_.size() && !(t_[i] == '*' && at(i + 1) == '/')) {
-      if (t_[i] == '\n') ++line;
-      ++i;
-    }
-    i_ = std::min(t_.size(), i + 2);
-    line_ = line;
-  }
-
-  void skip_blanks() {
-    for (;;) {
-      if (is_space(at(i_))) {
-        ++i_;
-      } else if (at(i_) == '/' && at(i_ + 1) == '*') {
-        skip_block_comment();
-      } else if (size_t n = splice(i_)) {
-        i_ += n;
-        ++line_;
-      } else {
-        return;
-      }
-    }
-  }
-
-  // A string or character literal; an unterminated one ends at the line's end
-  // (an apostrophe in an #error text must not swallow the file).
-  void skip_quoted(char quote) {
-    ++i_;
-    while (i_ < t_.size() && t_[i_] != quote && t_[i_] != '\n') {
-      if (size_t n = splice(i_)) {
-        i_ += n;
-        ++line_;
-        continue;
-      }
-      if (t_[i_] == '\\' || trigraph_backslash(i_)) {
-        i_ += t_[i_] == '\\' ? 1 : 3;  // an escape: the next character is skipped,
-        if (splice(i_)) continue;      // unless it starts a splice (phase 2 comes first)
-      }
-      ++i_;
-    }
-    if (at(i_) == quote) ++i_;
-  }
-
-  // pp-number, digit separators included: 1'000'000 is not a char literal.
-  void skip_number() {
-    while (i_ < t_.size()) {
-      char c = t_[i_];
-      if (is_id(c) || c == '.') {
-        ++i_;
-      } else if (c == '\'' && is_id(at(i_ + 1))) {
-        i_ += 2;
-      } else if ((c == '+' || c == '-') && (t_[i_ - 1] == 'e' || t_[i_ - 1] == 'E' ||
-                                            t_[i_ - 1] == 'p' || t_[i_ - 1] == 'P')) {
-        ++i_;
-      } else {
-        break;
-      }
-    }
-  }
-
-  std::string_view read_identifier() {
-    size_t start = i_;
-    while (i_ < t_.size() && is_id(t_[i_])) ++i_;
-    return t_.substr(start, i_ - start);
-  }
-
-  void identifier() {
-    std::string_view id = read_identifier();
-    if (at(i_) == '"' && (id == "R" || id == "u8R" || id == "uR" || id == "UR" || id == "LR")) {
-      skip_raw_string();
-    } else if (at(i_) == '"' || at(i_) == '\'') {
-      // u8"...", L'x': an encoding prefix, then an ordinary literal.
-    } else if ((id == "__has_include" || id == "__has_include_next") && dead_ == 0) {
-      int line = line_;
-      size_t begin = i_ - id.size();
-      skip_blanks();
-      if (at(i_) != '(') return;
-      ++i_;
-      skip_blanks();
-      header_name(line, begin, /*probe=*/true, id.size() > 13);
-    }
-  }
-
-  void skip_raw_string() {
-    size_t open = t_.find('(', i_);
-    if (open == std::string_view::npos) {
-      i_ = t_.size();
-      return;
-    }
-    std::string close = ")" + std::string(t_.substr(i_ + 1, open - i_ - 1)) + "\"";
-    size_t end = t_.find(close, open);
-    end = end == std::string_view::npos ? t_.size() : end + close.size();
-    for (size_t k = i_; k < end; ++k) line_ += t_[k] == '\n';
-    i_ = end;
-  }
-
-  // Conditionals are tracked only to skip groups under a literal `#if 0` or
-  // `#elif 0` (see the grammar at dead_ below); everything else stays live.
-  void directive() {
-    skip_blanks();
-    int line = line_;
-    size_t begin = i_;
-    std::string_view name = directive_name();
-    if (name == "if" || name == "ifdef" || name == "ifndef") {
-      if (dead_ > 0) {
-        ++dead_;  // nested in a dead group: only its #endif matters
-      } else if (name == "if" && literal_zero()) {
-        dead_ = 1;
-      }
-    } else if (name == "elif" || name == "elifdef" || name == "elifndef") {
-      // At depth 1 the dead group's chain goes on; live, this ends a live
-      // group of the innermost conditional, whatever it was.
-      if (dead_ <= 1) dead_ = name == "elif" && literal_zero() ? 1 : 0;
-    } else if (name == "else") {
-      if (dead_ == 1) dead_ = 0;  // may be taken: kept, conservatively
-    } else if (name == "endif") {
-      if (dead_ > 0) --dead_;
-    } else if ((name == "include" || name == "include_next") && dead_ == 0) {
-      skip_blanks();
-      header_name(line, begin, /*probe=*/false, name.size() > 7);
-    } else if ((name == "line" || (!name.empty() && is_digit(name.front()))) && dead_ == 0) {
-      line_name(/*number_read=*/name != "line");
-    }
-  }
-
-  // `#line N "name"` (and the line marker `# N "name"`): the name, its
-  // escapes undone (NVRTC names the file so in its log, unescaped).
-  void line_name(bool number_read) {
-    skip_blanks();
-    if (!number_read) {
-      while (is_id(at(i_))) ++i_;  // the line number (a macro: then no name is known)
-      skip_blanks();
-    }
-    if (at(i_) != '"') return;
-    std::string name;
-    size_t k = i_ + 1;
-    while (k < t_.size() && t_[k] != '"' && t_[k] != '\n') {
-      if (t_[k] == '\\' && k + 1 < t_.size() && t_[k + 1] != '\n') ++k;
-      name += t_[k++];
-    }
-    if (at(k) != '"') return;
-    i_ = k + 1;
-    if (std::find(out_.line_names.begin(), out_.line_names.end(), name) == out_.line_names.end()) {
-      out_.line_names.push_back(std::move(name));
-    }
-  }
-
-  // The directive's name, backslash-newlines inside it removed: `#end`,
-  // backslash, newline, `if` is an #endif, and missing one would stretch a
-  // dead group. A view into the text, or into spliced_ where it was split.
-  std::string_view directive_name() {
-    std::string_view name = read_identifier();
-    if (name.empty() || !splice(i_)) return name;
-    spliced_.assign(name);
-    for (;;) {
-      if (is_id(at(i_))) {
-        spliced_ += t_[i_++];
-      } else if (size_t n = splice(i_)) {
-        i_ += n;
-        ++line_;
-      } else {
-        return spliced_;
-      }
-    }
-  }
-
-  // The controlling expression is exactly the pp-number `0`, then the line
-  // ends (blanks and comments allowed). `00`, `0x0`, `0u`, `(0)`, `0 && X`
-  // and macros are not recognised: they stay live (over-keying, never wrong).
-  bool literal_zero() {
-    skip_blanks();
-    if (at(i_) != '0' || is_id(at(i_ + 1)) || at(i_ + 1) == '.' || at(i_ + 1) == '\'') {
-      return false;
-    }
-    ++i_;
-    skip_blanks();
-    return i_ >= t_.size() || t_[i_] == '\n' || (t_[i_] == '/' && at(i_ + 1) == '/');
-  }
-
-  // "x.h" or <x.h> at i_ (no escapes in header names, no line breaks).
-  // `begin`: where the directive's name (or __has_include_next) starts.
-  void header_name(int line, size_t begin, bool probe, bool next) {
-    char open = at(i_);
-    char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
-    if (!close) return;  // a computed include: left to NVRTC
-    size_t end = i_ + 1;
-    while (end < t_.size() && t_[end] != close && t_[end] != '\n') ++end;
-    if (at(end) != close) return;
-    IncludeDirective d;
-    d.name = std::string(t_.substr(i_ + 1, end - i_ - 1));
-    d.angled = open == '<';
-    d.probe = probe;
-    d.next = next;
-    d.line = line;
-    d.begin = begin;
-    d.end = end + 1;
-    if (!d.name.empty()) out_.includes.push_back(std::move(d));
-    i_ = end + 1;
-  }
-
-  std::string_view t_;
-  size_t i_ = 0;
-  int line_ = 1;
-  bool line_start_ = true;
-  // How deep the scan is inside a dead group; 0: live. A group is dead when
-  // it is controlled by `#if 0` or `#elif 0` (literal_zero) and its enclosing
-  // group is live, or when it lies inside a dead group:
-  //   live:  #if 0 -> 1;  #elif 0 -> 1;  other conditionals: untracked
-  //   n > 0: #if/#ifdef/#ifndef -> n+1;  #endif -> n-1;
-  //          at 1: #else, #elif/#elifdef/#elifndef (not `#elif 0`) -> 0
-  // No preprocessor compiles a dead group, whatever is defined, so NVRTC
-  // never opens an include or evaluates a __has_include inside one: not
-  // handing them is exact. A group whose life needs macro evaluation is
-  // live (docs/KEYS.md says why no more is narrowed). Should this lexer ever
-  // misjudge where a dead group ends, an include NVRTC does compile was not
-  // handed: sealed NVRTC asks for it and it is resolved on demand (a miss,
-  // never a wrong hit), while a __has_include there would be false, as in a
-  // compile without a store. A counter, not a stack: bounded for any nesting.
-  size_t dead_ = 0;
-  bool trigraphs_;
-  std::string spliced_;  // a directive name split by backslash-newlines
-  ScannedFile out_;
-};
-
 // The folder a quoted include is searched in first: its includer's, "" for
 // a bare name (join() then leaves the spelling bare, as NVRTC names it).
 std::string next_to(const std::string& includer) {
@@ -364,40 +37,6 @@ std::string join(const std::string& dir, const std::string& name) {
 }
 
 }  // namespace
-
-std::string disk_name_next_to(const std::string& includer_name, const std::string& spelling) {
-  if (!spelling.empty() && spelling.front() == '/') return spelling;
-  size_t slash = includer_name.rfind('/');
-  return slash == std::string::npos ? spelling : includer_name.substr(0, slash + 1) + spelling;
-}
-
-std::string disk_name_in(const std::string& folder, const std::string& spelling) {
-  return join(folder, spelling);  // NVRTC's rule and kcache's path are one here
-}
-
-namespace {
-// Whether handed_text names `h` by a #line (its disk name).
-bool named_by_line(const ResolvedHeader& h) {
-  const std::string& name = h.disk_name;
-  // An absolute name (an absolute -I folder or source path) keeps the
-  // spelling: it would put the checkout's folder into the output and the key
-  // (docs/KEYS.md, "Residual limits"). So does a name a #line string cannot
-  // hold as it is (a quote, a backslash, which NVRTC reads as an escape, a
-  // control character).
-  return !name.empty() && name != h.name && name.front() != '/' &&
-         std::none_of(name.begin(), name.end(), [](char c) {
-           return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-         });
-}
-}  // namespace
-
-std::string handed_text(const ResolvedHeader& h) {
-  // Before everything, a byte order mark too: NVRTC 13 takes none in a header
-  // (its complaint then names the file and line as it does on disk).
-  return named_by_line(h) ? "#line 1 \"" + h.disk_name + "\"\n" + h.content : h.content;
-}
-
-std::string nvrtc_name(const ResolvedHeader& h) { return named_by_line(h) ? h.disk_name : h.name; }
 
 namespace {
 
@@ -525,14 +164,6 @@ struct Found {
 
 }  // namespace
 
-ScannedFile scan_file(std::string_view text, const ScanOptions& options) {
-  return Scanner(text, options).run();
-}
-
-std::vector<IncludeDirective> scan_includes(std::string_view text, const ScanOptions& options) {
-  return Scanner(text, options).run().includes;
-}
-
 std::string include_next_name(size_t folder, const std::string& name) {
   return std::string(kIncludeNextPrefix) + std::to_string(folder) + "/" + name;
 }
@@ -559,8 +190,7 @@ class Resolver {
   IncludeGraph run(const std::string& source_path) {
     // The source is never stat-ed: its text is given (a program's name may
     // name no file), and a header that is the same file is a header like any other.
-    queue_.push_back({source_path, kMainSource, search_.root_next_from,
-                      search_.root_name.empty() ? source_path : search_.root_name});
+    queue_.push_back({source_path, kMainSource, search_.root_next_from});
     while (!queue_.empty()) {
       Pending file = queue_.front();
       queue_.pop_front();
@@ -579,7 +209,6 @@ class Resolver {
     std::string path;
     size_t header_index;  // whose content to scan, or kMainSource
     int next_from;        // where its #include_next continues (IncludeSearch::root_next_from)
-    std::string disk_name;  // NVRTC's name for it (disk_name_next_to, disk_name_in)
   };
   using Rewrites = std::vector<std::pair<const IncludeDirective*, std::string>>;
 
@@ -638,7 +267,7 @@ class Resolver {
   // spelling) and queued for scanning (once per file). False where the name
   // already names another header: the toolkit's, or other bytes.
   bool add_user(const std::string& name, const std::string& user_path, const FileId& id,
-                const std::string& from, int next_from, const std::string& disk_name) {
+                const std::string& from, int next_from) {
     size_t index;
     auto it = found_.find(name);
     if (it != found_.end()) {
@@ -659,10 +288,10 @@ class Resolver {
       index = graph_.headers.size();
       found_[name] = Found{id, user_path, from, index};
       handed_by_file_.emplace(id, name);
-      graph_.headers.push_back({name, user_path, std::move(*content), {}, disk_name});
+      graph_.headers.push_back({name, user_path, std::move(*content)});
     }
     if (scanned_.insert({id, index}).second) {
-      queue_.push_back({user_path, index, next_from, graph_.headers[index].disk_name});
+      queue_.push_back({user_path, index, next_from});
     }
     return true;
   }
@@ -694,15 +323,12 @@ class Resolver {
     return alias;
   }
   std::string hand_user(const std::string& name, const std::string& user_path, const FileId& id,
-                        const std::string& from, int next_from, const std::string& disk_name) {
+                        const std::string& from, int next_from) {
     // A file handed already under another spelling ("lib/b.h" and "b.h" from
     // lib/a.h) is included by that name: handed twice, NVRTC would compile it
     // twice, where its #pragma once (by file, as NVRTC on disk) keeps it once
     // (found by a review). Not one that uses #include_next, whose next header
-    // depends on the route (one handed text per name). Its name (its #line)
-    // is that of the route kcache's scan met first, breadth first: where
-    // NVRTC meets the file first by another route, __FILE__ there differs
-    // (docs/KEYS.md, "Residual limits").
+    // depends on the route (one handed text per name).
     // Only in the same folder: a file linked from two folders finds its
     // quoted includes next to each link (NVRTC searches the folder of the
     // name, not of the link's target; found by the second review).
@@ -714,9 +340,9 @@ class Resolver {
         return same_file->second;
       }
     }
-    if (add_user(name, user_path, id, from, next_from, disk_name)) return name;
+    if (add_user(name, user_path, id, from, next_from)) return name;
     std::string alias = alias_for(name, user_path, id);
-    if (!add_user(alias, user_path, id, from, next_from, disk_name)) {
+    if (!add_user(alias, user_path, id, from, next_from)) {
       auto it = found_.find(name);
       throw conflict(name,
                      it != found_.end() ? it->second.path + " (included from " +
@@ -739,9 +365,6 @@ class Resolver {
                                     : std::string_view(graph_.headers[file.header_index].content);
     };
     ScannedFile scan = HeaderMemo::get().scan(text_of(), search_.scan);
-    std::vector<std::string>& line_names =
-        is_source ? graph_.root_line_names : graph_.headers[file.header_index].line_names;
-    if (line_names.empty()) line_names = scan.line_names;
     // #include_next, and an include whose spelling names another header too,
     // rewritten to the name its header is handed under.
     Rewrites rewrites;
@@ -750,7 +373,7 @@ class Resolver {
       std::optional<std::string> rewritten =
           d.next && file.next_from >= 0 && d.name.front() != '/'
               ? std::optional<std::string>(include_next(d, file, from))
-              : include(d, next_to(file.path), from, file.disk_name);
+              : include(d, next_to(file.path), from);
       if (rewritten) rewrites.push_back({&d, *rewritten});
     }
     if (!rewrites.empty()) rewrite(file, std::string(text_of()), rewrites);
@@ -769,8 +392,7 @@ class Resolver {
       std::string path = join(user_dirs_[k], d.name);
       if (std::optional<FileId> id = user_file(path)) {
         handed = include_next_name(user_index_[k], d.name);
-        if (!add_user(handed, path, *id, from, static_cast<int>(user_index_[k]) + 1,
-                      disk_name_in(user_dirs_[k], d.name))) {
+        if (!add_user(handed, path, *id, from, static_cast<int>(user_index_[k]) + 1)) {
           throw conflict(handed, found_[handed].path, path + " (included from " + from + ")");
         }
       }
@@ -799,16 +421,14 @@ class Resolver {
   // An #include (or __has_include) of a file in `dir`: a user header, the
   // toolkit's, or missing. Returns the directive's new spelling where it
   // must be rewritten.
-  // `includer_name`: NVRTC's name for the includer (Pending::disk_name).
   std::optional<std::string> include(const IncludeDirective& d, const std::string& dir,
-                                     const std::string& from, const std::string& includer_name) {
+                                     const std::string& from) {
     if (search_.in_memory.count(d.name)) return std::nullopt;  // NVRTC is handed it by name
     if (d.probe) probed_.insert(d.name);
     std::vector<std::string> searched;
     std::optional<std::string> user_path;
     std::optional<FileId> id;
     int next_from = -1;  // absolute: #include_next searches from the start
-    std::string disk_name = d.name;
     if (d.name.front() == '/') {
       if ((id = user_file(d.name))) user_path = d.name;
     } else {
@@ -822,14 +442,12 @@ class Resolver {
           // Next to its includer: #include_next goes on with the first -I.
           size_t in_user = k - (d.angled ? 0 : 1);
           next_from = d.angled || k > 0 ? static_cast<int>(user_index_[in_user]) + 1 : 0;
-          disk_name = d.angled || k > 0 ? disk_name_in(user_dirs_[in_user], d.name)
-                                        : disk_name_next_to(includer_name, d.name);
           break;
         }
       }
     }
     if (user_path) {
-      std::string handed = hand_user(d.name, *user_path, *id, from, next_from, disk_name);
+      std::string handed = hand_user(d.name, *user_path, *id, from, next_from);
       if (handed != d.name) return "\"" + handed + "\"";
       return std::nullopt;
     }
@@ -931,41 +549,6 @@ class Resolver {
 IncludeGraph resolve_includes(const std::string& source_path, std::string_view source,
                               const IncludeSearch& search) {
   return Resolver(source, search).run(source_path);
-}
-
-std::optional<AskedInclude> parse_cannot_open(std::string_view log) {
-  for (std::string_view phrase :
-       {std::string_view("): catastrophic error: cannot open source file \""),
-        std::string_view("): catastrophic error: could not open source file \"")}) {
-    size_t at = log.find(phrase);
-    if (at == std::string_view::npos) continue;
-    size_t line_start = at == 0 ? std::string_view::npos : log.rfind('\n', at - 1);
-    line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
-    size_t open = log.rfind('(', at);
-    size_t name_start = at + phrase.size();
-    size_t name_end = log.find('"', name_start);
-    if (open == std::string_view::npos || open < line_start || name_end == std::string_view::npos ||
-        name_end == name_start) {
-      continue;
-    }
-    std::string_view digits = log.substr(open + 1, at - open - 1);
-    if (digits.empty() || digits.size() > 9 ||
-        digits.find_first_not_of("0123456789") != std::string_view::npos) {
-      continue;
-    }
-    AskedInclude a;
-    a.includer = std::string(log.substr(line_start, open - line_start));
-    a.line = std::stoi(std::string(digits));
-    a.name = std::string(log.substr(name_start, name_end - name_start));
-    size_t echo_start = log.find('\n', name_end);
-    if (echo_start != std::string_view::npos) {
-      std::string_view echo = log.substr(echo_start + 1);
-      echo = echo.substr(0, echo.find('\n'));
-      a.angled = echo.find("<" + a.name + ">") != std::string_view::npos;
-    }
-    return a;
-  }
-  return std::nullopt;
 }
 
 }  // namespace kcache::compiler

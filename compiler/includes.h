@@ -1,37 +1,31 @@
-// Include resolution by kcache itself, so the cache key hashes exactly the user
-// headers NVRTC compiles.
+// Include resolution by kcache itself: the user headers a source reaches,
+// for a program's scanner key (its in-memory headers among them) and for a
+// failed compile's hints. NVRTC itself always reads the disk (served,
+// compiler.h); nothing here decides what it compiles.
 //
 // `#include "x.h"` is looked up in the including file's folder, then in each
 // -I folder; `#include <x.h>` in each -I folder; both then in the toolkit's
-// include folders. A header found in a user folder is read, scanned for its
-// own includes (recursively) and handed to NVRTC in memory. One found only in
-// the toolkit is left to NVRTC (it is keyed by the toolkit version). One found
-// nowhere is not an error by itself (it may sit in an `#ifdef` branch not
-// taken): it gets a stub header whose #error names it and every folder searched, so NVRTC fails
-// with that message if, and only if, the include is live, and never looks for
-// it on disk by itself.
+// include folders. A header found in a user folder is read and scanned for
+// its own includes (recursively). One found only in the toolkit is left to
+// NVRTC (it is keyed by what NVRTC read). One found nowhere is not an error
+// by itself (it may sit in an `#ifdef` branch not taken): it is listed as
+// missing, with every folder searched.
 //
-// NVRTC matches in-memory headers by the include's spelling, exactly (measured
-// with NVRTC 13.0: a header named "a/x.h" that includes "b.h" is served the
-// in-memory header named "b.h", not "a/b.h"). So headers are named by their
-// spelling, one namespace for the whole compile: the same spelling that means
-// two different files in two places is an error that says so. Spellings carry
-// no checkout location, so keys do not depend on where the sources live.
+// Headers are named by their spelling, one namespace for the whole compile,
+// as NVRTC names in-memory headers: a spelling that means two different
+// files gets an alias (kAliasPrefix). Spellings carry no checkout location.
 //
 // `#include_next` in a user header found in -I folder i goes on in folders
 // i+1.. then the toolkit's (GCC's and NVRTC's rule); the next header is
-// handed as "kcache-include-next/<j>/<spelling>" and the directive in the
-// includer's handed text rewritten to include that name, lines kept. `#line`
-// names are recorded so an asked include's includer can be found by them.
-// Line splices are backslash + LF or CR LF (docs/KEYS.md, "Preprocessor
-// semantics").
+// named "kcache-include-next/<j>/<spelling>" and the directive in the
+// includer's text rewritten to include that name, lines kept. Line splices
+// are backslash + LF or CR LF (docs/KEYS.md, "Preprocessor semantics of
+// kcache's scanner").
 //
 // Conditional compilation is not evaluated: every #include and __has_include
 // in a user file is followed, except inside a group under a literal `#if 0` or
-// `#elif 0`, which no preprocessor compiles whatever is defined (exact; why
-// `#ifdef` branches stay followed: docs/KEYS.md). Computed includes (`#include MACRO`) are not
-// seen here: NVRTC is sealed (nvrtc.h), so it fails naming them and the
-// compiler resolves them on demand (compiler.h, docs/KEYS.md).
+// `#elif 0`, which no preprocessor compiles whatever is defined. Computed
+// includes (`#include MACRO`) are not seen here.
 #pragma once
 
 #include <functional>
@@ -68,9 +62,6 @@ struct IncludeSearch {
   // Spellings the caller hands NVRTC in memory itself (an NVRTC program's
   // headers): never looked for on disk, never stubbed.
   std::set<std::string> in_memory = {};
-  // NVRTC's name for the file resolved from (the program name it is given);
-  // empty: its path. Where NVRTC names the headers it finds (disk_name).
-  std::string root_name = {};
 };
 
 // #include_next: a header found by one is handed to NVRTC under this prefix,
@@ -89,32 +80,8 @@ constexpr const char kAliasPrefix[] = "kcache-alias/";
 struct ResolvedHeader {
   std::string name;     // the spelling, e.g. "util/math.cuh": what NVRTC matches
   std::string path;     // where it was read, e.g. "kernels/util/math.cuh"
-  std::string content;  // its text (#include_next rewritten); NVRTC gets handed_text()
-  std::vector<std::string> line_names = {};  // its #line file names (ScannedFile)
-  // The name NVRTC gives it on disk (disk_name_next_to, disk_name_in) where it
-  // was first found; empty: its spelling.
-  std::string disk_name = {};
+  std::string content;  // its text (#include_next rewritten)
 };
-
-// The name NVRTC gives a header it reads from disk (its __FILE__ and the name
-// in its diagnostics), measured with NVRTC 13.0: found next to its includer,
-// the includer's name up to its last '/' then the spelling ("inc/sub/w.h"
-// including "../up.h": "inc/sub/../up.h"); found in -I folder D, D then the
-// spelling, with a '/' between unless D ends with one ("-I./inc": "./inc/x.h",
-// "-Iinc//": "inc//x.h"); an absolute spelling as it is.
-std::string disk_name_next_to(const std::string& includer_name, const std::string& spelling);
-std::string disk_name_in(const std::string& folder, const std::string& spelling);
-
-// The text NVRTC is handed for `h`: its content, named by a `#line 1` with the
-// name NVRTC would give the file on disk (ResolvedHeader::disk_name) where that
-// is not its spelling, so __FILE__, __LINE__ and NVRTC's diagnostics are what
-// NVRTC reading the file itself gives (issue 27). A `#line` names the file
-// only; the folder of a quoted include stays the spelling's (measured). An
-// absolute name keeps the spelling: keys stay free of the checkout's folder.
-std::string handed_text(const ResolvedHeader& h);
-// The name NVRTC gives `h` in its complaints and __FILE__: its #line name
-// where handed_text gives one, else its spelling.
-std::string nvrtc_name(const ResolvedHeader& h);
 
 struct MissingInclude {
   std::string name;                   // the spelling
@@ -129,7 +96,6 @@ struct IncludeGraph {
   std::vector<ResolvedHeader> headers;        // user headers, sorted by name
   std::vector<std::string> toolkit_includes;  // spellings left to NVRTC, sorted
   std::vector<MissingInclude> missing;        // sorted by name
-  std::vector<std::string> root_line_names;   // the #line names of the file resolved from
   // The text of the file resolved from as NVRTC must be handed it, where an
   // #include_next in it was rewritten (only with root_next_from >= 0).
   std::optional<std::string> root_content;
@@ -152,7 +118,7 @@ struct ScannedFile {
   std::vector<IncludeDirective> includes;
   // The file names `#line N "name"` and `# N "name"` directives give (outside
   // dead groups), escapes undone, each once: NVRTC names the file so in its
-  // complaints, so an asked include's includer may be one of these.
+  // complaints.
   std::vector<std::string> line_names;
 };
 
@@ -173,9 +139,8 @@ ScannedFile scan_file(std::string_view text, const ScanOptions& options = {});
 IncludeGraph resolve_includes(const std::string& source_path, std::string_view source,
                               const IncludeSearch& search);
 
-// NVRTC's complaint about an include it was not handed and could not find
-// (sealed, it finds none of the user's files): the name, who included it,
-// and how.
+// NVRTC's complaint about an include it could not find: the name, who
+// included it, and how (a failed compile's hints, undeclared.h).
 struct AskedInclude {
   std::string name;      // as written between the quotes or brackets
   std::string includer;  // as NVRTC names it: the source's name or a header's spelling

@@ -8,10 +8,6 @@ namespace kcache::compiler {
 
 KeyRecipe recipe_for(const CompileOptions& options) {
   KeyRecipe r;
-  if (!options.served()) return r;  // handed: the defaults
-  r.serves_disk = true;
-  r.hands_asked_headers = false;
-  r.scans_for_key = false;
   if (options.program) {
     r.ns = Namespace::program;
     r.adds_toolkit_includes = false;
@@ -33,7 +29,6 @@ KeyRecipe recipe_for(const CompileOptions& options) {
 bool KeyRecipe::keys_working_folder(const CompileOptions& options,
                                     const std::vector<std::string>& key_options,
                                     const std::string& working_folder) const {
-  if (!serves_disk) return false;  // handed: NVRTC's working folder is sealed empty
   if (writes_working_folder(key_options)) return true;
   if (ns == Namespace::served) return working_folder.size() <= 1;
   // A program: where a relative name is taken from decides which files a

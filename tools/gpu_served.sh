@@ -14,7 +14,7 @@
 #                                       (bench/runtime_cutlass_lean.py,
 #                                       bench/runtime_cubin_load.py)
 #   DEST/gpu_served.sh bench [OUT]      bench/served_compile_bench: a served miss
-#                                       against NVRTC alone, hits served vs handed
+#                                       against NVRTC alone, and a hit
 #   DEST/gpu_served.sh lockstep [OUT]   the same miss side by side: P processes
 #                                       of NVRTC alone and P served, in lockstep
 #                                       (P=${P:-4}, ${STEPS:-12} steps a kernel)

@@ -88,7 +88,6 @@ Jit::~Jit() = default;
 Compiled Jit::compile_target(const Source& source, const std::string& cubin_arch,
                              const std::string& ptx_arch) {
   compiler::CompileOptions o;
-  o.serve = true;
   o.source_path = source.path;
   o.source_name = source_name(source);
   place(source, &o);

@@ -2,8 +2,8 @@
 //
 // For kernels specialised at run time (macros, template arguments, tile sizes
 // only known then) and for GPUs newer than the images a program ships. A JIT
-// compile is a served precompiler compile (compiler/compiler.h,
-// CompileOptions::serve) of one target: NVRTC reads the disk itself through
+// compile is a precompiler compile (compiler/compiler.h) of one target,
+// served as every compile is: NVRTC reads the disk itself through
 // the seal and the key covers every byte it read; the store is asked first
 // (local, then remote), and NVRTC is loaded and run only on a miss, whose
 // image is stored.

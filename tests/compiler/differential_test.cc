@@ -83,8 +83,8 @@ std::string file_of(int name) { return std::string(kNames[name]) + ".cuh"; }
 // neighbour: p/x.cuh and q/y.cuh (reached <angled> through -I inc1 and -I
 // inc2) each include "cfg.cuh" meaning the cfg.cuh next to them (which comes
 // and goes: a computed relative __has_include probes it); inc1/q/cfg.cuh
-// takes the spelling <q/cfg.cuh> (the source includes it sometimes), so
-// inc2/q/cfg.cuh is then handed under a kcache-alias/ name; and p/mma.h is a
+// takes the spelling <q/cfg.cuh> (the source includes it sometimes), which
+// inc2/q/cfg.cuh is also reached by; and p/mma.h is a
 // user header named like the toolkit's WMMA header, included "quoted" by its
 // neighbour x.cuh while <mma.h> (the toolkit's) is included elsewhere.
 const char* const kRelPaths[] = {"inc1/p/x.cuh",   "inc2/q/y.cuh",   "inc1/p/cfg.cuh",
@@ -213,7 +213,7 @@ class Tree {
   }
 
   // A device variable holding the header's __FILE__ (in the PTX), so the name
-  // NVRTC gives each file is part of every answer (includes.h, handed_text).
+  // NVRTC gives each file is part of every answer.
   std::string file_name_variable() {
     return "__device__ const char* file_" + std::to_string(pick(1000000)) + " = __FILE__;\n";
   }
@@ -550,8 +550,8 @@ std::string first_difference(const std::string& got, const std::string& want) {
 
 // What a compile gives: the bundle without its store keys, or the error's
 // message. A key is where the answer is stored, and one answer may be
-// stored under two (served, an entry another checkout stored answers this
-// one: CompileOptions::serve); with `storage`, each key must hold exactly
+// stored under two (an entry another checkout stored answers this one: keys
+// relative to the working folder); with `storage`, each key must hold exactly
 // the image the bundle has.
 std::string outcome(Compiler& c, const CompileOptions& o, int* hits = nullptr,
                     cache::Storage* storage = nullptr) {
@@ -640,12 +640,11 @@ void copy_checkout(const std::string& dir) {
   }
 }
 
-// `serve`: CompileOptions::serve (what `kcache compile` does), with a second
-// checkout: dir/B, a copy of the first taken from time to time, where some
+// Served, as every compile is, with a second checkout: dir/B, a copy of the first taken from time to time, where some
 // steps compile (the source and -I folders relative), so an entry one
 // checkout stored is looked up from the other (keys relative to the working
 // folder), while each checkout's files may differ.
-// `seams` (served only): some edits write a header through a shared mapping
+// `seams`: some edits write a header through a shared mapping
 // whose page is dirty already (no stamp moves: the measured writeback window
 // is used, not a short one), some steps run in the second checkout reached
 // through a link with $PWD spelling the link, and some compile with
@@ -653,9 +652,9 @@ void copy_checkout(const std::string& dir) {
 // sometimes spelt with "//", "/./" or a trailing "/", and some steps race a
 // folder renamed or a file removed (DuringCompile; its own random numbers, so
 // the tree's edits and options are those of the run without it).
-// `jit` (served, no seams): the cached compile is the runtime JIT's
+// `jit` (no seams): the cached compile is the runtime JIT's
 // (runtime/jit/jit.h), in its own store, from either checkout.
-void run_differential(bool serve, long default_steps, bool seams = false, bool jit = false) {
+void run_differential(long default_steps, bool seams = false, bool jit = false) {
   const long steps = env_or("KCACHE_DIFF_STEPS", default_steps);
   // Seed 6 for the seams: seed 1's first steps are mostly one broken tree,
   // and 6's 120 steps met three stale hits through mapped writes before the
@@ -690,7 +689,7 @@ void run_differential(bool serve, long default_steps, bool seams = false, bool j
   }
   for (int r = 0; r < kRelCount; ++r) write(dir, kRelPaths[r], tree.rel_header(r));
   write(dir, "src/k.cu", tree.source());
-  if (serve) copy_checkout(dir);
+  copy_checkout(dir);
   if (seams) {
     ASSERT_EQ(::symlink((dir + "/B").c_str(), (dir + "/LB").c_str()), 0);
   }
@@ -701,7 +700,6 @@ void run_differential(bool serve, long default_steps, bool seams = false, bool j
   o.source_name = "src/k.cu";
   o.ptx_arch = "compute_80";
   o.include_dirs = {dir + "/inc1", dir + "/inc2"};
-  o.serve = serve;
   std::mt19937 checkouts(seed);
   DuringCompile during(seed + 1);
   int raced = 0;
@@ -720,13 +718,11 @@ void run_differential(bool serve, long default_steps, bool seams = false, bool j
   for (long step = 0; step < steps; ++step) {
     tree.edit(o);
     std::string where = dir;
-    if (serve) {
-      if (pick(4) == 0) copy_checkout(dir);
-      if (pick(3) == 0) where = dir + (seams && pick(2) ? "/LB" : "/B");
-      if (seams) o.nvrtc_options = pick(3) ? std::vector<std::string>{} : std::vector<std::string>{"-lineinfo"};
-      // Relative where the working folder is in play (Tree::edit respells -I).
-      o.source_path = pick(3) ? "src/k.cu" : where + "/src/k.cu";
-    }
+    if (pick(4) == 0) copy_checkout(dir);
+    if (pick(3) == 0) where = dir + (seams && pick(2) ? "/LB" : "/B");
+    if (seams) o.nvrtc_options = pick(3) ? std::vector<std::string>{} : std::vector<std::string>{"-lineinfo"};
+    // Relative where the working folder is in play (Tree::edit respells -I).
+    o.source_path = pick(3) ? "src/k.cu" : where + "/src/k.cu";
     in_b += where != dir;
     testing::ScopedCwd cwd(where);  // where relative -I spellings (Tree::edit) start
     // As a shell sets it (a link keeps its name), or left as change_env made it.
@@ -782,7 +778,7 @@ void run_differential(bool serve, long default_steps, bool seams = false, bool j
       "differential (%s): seed %u, %ld steps (%d in the second checkout, %d racing a change), "
       "%d differ, %d hits (%lld through manifests, %lld in lookup records), %d compile errors, "
       "%.1f s\n",
-      jit ? "runtime JIT" : serve ? "served" : "handed", seed, steps, in_b, raced, mismatches, hits,
+      jit ? "runtime JIT" : "served", seed, steps, in_b, raced, mismatches, hits,
       static_cast<long long>(manifest_hits), static_cast<long long>(record_hits), errors, s);
   // Results that needed computed includes are stored and found (direct mode):
   // with this many steps, states repeat, so some hits must come through them.
@@ -796,24 +792,19 @@ void run_differential(bool serve, long default_steps, bool seams = false, bool j
 }
 
 TEST(DifferentialTest, EveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
-  run_differential(/*serve=*/true, 200);
+  run_differential(200);
 }
 
 // Mapped writes, $PWD through a link and respelt, -lineinfo, folders renamed
 // and files removed while NVRTC compiles (run_differential's `seams`).
 TEST(DifferentialTest, SeamsEveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
-  run_differential(/*serve=*/true, 120, /*seams=*/true);
+  run_differential(120, /*seams=*/true);
 }
 
 // The runtime JIT, served, against a fresh compile of the same files, from
 // either checkout.
 TEST(DifferentialTest, JitEveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
-  run_differential(/*serve=*/true, 150, /*seams=*/false, /*jit=*/true);
-}
-
-// The handed namespace (CompileOptions::serve off).
-TEST(DifferentialTest, HandedEveryCachedResultEqualsAFreshCompileOfTheSameFiles) {
-  run_differential(/*serve=*/false, 200);
+  run_differential(150, /*seams=*/false, /*jit=*/true);
 }
 
 }  // namespace

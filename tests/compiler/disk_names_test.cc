@@ -1,7 +1,6 @@
-// `kcache compile` hands NVRTC the user's headers in memory, each named by a
-// `#line` with the name NVRTC itself gives the file when it reads it from
-// disk (includes.h, handed_text). So __FILE__ in a header and the names in
-// NVRTC's diagnostics are NVRTC's own (issue 27): each case compiles through
+// `kcache compile`'s NVRTC reads the user's headers from disk itself (served,
+// compiler.h). So __FILE__ in a header and the names in NVRTC's diagnostics
+// are NVRTC's own (issue 27): each case compiles through
 // Compiler (a miss, then a hit from the store) and through the real NVRTC,
 // reading the same files with the same -I folders from the same working
 // folder, and the PTX and the log must be equal.
@@ -30,9 +29,8 @@ namespace {
 
 using testing::ScopedCwd;
 
-// Each case runs twice: with the handed namespace, and served (NVRTC reads
-// the disk itself through the seal, CompileOptions::serve).
-class DiskNamesTest : public RealNvrtcTest, public ::testing::WithParamInterface<bool> {
+// NVRTC reads the disk itself through the seal.
+class DiskNamesTest : public RealNvrtcTest {
  protected:
 
   // NVRTC's own answer: the source read from `source_path`, named so, -I as
@@ -63,7 +61,6 @@ class DiskNamesTest : public RealNvrtcTest, public ::testing::WithParamInterface
       o.ptx_arch = "compute_90";
       o.include_dirs = dirs;
       o.lean = false;
-      o.serve = GetParam();
       CompileResult r;
       ASSERT_NO_THROW(r = compiler.compile(o));
       EXPECT_EQ(r.hits(), round);
@@ -86,7 +83,6 @@ class DiskNamesTest : public RealNvrtcTest, public ::testing::WithParamInterface
     o.source_path = source_path;
     o.ptx_arch = "compute_90";
     o.include_dirs = dirs;
-    o.serve = GetParam();
     try {
       compiler.compile(o);
       ADD_FAILURE() << "compiled";
@@ -112,7 +108,7 @@ std::string here(const std::string& function) {
   return "__device__ const char* " + function + "() { return __FILE__; }\n";
 }
 
-TEST_P(DiskNamesTest, EverySpellingOfAnIncludeFolder) {
+TEST_F(DiskNamesTest, EverySpellingOfAnIncludeFolder) {
   write("inc/sub/w.h", "#pragma once\n" + here("w") + "#include \"../up.h\"\n#include \"./same.h\"\n");
   write("inc/up.h", here("up"));
   write("inc/sub/same.h", here("same"));
@@ -122,7 +118,7 @@ TEST_P(DiskNamesTest, EverySpellingOfAnIncludeFolder) {
   }
 }
 
-TEST_P(DiskNamesTest, AnAbsoluteFolderKeepsTheSpellingSoKeysStayFreeOfTheCheckout) {
+TEST_F(DiskNamesTest, AnAbsoluteFolderKeepsTheSpellingSoKeysStayFreeOfTheCheckout) {
   // NVRTC would name the header "/<checkout>/inc/w.h"; kcache keeps "w.h",
   // so two checkouts share the key (docs/KEYS.md, "Residual limits").
   std::vector<std::vector<Hash128>> keys;
@@ -135,19 +131,14 @@ TEST_P(DiskNamesTest, AnAbsoluteFolderKeepsTheSpellingSoKeysStayFreeOfTheCheckou
     o.source_path = "k.cu";
     o.ptx_arch = "compute_90";
     o.include_dirs = {dir_ / checkout + "/inc"};
-    o.serve = GetParam();
     keys.push_back(compiler.keys(o));
   }
-  if (GetParam()) {
-    // Served, NVRTC names it so (the -I as written is keyed): one key per
-    // checkout, and __FILE__ is NVRTC's (AnAbsoluteFolderIsNvrtcsServed).
-    EXPECT_NE(keys[0], keys[1]);
-  } else {
-    EXPECT_EQ(keys[0], keys[1]);
-  }
+  // NVRTC names it so (the -I as written is keyed): one key per checkout,
+  // and __FILE__ is NVRTC's (AnAbsoluteFolderIsNvrtcsServed).
+  EXPECT_NE(keys[0], keys[1]);
 }
 
-TEST_P(DiskNamesTest, AngledIncludesAndTheWorkingFolderAsIncludeFolder) {
+TEST_F(DiskNamesTest, AngledIncludesAndTheWorkingFolderAsIncludeFolder) {
   write("top.h", here("top"));
   write("inc/sub/w.h", here("w"));
   write("k.cu", kernel("#include <top.h>\n#include <sub/w.h>", {"top", "w"}));
@@ -155,7 +146,7 @@ TEST_P(DiskNamesTest, AngledIncludesAndTheWorkingFolderAsIncludeFolder) {
   expect_nvrtcs_ptx("k.cu", {"./", "inc/"});
 }
 
-TEST_P(DiskNamesTest, ASourceInAFolderAndHeadersNextToIt) {
+TEST_F(DiskNamesTest, ASourceInAFolderAndHeadersNextToIt) {
   write("pkg/p.h", here("p") + "#include \"deeper/q.h\"\n");
   write("pkg/deeper/q.h", here("q") + "#include \"../../top.h\"\n");
   write("top.h", here("top"));
@@ -164,7 +155,7 @@ TEST_P(DiskNamesTest, ASourceInAFolderAndHeadersNextToIt) {
   expect_nvrtcs_ptx("pkg/k.cu", {"pkg"});
 }
 
-TEST_P(DiskNamesTest, IncludeNextAndTwoFilesOfOneSpelling) {
+TEST_F(DiskNamesTest, IncludeNextAndTwoFilesOfOneSpelling) {
   // inc1/x.h goes on to inc2/x.h; a.h and b.h each include their own config.h.
   write("inc1/x.h", here("x1") + "#include_next <x.h>\n");
   write("inc2/x.h", here("x2"));
@@ -177,7 +168,7 @@ TEST_P(DiskNamesTest, IncludeNextAndTwoFilesOfOneSpelling) {
   expect_nvrtcs_ptx("k.cu", {"inc1", "inc2"});
 }
 
-TEST_P(DiskNamesTest, ComputedIncludesNextToTheirIncluderAndThroughAFolder) {
+TEST_F(DiskNamesTest, ComputedIncludesNextToTheirIncluderAndThroughAFolder) {
   // NVRTC asks for these (the scanner cannot see them): kcache hands each
   // under the name NVRTC would give it.
   write("inc/sub/w.h", "#define NEXT \"n.h\"\n#include NEXT\n#define VIA <v.h>\n#include VIA\n");
@@ -188,7 +179,7 @@ TEST_P(DiskNamesTest, ComputedIncludesNextToTheirIncluderAndThroughAFolder) {
 }
 
 // Two cases a review found (s8-attack-compile.md), now NVRTC's answers.
-TEST_P(DiskNamesTest, AQuotedAndAnAngledSpellingOfTwoFilesInTheSource) {
+TEST_F(DiskNamesTest, AQuotedAndAnAngledSpellingOfTwoFilesInTheSource) {
   write("b.h", "#define A 1\n");
   write("inc/b.h", "#define B 20\n");
   write("k.cu", "#include \"b.h\"\n#include <b.h>\n"
@@ -199,7 +190,7 @@ TEST_P(DiskNamesTest, AQuotedAndAnAngledSpellingOfTwoFilesInTheSource) {
   expect_nvrtcs_ptx("k2.cu", {"inc"});
 }
 
-TEST_P(DiskNamesTest, APragmaOnceHeaderReachedByTwoSpellingsIsCompiledOnce) {
+TEST_F(DiskNamesTest, APragmaOnceHeaderReachedByTwoSpellingsIsCompiledOnce) {
   write("lib/b.h", "#pragma once\nstruct S { int v; };\n" + here("b"));
   write("lib/a.h", "#include \"b.h\"\n");
   write("k.cu", kernel("#include \"lib/b.h\"\n#include \"lib/a.h\"", {"b"}));
@@ -211,7 +202,7 @@ TEST_P(DiskNamesTest, APragmaOnceHeaderReachedByTwoSpellingsIsCompiledOnce) {
 // The second review (s8-review.md): a file linked from two folders finds
 // its quoted includes next to each link, and the #line name of one header
 // may be the spelling of another.
-TEST_P(DiskNamesTest, AFileLinkedFromTwoFoldersFindsItsIncludesNextToEachLink) {
+TEST_F(DiskNamesTest, AFileLinkedFromTwoFoldersFindsItsIncludesNextToEachLink) {
   write("real/b.h", "#include \"c.h\"\n");
   write("p/c.h", "__device__ int from_p = 1;\n");
   write("q/c.h", "__device__ int from_q = 2;\n");
@@ -222,7 +213,7 @@ TEST_P(DiskNamesTest, AFileLinkedFromTwoFoldersFindsItsIncludesNextToEachLink) {
   expect_nvrtcs_ptx("k.cu", {});
 }
 
-TEST_P(DiskNamesTest, AComputedIncludeInAHeaderWhoseNameIsAnothersSpelling) {
+TEST_F(DiskNamesTest, AComputedIncludeInAHeaderWhoseNameIsAnothersSpelling) {
   write("inc/x.h", "#define M \"y.h\"\n#include M\n__device__ int in_x = 1;\n");
   write("inc/y.h", "__device__ int in_y = 1;\n");
   write("d/inc/x.h", "__device__ int in_dx = 1;\n");
@@ -232,14 +223,14 @@ TEST_P(DiskNamesTest, AComputedIncludeInAHeaderWhoseNameIsAnothersSpelling) {
   expect_nvrtcs_ptx("k.cu", {"inc"});
 }
 
-TEST_P(DiskNamesTest, ADiagnosticInAHeaderNamesItAsNvrtcDoes) {
+TEST_F(DiskNamesTest, ADiagnosticInAHeaderNamesItAsNvrtcDoes) {
   write("inc/sub/bad.h", "#pragma once\n__device__ int bad() { return undefined_thing; }\n");
   write("k.cu", "#include \"sub/bad.h\"\nextern \"C\" __global__ void k(int* o) { *o = bad(); }\n");
   std::string log = expect_nvrtcs_log("k.cu", {"inc"});
   EXPECT_NE(log.find("inc/sub/bad.h(2): error"), std::string::npos) << log;
 }
 
-TEST_P(DiskNamesTest, AByteOrderMarkIsRefusedAsNvrtcRefusesIt) {
+TEST_F(DiskNamesTest, AByteOrderMarkIsRefusedAsNvrtcRefusesIt) {
   // NVRTC takes no byte order mark in a header (13.0); its complaint about
   // one must be the same, at the same place.
   write("inc/bom.h", "\xEF\xBB\xBF" + here("bom"));
@@ -247,7 +238,7 @@ TEST_P(DiskNamesTest, AByteOrderMarkIsRefusedAsNvrtcRefusesIt) {
   expect_nvrtcs_log("k.cu", {"inc"});
 }
 
-TEST_P(DiskNamesTest, TheSameHeaderThroughAnotherFolderSpellingIsAnotherKey) {
+TEST_F(DiskNamesTest, TheSameHeaderThroughAnotherFolderSpellingIsAnotherKey) {
   // __FILE__ differs, so the key must: "-I inc" and "-I ./inc" never share.
   write("inc/w.h", here("w"));
   write("k.cu", kernel("#include \"w.h\"", {"w"}));
@@ -257,16 +248,13 @@ TEST_P(DiskNamesTest, TheSameHeaderThroughAnotherFolderSpellingIsAnotherKey) {
   o.source_path = "k.cu";
   o.ptx_arch = "compute_90";
   o.include_dirs = {"inc"};
-  o.serve = GetParam();
   std::vector<Hash128> a = compiler.keys(o);
   o.include_dirs = {"./inc"};
   EXPECT_NE(compiler.keys(o), a);
 }
 
-// What the handed namespace cannot answer as NVRTC does (docs/KEYS.md,
-// "Residual limits"), served.
-TEST_P(DiskNamesTest, AComputedAngledIncludeIsNotSearchedNextToItsIncluder) {
-  if (!GetParam()) GTEST_SKIP() << "a residual limit of the handed namespace";
+// Cases a scanner that hands headers in memory cannot answer as NVRTC does.
+TEST_F(DiskNamesTest, AComputedAngledIncludeIsNotSearchedNextToItsIncluder) {
   write("b.h", "#define FROM 1\n");
   write("inc/b.h", "#define FROM 2\n");
   write("k.cu", "#include \"b.h\"\n#undef FROM\n#define ANGLED <b.h>\n#include ANGLED\n"
@@ -274,8 +262,7 @@ TEST_P(DiskNamesTest, AComputedAngledIncludeIsNotSearchedNextToItsIncluder) {
   expect_nvrtcs_ptx("k.cu", {"inc"});
 }
 
-TEST_P(DiskNamesTest, HasIncludeOfAnAngledNameAfterAQuotedOne) {
-  if (!GetParam()) GTEST_SKIP() << "a residual limit of the handed namespace";
+TEST_F(DiskNamesTest, HasIncludeOfAnAngledNameAfterAQuotedOne) {
   write("b.h", "#define FROM 1\n");
   write("inc/other.h", "\n");
   write("k.cu", "#include \"b.h\"\n#define N <b.h>\n"
@@ -283,16 +270,14 @@ TEST_P(DiskNamesTest, HasIncludeOfAnAngledNameAfterAQuotedOne) {
   expect_nvrtcs_ptx("k.cu", {"inc"});
 }
 
-TEST_P(DiskNamesTest, AFileReachedByTwoSpellingsIsNamedAsNvrtcNamesIt) {
-  if (!GetParam()) GTEST_SKIP() << "a residual limit of the handed namespace";
+TEST_F(DiskNamesTest, AFileReachedByTwoSpellingsIsNamedAsNvrtcNamesIt) {
   write("lib/b.h", "#pragma once\n" + here("b"));
   write("lib/a.h", "#include \"./b.h\"\n");
   write("k.cu", kernel("#include \"lib/a.h\"\n#include \"lib/b.h\"", {"b"}));
   expect_nvrtcs_ptx("k.cu", {});
 }
 
-TEST_P(DiskNamesTest, AnAbsoluteFolderIsNvrtcsServed) {
-  if (!GetParam()) GTEST_SKIP() << "the handed namespace keeps the spelling (above)";
+TEST_F(DiskNamesTest, AnAbsoluteFolderIsNvrtcsServed) {
   write("inc/w.h", here("w"));
   write("k.cu", kernel("#include \"w.h\"", {"w"}));
   expect_nvrtcs_ptx("k.cu", {dir_ / "inc"});
@@ -302,18 +287,13 @@ TEST_P(DiskNamesTest, AnAbsoluteFolderIsNvrtcsServed) {
 // folder and goes on to the next -I folder (measured); served, the seal
 // answers that open with the folder, as the kernel does (a review found the
 // compile refused: cuda_kernel always passes -I .).
-TEST_P(DiskNamesTest, AFolderNamedLikeAHeaderIsPassedOver) {
-  if (!GetParam()) GTEST_SKIP() << "the handed namespace's scanner refuses a folder";
+TEST_F(DiskNamesTest, AFolderNamedLikeAHeaderIsPassedOver) {
   write("foo/keep.txt", "");
   write("inc/foo", "#define FOO 7\n" + here("foo"));
   write("k.cu", kernel("#include <foo>", {"foo"}));
   expect_nvrtcs_ptx("k.cu", {".", "inc"});
 }
 
-INSTANTIATE_TEST_SUITE_P(HandedAndServed, DiskNamesTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& p) {
-                           return p.param ? "Served" : "Handed";
-                         });
 
 // Served, paths NVRTC named relative to the working folder are keyed
 // relative to it: two checkouts share entries, and each is answered from its
@@ -356,7 +336,6 @@ class ServedCheckoutsTest : public RealNvrtcTest {
     o.include_dirs = dirs;
     o.nvrtc_options = nvrtc_options;
     o.lean = false;
-    o.serve = true;
     CompileResult r = compiler.compile(o);
     EXPECT_EQ(std::string(r.targets[0].entry->payload()), ptx) << folder;
     EXPECT_EQ(r.targets[0].not_stored, "") << folder;
@@ -496,7 +475,6 @@ TEST_F(ServedCheckoutsTest, AnImageNamingTheToolkitFolderIsStoredOnlyWhereItIsKe
   CompileOptions o;
   o.source_path = "k.cu";
   o.ptx_arch = "compute_90";
-  o.serve = true;
   CompileResult r = compiler.compile(o);
   EXPECT_NE(r.targets[0].not_stored.find("names the toolkit folder"), std::string::npos)
       << r.targets[0].not_stored;
@@ -521,7 +499,6 @@ TEST_F(ServedCheckoutsTest, AFifoWhereNothingWasIsNoAbsenceAndProcessFilesAreRef
   o.source_path = "k.cu";
   o.ptx_arch = "compute_90";
   o.include_dirs = {"inc0", "inc"};
-  o.serve = true;
   EXPECT_EQ(compiler.compile(o).hits(), 0);
   EXPECT_EQ(compiler.compile(o).hits(), 1);
   ASSERT_EQ(::mkfifo((dir_ / "one/inc0/a.h").c_str(), 0600), 0);

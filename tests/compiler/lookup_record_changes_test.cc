@@ -76,6 +76,7 @@ CompileOptions file_options(const std::string& dir) {
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";
+  o.working_folder = dir;
   o.ptx_arch = "compute_80";
   return o;
 }
@@ -163,6 +164,7 @@ TEST_F(LookupRecordChangesTest, RelativeIncludeFolderAndAnotherWorkingDirectory)
   write(dir, "k.cu", "#include <h.cuh>\nextern \"C\" __global__ void k(int* p) { *p = V; }\n");
   cache::Storage& storage = store_in(dir);
   CompileOptions o = file_options(dir);
+  o.working_folder.clear();  // the process's: each chdir below is another working folder
   o.include_dirs = {"inc"};
   Toolkit tk = find_toolkit("");
   char old[4096];
@@ -215,6 +217,7 @@ TEST_F(LookupRecordChangesTest, HeaderSymlinkRetargetedToSameSizeAndMtime) {
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";
+  o.working_folder = dir;
   o.ptx_arch = "compute_80";
   Toolkit tk = find_toolkit("");
   Compiler(tk, &storage).compile(o);

@@ -62,6 +62,7 @@ TEST_F(LookupRecordDayChangeTest, DateMacroInAComputedHeaderAcrossADayChange) {
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";
+  o.working_folder = dir;
   o.ptx_arch = "compute_80";
   o.defines = {"VARIANT=v7"};
   Toolkit tk = find_toolkit("");
@@ -88,6 +89,7 @@ TEST_F(LookupRecordDayChangeTest, DateMacroInAScannedHeaderAcrossADayChange) {
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";
+  o.working_folder = dir;
   o.ptx_arch = "compute_80";
   Toolkit tk = find_toolkit("");
   Compiler(tk, &storage).compile(o);

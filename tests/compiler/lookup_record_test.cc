@@ -294,6 +294,7 @@ TEST_F(LookupRecordTest, ACompilerUsesARecordOnlyWhileTheDiskIsAsRecorded) {
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.source_name = "k.cu";
+  o.working_folder = dir;
   o.ptx_arch = "compute_80";
   o.include_dirs = {dir + "/inc1", dir + "/inc2"};
   auto compile = [&] { return Compiler(toolkit, &storage).compile(o); };

@@ -59,7 +59,6 @@ TEST(StaleHitBindMountTest, AFolderMountedOntoAnIncludeFolderWhileNvrtcCompilesI
   o.ptx_arch = "compute_80";
   o.std = "c++17";
   o.include_dirs = {"inc"};
-  o.serve = true;  // as `kcache compile`, cuda_kernel and prewarm
   const std::string inc = dir + "/w/inc";
   std::thread mounter([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(700));

@@ -72,7 +72,6 @@ TEST(StaleHitCoarseFolderTest, ANameAddedInTheSecondOfTheCompileIsNotAnsweredByI
   o.source_path = "k.cu";
   o.ptx_arch = "compute_80";
   o.include_dirs = {dir + "/inc"};                       // absolute, outside the working folder
-  o.serve = true;                                        // as `kcache compile` and the Bazel worker
   o.may_read = [](const std::string&) { return true; };  // the worker's: no lookup record
   int tries = 0;
   for (; tries < 10; ++tries) {

@@ -58,7 +58,6 @@ TEST_F(StaleHitOverlayMappingTest, AMappedHeaderOnATmpfsBackedOverlayIsNotAnswer
   CompileOptions o;
   o.source_path = dir + "/k.cu";
   o.ptx_arch = "compute_80";
-  o.serve = true;  // as `kcache compile`, cuda_kernel and prewarm
   Compiler(toolkit, &storage).compile(o);
   Compiler(toolkit, &storage).compile(o);  // a manifest hit that writes the record
   // Where the overlay's stamps were trusted, this was a record hit; on a

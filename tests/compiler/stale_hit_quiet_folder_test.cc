@@ -89,7 +89,6 @@ class QuietFolderCompiles : public StaleHitQuietFolderTest {
     o.source_path = dir_ + "/k.cu";
     o.source_name = "k.cu";
     o.ptx_arch = "compute_80";
-    o.serve = true;  // as `kcache compile`, cuda_kernel and prewarm
     return o;
   }
 

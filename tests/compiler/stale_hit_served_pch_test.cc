@@ -63,7 +63,6 @@ class StaleHitServedPchTest : public testing::LookupRecordFixture {
     o.ptx_arch = "compute_80";
     o.std = "c++17";
     o.include_dirs = std::move(include_dirs);
-    o.serve = true;  // as `kcache compile`, the Bazel worker and prewarm
     return o;
   }
 

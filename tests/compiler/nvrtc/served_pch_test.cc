@@ -40,7 +40,6 @@ CompileOptions served(const std::string& dir, const std::string& name) {
   o.source_path = dir + "/" + name + ".cu";
   o.ptx_arch = "compute_80";
   o.std = "c++17";
-  o.serve = true;  // as `kcache compile` and prewarm
   return o;
 }
 

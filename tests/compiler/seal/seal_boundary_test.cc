@@ -75,6 +75,7 @@ class SealBoundaryTest : public ::testing::Test {
     CompileOptions o;
     o.source_path = dir_ + "/" + source;
     o.source_name = source;
+    o.working_folder = dir_;
     o.ptx_arch = "compute_80";
     return o;
   }
@@ -494,21 +495,6 @@ TEST_F(SealBoundaryTest, TimeMacroInANameExpressionIsCompiledButNotStored) {
   EXPECT_EQ(first.hits() + second.hits(), 0) << "a __TIME__ result was stored";
 }
 
-// NVRTC searched the toolkit's folders for a computed include before asking
-// for it; that absence is keyed although the round that asked left no record.
-TEST_F(SealBoundaryTest, AHeaderAppearingInTheToolkitAfterAnAskIsKeyed) {
-  const std::string copy = dir_ + "/cuda";
-  make_toolkit_copy(real_toolkit_.root, copy);
-  use_toolkit(find_toolkit(copy));
-  write(dir_, "h.h", "#define V 1\n");
-  write(dir_, "k.cu", std::string("#define H \"h.h\"\n#include H\n") + kKernel);
-  CompileResult before = exact(options(), "first");
-  EXPECT_EQ(value(before), 1);
-  write(copy, "include/h.h", "#define V 3\n");
-  CompileResult after = exact(options(), "h.h appeared in the toolkit");
-  EXPECT_NE(after.targets[0].key, before.targets[0].key);
-}
-
 // NVRTC writes the toolkit's folders into its output (__FILE__): a toolkit
 // moved elsewhere gives other bytes, so its folders are keyed.
 TEST_F(SealBoundaryTest, AToolkitMovedElsewhereKeysItsNewFolders) {
@@ -608,21 +594,9 @@ TEST_F(SealBoundaryTest, AComputedDotDotIncludeAppearingInTheToolkitIsKeyed) {
 // environment, then changes the environment and the disk: a fresh compile
 // differs, and kcache must miss instead of serving the entry.
 
-// The stale-hit shapes below, for both ways NVRTC meets the disk: handed
-// (the runtime JIT) and served (`kcache compile`, cuda_kernel).
-class SealBoundaryEnvTest : public SealBoundaryTest, public ::testing::WithParamInterface<bool> {
- protected:
-  CompileOptions options(const std::string& source = "k.cu") {
-    CompileOptions o = SealBoundaryTest::options(source);
-    o.serve = GetParam();
-    return o;
-  }
-};
-
-INSTANTIATE_TEST_SUITE_P(HandedAndServed, SealBoundaryEnvTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "Served" : "Handed";
-                         });
+// The stale-hit shapes below: what NVRTC's environment (its library folder,
+// the driver's folders) adds to what it reads.
+class SealBoundaryEnvTest : public SealBoundaryTest {};
 
 // A computed __has_include of `path`: V 2 if it is there (its own V), else 1.
 std::string has_include_kernel(const std::string& path) {
@@ -630,7 +604,7 @@ std::string has_include_kernel(const std::string& path) {
          "#endif\n" + kKernel;
 }
 
-TEST_P(SealBoundaryEnvTest, AHeaderOnLdLibraryPathAppearingIsAMissInAnotherEnvironment) {
+TEST_F(SealBoundaryEnvTest, AHeaderOnLdLibraryPathAppearingIsAMissInAnotherEnvironment) {
   std::filesystem::create_directories(dir_ + "/ldlib");
   write(dir_, "k.cu", has_include_kernel(dir_ + "/ldlib/cfg.h"));
   {
@@ -642,24 +616,22 @@ TEST_P(SealBoundaryEnvTest, AHeaderOnLdLibraryPathAppearingIsAMissInAnotherEnvir
   EXPECT_EQ(value(r), 2);
 }
 
-TEST_P(SealBoundaryEnvTest, AFileInTheDriversCacheFolderIsAMissInAnotherEnvironment) {
+TEST_F(SealBoundaryEnvTest, AFileInTheDriversCacheFolderIsAMissInAnotherEnvironment) {
   std::filesystem::create_directories(dir_ + "/jit");
   write(dir_, "k.cu", has_include_kernel(dir_ + "/jit/config"));
   {
     ScopedEnv env("CUDA_CACHE_PATH", dir_ + "/jit");
     EXPECT_EQ(value(exact(options(), "made with CUDA_CACHE_PATH there")), 1);
     write(dir_, "jit/config", "#define V 2\n");
-    // The driver's folder: handed, NVRTC is refused it here, so still 1, and
-    // a hit; served, NVRTC reads it as any file (the driver's folder is no
-    // exception to serving).
-    EXPECT_EQ(value(exact(options(), "config appeared in the driver's folder")),
-              GetParam() ? 2 : 1);
+    // NVRTC reads the driver's folder as any file (it is no exception to
+    // serving).
+    EXPECT_EQ(value(exact(options(), "config appeared in the driver's folder")), 2);
   }
   CompileResult r = exact(options(), "CUDA_CACHE_PATH unset: config is the user's");
   EXPECT_EQ(value(r), 2);
 }
 
-TEST_P(SealBoundaryEnvTest, AHeaderInTheDriversCacheFolderIsKeyed) {
+TEST_F(SealBoundaryEnvTest, AHeaderInTheDriversCacheFolderIsKeyed) {
   std::filesystem::create_directories(dir_ + "/home/.nv");
   ScopedEnv home("HOME", dir_ + "/home");
   write(dir_, "k.cu", has_include_kernel(dir_ + "/home/.nv/cfg.h"));
@@ -671,7 +643,7 @@ TEST_P(SealBoundaryEnvTest, AHeaderInTheDriversCacheFolderIsKeyed) {
 // A library-named header reached through a link to the toolkit's folder
 // (/usr/local/cuda for /usr/local/cuda-13.0): NVRTC can read it, so its bytes
 // are keyed.
-TEST_P(SealBoundaryEnvTest, ALibraryNamedToolkitFileByAnotherSpellingIsKeyed) {
+TEST_F(SealBoundaryEnvTest, ALibraryNamedToolkitFileByAnotherSpellingIsKeyed) {
   const std::string copy = dir_ + "/cuda-13.0";
   make_toolkit_copy(real_toolkit_.root, copy);
   std::filesystem::create_symlink(copy, dir_ + "/cuda");
@@ -710,7 +682,7 @@ std::string use_toolkit_with_own_library(const std::string& dir, const Toolkit& 
   return copy;
 }
 
-TEST_P(SealBoundaryEnvTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
+TEST_F(SealBoundaryEnvTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
   const std::string copy = use_toolkit_with_own_library(dir_, real_toolkit_);
   use_toolkit(find_toolkit(copy));
   ASSERT_EQ(toolkit_.nvrtc.path.rfind(copy + "/lib64/", 0), 0u) << toolkit_.nvrtc.path;
@@ -725,11 +697,8 @@ TEST_P(SealBoundaryEnvTest, AHeaderAppearingInNvrtcsLibraryFolderIsAMiss) {
 }
 
 // A library NVRTC's __has_include found in its library folder, then removed:
-// served, the entry made while it was there must miss (a review's stale
-// hit). Handed, NVRTC's loader names libraries there, so a present one is its
-// own (docs/KEYS.md, residual limits of the runtime JIT).
-TEST_P(SealBoundaryEnvTest, ALibraryRemovedFromNvrtcsLibraryFolderIsAMiss) {
-  if (!GetParam()) GTEST_SKIP() << "handed: a documented limit of the runtime JIT";
+// the entry made while it was there must miss (a review's stale hit).
+TEST_F(SealBoundaryEnvTest, ALibraryRemovedFromNvrtcsLibraryFolderIsAMiss) {
   const std::string copy = use_toolkit_with_own_library(dir_, real_toolkit_);
   use_toolkit(find_toolkit(copy));
   write(copy, "lib64/libkc.so", std::string("\x7f" "ELF") + " a library");
@@ -743,8 +712,7 @@ TEST_P(SealBoundaryEnvTest, ALibraryRemovedFromNvrtcsLibraryFolderIsAMiss) {
 // A link in NVRTC's library folder to a user's header: NVRTC alone reads
 // the header (Landlock judges the file, which is not NVRTC's), so served it
 // is served and keyed (a review: `__has_include` of it was false, stored).
-TEST_P(SealBoundaryEnvTest, ALinkInNvrtcsLibraryFolderToAUserHeaderIsReadAndKeyed) {
-  if (!GetParam()) GTEST_SKIP() << "handed: the runtime JIT hands what NVRTC asks for";
+TEST_F(SealBoundaryEnvTest, ALinkInNvrtcsLibraryFolderToAUserHeaderIsReadAndKeyed) {
   const std::string copy = use_toolkit_with_own_library(dir_, real_toolkit_);
   use_toolkit(find_toolkit(copy));
   write(dir_, "user/h.h", "#define V 5\n");
@@ -757,7 +725,7 @@ TEST_P(SealBoundaryEnvTest, ALinkInNvrtcsLibraryFolderToAUserHeaderIsReadAndKeye
 
 // NVRTC looks at $PWD; what nvrtc.cc leaves out for that must be a folder,
 // never a path a kernel's __has_include also names.
-TEST_P(SealBoundaryEnvTest, APwdNamingAHeaderDoesNotHideIt) {
+TEST_F(SealBoundaryEnvTest, APwdNamingAHeaderDoesNotHideIt) {
   const std::string cfg = dir_ + "/pwd/cfg.h";
   std::filesystem::create_directories(dir_ + "/pwd");
   write(dir_, "k.cu", has_include_kernel(cfg));

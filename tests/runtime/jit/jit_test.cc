@@ -291,7 +291,6 @@ TEST_F(JitTest, AJitCompileHitsWhatKcacheCompileStored) {
   write_tree(dir_, "one", "2.0f");
   Jit jit(options());
   compiler::CompileOptions o;
-  o.serve = true;
   o.source_path = dir_ / "one/k.cu";
   o.source_name = "k.cu";
   o.working_folder = dir_ / "one";
