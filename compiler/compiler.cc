@@ -305,8 +305,9 @@ void Compiler::resolve(const CompileOptions& options, Prepared* prepared) const 
   std::vector<std::string> option_texts = p.key_options;
   option_texts.insert(option_texts.end(), options.name_expressions.begin(),
                       options.name_expressions.end());
-  check_time_macros(storage_ && storage_->sloppy_time_macros(), p.source, p.includes, option_texts,
-                    &p.request, &p.today, &p.uses_time);
+  p.request.sloppy_time_macros = storage_ && storage_->sloppy_time_macros();
+  check_time_macros(p.request.sloppy_time_macros, p.source, p.includes, option_texts, &p.request,
+                    &p.today, &p.uses_time);
   // The namespace's name (a program's entries hold a record, not an image:
   // never the same key). NVRTC's -I as written reach its output (__FILE__ of
   // a header there is "<-I>/name"); the working folder is keyed where the

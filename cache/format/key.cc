@@ -52,6 +52,7 @@ std::string serialize_for_key(const CompileRequest& request) {
   if (!request.asked_includes.empty()) list(w, "asked-includes", request.asked_includes);
   if (!request.probes.empty()) list(w, "probes", request.probes);
   if (!request.date.empty()) field(w, "date", request.date);
+  if (request.sloppy_time_macros) field(w, "sloppiness", "time_macros");
   return w.take();
 }
 

@@ -59,6 +59,11 @@ struct CompileRequest {
   // What __DATE__ expands to ("Nov 23 2026"), for a compile whose handed
   // input uses it (compiler/time_macros.h); hashed only when not empty.
   std::string date;
+  // Stored under `sloppiness = time_macros` (cache/config.h): a header's
+  // __TIME__ is found only by the seal while NVRTC compiles, after the key,
+  // so such entries live under keys of their own and a strict lookup never
+  // reaches one. Hashed only when set.
+  bool sloppy_time_macros = false;
 };
 
 // The serialization the key hashes; exposed for tests and `kcache show`.

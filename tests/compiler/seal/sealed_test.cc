@@ -530,6 +530,12 @@ TEST_F(SealedTest, TimeMacroIsCompiledNeverStoredAndCounted) {
   strict_options.local_dir = dir_ + "/sloppy";
   cache::Storage strict(strict_options);
   EXPECT_EQ(Compiler(toolkit_, &strict).compile(o).hits(), 0);
+  // Nor where only a header uses it (found by the seal, after the key).
+  write(dir_, "k.cu", "#include \"t.cuh\"\n#include HEADER\n" + std::string(kKernel));
+  write(dir_, "t.cuh", "#define V 1\n#define STAMP __TIMESTAMP__\n");
+  EXPECT_EQ(sloppy_compiler.compile(o).hits(), 0);
+  EXPECT_EQ(sloppy_compiler.compile(o).hits(), 1);
+  EXPECT_EQ(Compiler(toolkit_, &strict).compile(o).hits(), 0) << "a sloppy entry reached a strict lookup";
 }
 
 // __DATE__ in the source is keyed by its value, local time as NVRTC formats
