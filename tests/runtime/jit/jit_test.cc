@@ -138,6 +138,19 @@ TEST_F(JitTest, ACubKernelCompilesWithTheToolkitsHeaders) {
   EXPECT_EQ(c.entry.lowered_names()[0].lowered_name, "_Z9block_sumILi128EEvPKiPi");
 }
 
+// The toolkit's headers read through the seal are keyed by their bytes: a
+// second Jit (another process's) finds the entry the first stored.
+TEST_F(JitTest, ACubKernelCompiledOnceIsAStoreHitForTheNextJit) {
+  Source s;
+  s.name = "jit_test/block_sum.cu";
+  s.text = testing::kBlockSumSource;
+  s.name_expressions = {"block_sum<256>"};
+  EXPECT_FALSE(Jit(options()).compile(s).hit);
+  Jit again(options());
+  EXPECT_TRUE(again.compile(s).hit);
+  EXPECT_EQ(counter(again, "nvrtc_invocations"), 1);
+}
+
 TEST_F(JitTest, ACubKernelIsLeanUnlessTheOptionSaysNot) {
   Source s;
   s.name = "jit_test/block_sum.cu";
