@@ -91,6 +91,12 @@ void Database::fail(int rc, const std::string& doing) const {
   std::string msg = "store index " + path_ + ": " + doing;
   if (doing.find(sqlite3_errstr(rc)) == std::string::npos)
     msg += " (" + std::string(sqlite3_errstr(rc)) + ")";
+  // An I/O error's extended code says which call failed (SQLite's
+  // SQLITE_IOERR_* list): the one thing a bug report about it needs.
+  const int extended = db_ ? sqlite3_extended_errcode(db_) : rc;
+  if (primary == SQLITE_IOERR && (extended & 0xff) == SQLITE_IOERR && extended != SQLITE_IOERR) {
+    msg += " [SQLite code " + std::to_string(extended) + "]";
+  }
   if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) throw IndexCorruptError(msg);
   if (rc == SQLITE_READONLY_DBMOVED) throw IndexMovedError(msg);
   throw IoError(msg);

@@ -69,7 +69,8 @@ std::string IndexKeeper::lock_path() const { return folder_.dir() + "/" + kIndex
 
 // open(), again when the index files change under it meanwhile: a process
 // deleting them while another re-creates them makes SQLite fail with an I/O
-// error (a journal gone before SQLite deletes it, ...).
+// error (a journal gone before SQLite deletes it, ...) or find the new file
+// malformed (a journal of the deleted file rolled back into it).
 void IndexKeeper::reopen() {
   for (int attempt = 0;; ++attempt) {
     index_.drop();
@@ -77,6 +78,10 @@ void IndexKeeper::reopen() {
       open();
       return;
     } catch (const IoError&) {
+      if (attempt >= kReopenAttempts) throw;
+    } catch (const sqlite::IndexCorruptError&) {
+      // The rebuild met a file damaged by the same race (another process's
+      // journal rolled back into the new index): rebuilt again by open().
       if (attempt >= kReopenAttempts) throw;
     }
   }

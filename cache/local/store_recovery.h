@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -141,27 +142,41 @@ class IndexKeeper {
 
 template <typename F>
 auto IndexKeeper::with_index(F&& body, bool writing) -> decltype(body()) {
+  // A damaged index is rebuilt at the top of the next attempt, inside the
+  // try: the rebuild itself can meet a file damaged by a race (a process
+  // deleting the index files while another rolls its journal back into the
+  // new one), which is then rebuilt again, a bounded number of times.
+  std::optional<std::string> damage;
+  FileIdentity damaged;
   for (int attempt = 0;; ++attempt) {
-    FileIdentity damaged;
     try {
+      if (damage) {
+        rebuild(*damage, damaged);
+        damage.reset();
+        writing = true;  // the rebuilt index is checked as is
+      }
       check(writing);
-      damaged = index_id_;
       return body();
     } catch (const sqlite::IndexCorruptError& e) {
-      if (index_.read_only() || attempt > 0) throw;
-      rebuild(e.what(), damaged);
-      writing = true;  // the rebuilt index is checked as is
+      if (index_.read_only() || attempt >= kReopenAttempts) throw;
+      damage = e.what();
+      damaged = index_id_;  // the file the failing connection had open
     } catch (const sqlite::IndexMovedError&) {
       // Its file unlinked under our connection; a new file at the same
       // path may have the same inode number, so this is the only sign.
       if (index_.read_only() || attempt >= kReopenAttempts) throw;
+      damage.reset();
       reopen();
     } catch (const IoError&) {
       // The index deleted or replaced in the middle of this operation
-      // (SQLite says "disk I/O error"): again, on the index there now.
-      if (index_.read_only() || attempt >= kReopenAttempts || (index_.connected() && unchanged())) {
-        throw;
-      }
+      // (SQLite says "disk I/O error"): again, on the index there now. With
+      // the index file unchanged its journal may have been swapped (a
+      // deleting process, another's new journal): once more on a fresh
+      // connection; a second failure is a real one and is reported.
+      const bool same_file = index_.connected() && unchanged();
+      if (index_.read_only() || attempt >= kReopenAttempts || (same_file && attempt > 0)) throw;
+      damage.reset();
+      if (same_file) reopen();
       writing = true;
     }
   }
