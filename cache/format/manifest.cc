@@ -172,6 +172,21 @@ Hash128 manifest_key(const Hash128& scanner_key) {
   return xxh3_128(w.data());
 }
 
+ManifestProbe ProbeView::owned() const {
+  ManifestProbe p;
+  p.path = std::string(path);
+  p.present = present;
+  p.has_folder = has_folder;
+  p.content = content;
+  p.folder_depth = folder_depth;
+  p.dev = dev;
+  p.ino = ino;
+  p.size = size;
+  p.mtime_ns = mtime_ns;
+  p.ctime_ns = ctime_ns;
+  return p;
+}
+
 std::string Manifest::encode() const {
   ByteWriter w;
   // Without results (every regular manifest) the bytes are format 2's, so a
@@ -295,19 +310,7 @@ Manifest Manifest::decode(std::string_view bytes, const Hash128& expected_key,
       if (probes == 0 && asks == 0) body.fail("set " + std::to_string(s) + " is empty");
       set.probes.reserve(probes);  // bounded by the bytes left (count_or_none)
       for (uint32_t i = 0; i < probes; ++i) {
-        const ProbeView v = read_probe(body);
-        ManifestProbe p;
-        p.path = std::string(v.path);
-        p.present = v.present;
-        p.has_folder = v.has_folder;
-        p.content = v.content;
-        p.folder_depth = v.folder_depth;
-        p.dev = v.dev;
-        p.ino = v.ino;
-        p.size = v.size;
-        p.mtime_ns = v.mtime_ns;
-        p.ctime_ns = v.ctime_ns;
-        set.probes.push_back(std::move(p));
+        set.probes.push_back(read_probe(body).owned());
       }
     }
     if (version >= 3) {

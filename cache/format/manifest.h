@@ -181,6 +181,9 @@ struct ProbeView {
   Hash128 content;
   uint32_t folder_depth = 0;
   uint64_t dev = 0, ino = 0, size = 0, mtime_ns = 0, ctime_ns = 0;
+
+  // The probe with its own copy of the path.
+  ManifestProbe owned() const;
 };
 
 // manifest_key = XXH3-128("kcache-manifest" label + the target's scanner key):

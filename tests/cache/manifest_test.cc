@@ -354,18 +354,7 @@ std::optional<std::vector<ManifestResult>> read_in_place(const std::string& byte
                                                          std::vector<ManifestProbe>* seen,
                                                          size_t hold_first = SIZE_MAX) {
   return read_lookup_record(bytes, kKey, "record R", [&](const ProbeView& v) {
-    ManifestProbe p;
-    p.path = std::string(v.path);
-    p.present = v.present;
-    p.has_folder = v.has_folder;
-    p.content = v.content;
-    p.folder_depth = v.folder_depth;
-    p.dev = v.dev;
-    p.ino = v.ino;
-    p.size = v.size;
-    p.mtime_ns = v.mtime_ns;
-    p.ctime_ns = v.ctime_ns;
-    seen->push_back(p);
+    seen->push_back(v.owned());
     return seen->size() <= hold_first;
   });
 }
