@@ -39,9 +39,6 @@ namespace {
 // any point leaves at worst a stray file, which cleanup() adopts (or
 // removes) once it is older than kStrayGraceSeconds.
 
-// About one flush in this many also merges the deferred files, so they do
-// not pile up in a store that only serves hits.
-constexpr uint64_t kMergeOneIn = 64;
 // A file with no row younger than this may be a put still in progress.
 constexpr int64_t kStrayGraceSeconds = 15 * 60;
 // Evict down to this fraction of the cap so that not every put evicts.
@@ -97,7 +94,8 @@ class SqliteStore : public Store {
         index_(folder_, (options.network_file_system ? options.network_file_system
                                                      : network_file_system_of)(folder_.dir())),
         keeper_(folder_, index_, blobs_, clock_, [this] { forget_pending(); }),
-        deferred_(folder_) {
+        deferred_(folder_),
+        merge_one_in_(options.merge_deferred_one_in) {
     keeper_.reopen();
   }
 
@@ -184,7 +182,8 @@ class SqliteStore : public Store {
     forget_pending();
     // Nothing can be recorded in a read-only store; hits still worked.
     if (index_.read_only() || record.empty()) return;
-    if (deferred_.write(record) % kMergeOneIn == 0) merge_deferred();
+    const uint64_t id = deferred_.write(record);
+    if (merge_one_in_ != 0 && id % merge_one_in_ == 0) merge_deferred();
   }
 
   StoreStats stats() override {
@@ -666,6 +665,7 @@ class SqliteStore : public Store {
   StoreIndex index_;
   IndexKeeper keeper_;
   DeferredFiles deferred_;
+  const uint64_t merge_one_in_;  // StoreOptions::merge_deferred_one_in
   std::map<std::string, int64_t> pending_counters_;
   std::vector<std::string> pending_touches_;
 };

@@ -101,6 +101,10 @@ struct StoreOptions {
   // store another user owns is given to that user (docs/REMOTE.md, "One
   // store shared by the users of a machine").
   std::optional<mode_t> umask;
+  // About one flush in this many (chosen at random) also merges the deferred
+  // files into the index, so they do not pile up in a store that only serves
+  // hits. 0: a flush never merges (a test that checks a hit writes nothing).
+  uint64_t merge_deferred_one_in = 64;
 };
 
 class Store {

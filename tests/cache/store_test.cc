@@ -64,10 +64,11 @@ bool exists(const std::string& path) { return FileSystem::real().stat(path).has_
 
 class StoreTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Store> open_store() {
+  std::unique_ptr<Store> open_store(uint64_t merge_deferred_one_in = 64) {
     StoreOptions options;
     options.warn = [this](const std::string& m) { warnings_.push_back(m); };
     options.clock = [this] { return now_; };
+    options.merge_deferred_one_in = merge_deferred_one_in;
     return Store::open(dir_.path() + "/store", options);
   }
   std::string store_dir() const { return dir_.path() + "/store"; }
@@ -135,7 +136,8 @@ TEST_F(StoreTest, HitOnlyProcessWritesNothingToTheIndexAndItsCountsStillAddUp) {
   now_ += 50;
   const int64_t hit_at = now_;
   for (int process = 0; process < 3; ++process) {
-    auto store = open_store();
+    // Not the flush that merges the deferred files (one in 64 at random).
+    auto store = open_store(/*merge_deferred_one_in=*/0);
     ASSERT_TRUE(store->get(key_of("a")));
   }
   EXPECT_EQ(index_bytes(store_dir()), before) << "a hit-only process wrote to the index";
@@ -146,6 +148,26 @@ TEST_F(StoreTest, HitOnlyProcessWritesNothingToTheIndexAndItsCountsStillAddUp) {
   auto store = open_store();
   EXPECT_EQ(store->stats().counter("hits"), 3);
   EXPECT_EQ(store->info(key_of("a"))->last_used_unix_s, hit_at) << "the hits' LRU time";
+}
+
+// The flush that merges (one in StoreOptions::merge_deferred_one_in): the
+// hits' counts and LRU times go into the index and no deferred file is left.
+TEST_F(StoreTest, AMergingFlushEmptiesTheDeferredFolderIntoTheIndex) {
+  { open_store()->put(cubin("a", "x")); }
+  now_ += 50;
+  const int64_t hit_at = now_;
+  {
+    auto store = open_store(/*merge_deferred_one_in=*/1);
+    ASSERT_TRUE(store->get(key_of("a")));
+  }
+  std::vector<std::string> left;
+  if (exists(store_dir() + "/deferred")) {
+    left = kcache::FileSystem::real().list_directory(store_dir() + "/deferred");
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " deferred files left by a merging flush";
+  auto store = open_store(/*merge_deferred_one_in=*/0);
+  EXPECT_EQ(store->stats().counter("hits"), 1);
+  EXPECT_EQ(store->info(key_of("a"))->last_used_unix_s, hit_at);
 }
 
 TEST_F(StoreTest, ZeroStatsKeepsEntries) {
