@@ -98,6 +98,9 @@ void Database::fail(int rc, const std::string& doing) const {
     msg += " [SQLite code " + std::to_string(extended) + "]";
   }
   if (primary == SQLITE_NOTADB || primary == SQLITE_CORRUPT) throw IndexCorruptError(msg);
+  if (primary == SQLITE_ERROR && msg.find("no such table") != std::string::npos) {
+    throw IndexTableMissingError(msg);
+  }
   if (rc == SQLITE_READONLY_DBMOVED) throw IndexMovedError(msg);
   throw IoError(msg);
 }

@@ -29,6 +29,15 @@ class IndexCorruptError : public CorruptError {
   using CorruptError::CorruptError;
 };
 
+// A table the store made is not in the file: the file changed under the
+// connection (another process's journal of a deleted index rolled back into
+// it), damage as SQLITE_CORRUPT is. Where no table was made yet (a new file)
+// the caller catches it first.
+class IndexTableMissingError : public IndexCorruptError {
+ public:
+  using IndexCorruptError::IndexCorruptError;
+};
+
 // The database file was unlinked (or renamed) under the connection, which
 // SQLite notices at the next write (SQLITE_READONLY_DBMOVED): reopen it.
 class IndexMovedError : public IoError {

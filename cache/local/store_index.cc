@@ -248,6 +248,8 @@ void StoreIndex::create_or_check_schema() {
       check_schema_version();
       return;
     }
+  } catch (const sqlite::IndexTableMissingError&) {
+    // No tables yet: made below.
   } catch (const sqlite::IndexCorruptError&) {
     throw;
   } catch (const IncompatibleVersionError&) {
