@@ -438,8 +438,9 @@ class SqliteStore : public Store {
     const std::string hex = entry.key().hex();
     std::optional<IndexRow> old;
     const int64_t now = clock_();
-    pending_counters_["stored"] += 1;
     write_merging([&] {
+      // In the transaction: a put retried after a failed commit counts once.
+      index_.add_counter("stored", 1);
       old.reset();
       IndexRow previous;
       if (index_.find(hex, &previous)) old = previous;

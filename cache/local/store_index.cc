@@ -81,6 +81,18 @@ StoreIndex::StoreIndex(StoreFolder& folder, std::string network_fs)
 // -- the connection -----------------------------------------------------------
 
 void StoreIndex::connect() {
+  // A connection that failed half-way (a snapshot opened, no statements
+  // prepared) is no connection: connected() says so, and the next use
+  // opens again.
+  try {
+    connect_or_throw();
+  } catch (...) {
+    drop();
+    throw;
+  }
+}
+
+void StoreIndex::connect_or_throw() {
   const std::string& dir = folder_.dir();
   FileSystem& fs = folder_.fs();
   read_only_ =

@@ -112,6 +112,7 @@ class StoreIndex {
   void zero_counters();
 
  private:
+  void connect_or_throw();
   void open_read_only();
   void open_snapshot();
   void open_read_write();

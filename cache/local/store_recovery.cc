@@ -144,7 +144,14 @@ void IndexKeeper::create() {
 }
 
 void IndexKeeper::connect() {
-  index_.connect();
+  try {
+    index_.connect();
+  } catch (const sqlite::IndexCorruptError&) {
+    // The file found damaged, for the rebuild that follows (not the one
+    // connected before, which a rebuild would take for another's new index).
+    index_id_ = identity_of(index_.path());
+    throw;
+  }
   index_id_ = identity_of(index_.path());
   next_lookup_check_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
 }
@@ -198,6 +205,17 @@ void IndexKeeper::let_go_if_forked() {
 
 // -- rebuilding ---------------------------------------------------------------
 
+// "<path>.corrupt.<time>", made unique by the process and a count: two
+// rebuilds within a second must not replace the first damaged file, the
+// only copy of the counters and the size limit.
+std::string IndexKeeper::aside_name(const std::string& path) const {
+  static std::atomic<uint64_t> moved{0};
+  std::string name = path + ".corrupt." + std::to_string(clock_());
+  const std::string unique =
+      name + "." + std::to_string(::getpid()) + "." + std::to_string(moved.fetch_add(1));
+  return ::access(name.c_str(), F_OK) != 0 && errno == ENOENT ? name : unique;
+}
+
 uint64_t IndexKeeper::rebuild(const std::string& why, const FileIdentity& damaged, bool say,
                               bool locked) {
   index_.drop();
@@ -212,7 +230,7 @@ uint64_t IndexKeeper::rebuild(const std::string& why, const FileIdentity& damage
     connect();  // rebuilt by another process while we waited
     return 0;
   }
-  const std::string aside = path + ".corrupt." + std::to_string(clock_());
+  const std::string aside = aside_name(path);
   if (now.exists && std::rename(path.c_str(), aside.c_str()) != 0) {
     throw IoError(errno_message("cannot move the damaged store index aside to", aside, errno));
   }
@@ -234,7 +252,7 @@ void IndexKeeper::start_over() {
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
     std::string path = index_.path() + suffix;
     if (identity_of(path).is_directory) {
-      std::rename(path.c_str(), (path + ".corrupt." + std::to_string(clock_())).c_str());
+      std::rename(path.c_str(), aside_name(path).c_str());
     } else {
       folder_.remove_quietly(path);
     }

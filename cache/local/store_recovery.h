@@ -129,6 +129,7 @@ class IndexKeeper {
   void salvage_settings(const std::string& damaged_path);
   Stray judge_stray(const std::string& shard_dir, const std::string& name, StrayScan& scan);
   std::string lock_path() const;
+  std::string aside_name(const std::string& path) const;
 
   StoreFolder& folder_;
   StoreIndex& index_;
@@ -170,13 +171,12 @@ auto IndexKeeper::with_index(F&& body, bool writing) -> decltype(body()) {
     } catch (const IoError&) {
       // The index deleted or replaced in the middle of this operation
       // (SQLite says "disk I/O error"): again, on the index there now. With
-      // the index file unchanged its journal may have been swapped (a
-      // deleting process, another's new journal): once more on a fresh
-      // connection; a second failure is a real one and is reported.
+      // the index file unchanged its journal may have been swapped under
+      // SQLite (a deleting process, another's journal): once more as it is;
+      // a second failure is a real one (a full disk, EIO) and is reported.
       const bool same_file = index_.connected() && unchanged();
       if (index_.read_only() || attempt >= kReopenAttempts || (same_file && attempt > 0)) throw;
       damage.reset();
-      if (same_file) reopen();
       writing = true;
     }
   }

@@ -272,6 +272,21 @@ TEST_F(StoreRecoveryTest, OverwrittenHeaderIsRebuiltFromTheBlobs) {
   expect_everything_recovered();
 }
 
+// Each damaged index moved aside is kept, two within one second too: the
+// first holds the only copy of the counters and the size limit.
+TEST_F(StoreRecoveryTest, TwoRebuildsWithinASecondKeepBothDamagedFiles) {
+  populate();
+  for (int round = 0; round < 2; ++round) {
+    overwrite(index(), 0, 100);
+    ASSERT_TRUE(open_store()->get(key_of(round)));
+  }
+  int aside = 0;
+  for (const std::string& name : FileSystem::real().list_directory(store_dir())) {
+    if (name.rfind("index.sqlite.corrupt.", 0) == 0) aside += 1;
+  }
+  EXPECT_EQ(aside, 2) << "a damaged index moved aside was replaced by the next";
+}
+
 TEST_F(StoreRecoveryTest, IndexReplacedByAFolderIsRebuiltFromTheBlobs) {
   populate();
   ASSERT_EQ(::unlink(index().c_str()), 0);
