@@ -327,6 +327,7 @@ void Compiler::settle_probes(const MountTableWatch& mounts, Miss* m) {
   probe_context.served = true;
   probe_context.working_folder = m->input.working_dir;
   probe_context.date_keyed = m->date_keyed;
+  probe_context.hidden.insert(out.hidden.begin(), out.hidden.end());
   for (const std::string& o : m->input.options) {
     if (o.compare(0, 2, "-I") == 0 && o.size() > 2) {
       probe_context.user_dirs.push_back(without_dot_parts(

@@ -106,6 +106,7 @@ SealPolicy nvrtc_policy(const std::string& library, const NvrtcInput& input) {
   if (input.serve_disk) {
     p.serve = true;
     p.working_dir = input.working_dir;
+    p.hidden_folders = driver_cache_folders();
   } else {
     p.readable = with_link_targets(include_dirs);
   }
@@ -272,6 +273,7 @@ NvrtcOutput Nvrtc::compile(const NvrtcInput& input) const {
   out.served = std::move(seal.served);
   out.relative_names = std::move(seal.relative_names);
   out.absolute_names = std::move(seal.absolute_names);
+  out.hidden = std::move(seal.hidden);
   // The folders NVRTC may write (its PCH folder, where TMPDIR points) hold
   // its own work files: never an include, never keyed, never handed.
   std::vector<std::string> own_dirs;

@@ -94,6 +94,10 @@ struct NvrtcOutput {
   // to its working folder, and which by an absolute name (SealResult).
   std::vector<std::string> relative_names;
   std::vector<std::string> absolute_names;
+  // With NvrtcInput::serve_disk: the names NVRTC was answered "no such file"
+  // as the driver's JIT cache (SealPolicy::hidden_folders): keyed as that
+  // (probes.h, ProbeContext::hidden), never by what is there.
+  std::vector<std::string> hidden;
   // With NvrtcInput::program: the result code, log and every output as
   // NVRTC answered them (image, ptx and log are then left empty).
   std::optional<cache::ProgramRecord> program;

@@ -29,9 +29,10 @@ namespace {
 
 // Version 2: program compiles (NvrtcInput::program) and their answers;
 // version 3: the names NVRTC gave relative to its working folder and
-// absolutely (NvrtcOutput::relative_names, absolute_names).
-constexpr std::string_view kRequestMagic{"KCNVRQ3\0", 8};
-constexpr std::string_view kResponseMagic{"KCNVRS3\0", 8};
+// absolutely (NvrtcOutput::relative_names, absolute_names); version 4: the
+// names NVRTC was answered "no such file" as the driver's cache (hidden).
+constexpr std::string_view kRequestMagic{"KCNVRQ4\0", 8};
+constexpr std::string_view kResponseMagic{"KCNVRS4\0", 8};
 
 enum Status : uint8_t { kOk = 0, kCompileError = 1, kOtherError = 2 };
 
@@ -182,6 +183,7 @@ std::string answer(std::string_view request, const std::string& pch_dir) {
     }
     w.strs(out.relative_names);
     w.strs(out.absolute_names);
+    w.strs(out.hidden);
   } catch (const CompileError& e) {
     w.u8(kCompileError);
     w.str(e.what());
@@ -497,6 +499,7 @@ NvrtcOutput decode_worker_response(const std::string& response, int status,
   }
   out.relative_names = r.strs("relative names");
   out.absolute_names = r.strs("absolute names");
+  out.hidden = r.strs("hidden names");
   r.expect_end();
   return out;
 }

@@ -132,6 +132,7 @@ struct Made {
   // name from the working folder: a PCH serves only compiles with both).
   std::vector<ServedFile> served;
   std::vector<std::string> relative_names, absolute_names;
+  std::vector<std::string> hidden;  // answered "no such file" (NvrtcOutput::hidden)
   std::string working_dir, source_dir;
   // And the working folder's spelling (NvrtcInput::pwd), which NVRTC writes
   // into the line tables of the headers the PCH holds.
@@ -357,6 +358,7 @@ bool remember_maker(const std::string& created, const NvrtcInput& input, const N
   for (const std::string& n : out.absolute_names) {
     if (kept.count(n)) m.absolute_names.push_back(n);
   }
+  m.hidden = out.hidden;
   return true;
 }
 
@@ -407,6 +409,7 @@ bool add_makers_reads(const Made& m, NvrtcOutput* out) {
   add_missing(probes, &out->probes);
   add_missing(m.relative_names, &out->relative_names);
   add_missing(m.absolute_names, &out->absolute_names);
+  add_missing(m.hidden, &out->hidden);
   out->started_ns = std::min(out->started_ns, m.started_ns);
   return true;
 }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,11 @@ struct ProbeContext {
   // its look, with every stamp on its way old (a mount point shows the
   // mounted folder's own).
   bool mounts_changed = false;
+  // Served: the names the seal answered "no such file" as the driver's JIT
+  // cache (SealPolicy::hidden_folders): each keyed as that (`own:<path>`,
+  // held only while the lookup's environment puts the same path in the
+  // driver's cache), never by what is there.
+  std::set<std::string> hidden;
 };
 
 // Whether this process's mount table changed since the watch was made: an

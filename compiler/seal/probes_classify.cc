@@ -215,7 +215,10 @@ void classify_one(const std::string& named, const ProbeContext& c, int64_t start
   std::optional<std::string> toolkit = toolkit_name(path, c);
   // The toolkit's folders first: a header there is keyed whatever its name
   // or wherever the toolkit lies (under /usr/lib, on $LD_LIBRARY_PATH).
-  const Own own = toolkit ? Own::no : is_nvrtc_own(path, real, c, folders.toolkit_reals);
+  // What the seal answered as the driver's cache: NVRTC saw nothing there.
+  const Own own = c.served && c.hidden.count(path) ? Own::driver_cache
+                  : toolkit                       ? Own::no
+                                                  : is_nvrtc_own(path, real, c, folders.toolkit_reals);
   if (own == Own::driver_cache) {
     cache::ManifestProbe p;
     p.path = kDriverCacheLabel + path;

@@ -24,12 +24,7 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-bool header_suffix(const std::string& base) {
-  for (const char* header : {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp"}) {
-    if (ends_with(base, header)) return true;
-  }
-  return false;
-}
+bool header_suffix(const std::string& base) { return header_named(base); }
 
 // A name the dynamic loader may try for a library: lib*.so*, never a header.
 bool library_name(const std::string& path) {
@@ -68,15 +63,7 @@ bool loader_name(const std::string& path, const ProbeContext& c) {
 // and a header-named file there is never the driver's: it is keyed like any
 // user path.
 bool driver_cache_path(const std::string& path) {
-  if (header_suffix(path.substr(path.rfind('/') + 1))) return false;
-  if (const char* cache = env::read(env::Var::cuda_cache_path)) {
-    if (*cache == '/' && (path == cache || under(path, cache))) return true;
-  }
-  if (const char* home = env::read(env::Var::home)) {
-    const std::string nv = std::string(home) + "/.nv";
-    if (*home == '/' && (path == nv || under(path, nv))) return true;
-  }
-  return false;
+  return hidden_name(path, driver_cache_folders());
 }
 
 // `toolkit_reals`: the toolkit folders' real names. Nothing here reads the

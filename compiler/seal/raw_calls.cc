@@ -101,3 +101,31 @@ bool has_parent_part(std::string_view path) {
 }
 
 }  // namespace kcache::compiler
+
+namespace kcache::compiler {
+
+bool header_named(std::string_view path) {
+  const std::string_view base = path.substr(path.rfind('/') + 1);
+  for (std::string_view header : {".h", ".hh", ".hpp", ".hxx", ".cuh", ".inl", ".inc", ".ipp"}) {
+    if (base.size() >= header.size() &&
+        base.compare(base.size() - header.size(), header.size(), header) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool hidden_name(std::string_view path, const std::vector<std::string>& folders) {
+  if (path.empty() || path.front() != '/' || header_named(path)) return false;
+  for (const std::string& f : folders) {
+    size_t n = f.size();
+    while (n > 1 && f[n - 1] == '/') --n;
+    if (n > 1 && path.size() >= n && path.compare(0, n, f, 0, n) == 0 &&
+        (path.size() == n || path[n] == '/')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace kcache::compiler

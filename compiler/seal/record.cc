@@ -51,8 +51,11 @@ std::vector<std::string> probes_of(const RecordArena& arena, std::string cwd,
 }
 
 void served_of(const RecordArena& arena, SealResult* out) {
+  std::unordered_set<std::string> hidden;
   arena.for_each([&](int32_t nr, std::string_view base, std::string_view path) {
-    if (nr == kRefusedRecord && out->refused.empty()) {
+    if (nr == kHiddenRecord) {
+      if (hidden.insert(std::string(path)).second) out->hidden.emplace_back(path);
+    } else if (nr == kRefusedRecord && out->refused.empty()) {
       out->refused = std::string(path) + " is " + std::string(base);
     } else if ((nr == kServedRecord || nr == kServedKnownRecord) &&
                base.size() == sizeof(Snapshot)) {

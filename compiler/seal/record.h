@@ -24,6 +24,9 @@ constexpr int32_t kRefusedRecord = -2;  // base: why (static text); path: the ab
 // Records of files served from the file itself (SnapshotCache): the same
 // layout as kServedRecord, checked again after the sealed thread ended.
 constexpr int32_t kServedKnownRecord = -3;
+// A name answered "no such file" by SealPolicy::hidden_folders: base empty,
+// path the absolute name.
+constexpr int32_t kHiddenRecord = -4;
 
 // A served file's record (its `base` bytes): the hash of the bytes served and
 // the file's stat when it was opened.

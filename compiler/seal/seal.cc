@@ -309,4 +309,15 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
   return out;
 }
 
+std::vector<std::string> driver_cache_folders() {
+  std::vector<std::string> folders;
+  if (const char* cache = env::read(env::Var::cuda_cache_path)) {
+    if (*cache == '/') folders.emplace_back(cache);
+  }
+  if (const char* home = env::read(env::Var::home)) {
+    if (*home == '/') folders.push_back(std::string(home) + "/.nv");
+  }
+  return folders;
+}
+
 }  // namespace kcache::compiler

@@ -71,6 +71,14 @@ struct SealPolicy {
   // Off for a compile that runs on several threads itself (NVRTC's
   // -split-compile).
   bool one_cpu = false;
+  // Serving: every path call naming something beneath these folders (absolute,
+  // no `..`) is answered "no such file" (ENOENT), a header-named file there
+  // excepted (hidden_name): the driver's JIT cache (driver_cache_folders),
+  // which a live driver in the process has NVRTC read, and whose bytes would
+  // otherwise be keyed, so each write of the driver's lost every hit made
+  // before it. NVRTC compiles as without a cache. Each name so answered is
+  // in SealResult::hidden.
+  std::vector<std::string> hidden_folders;
 };
 
 // Files a compile process opens by itself while NVRTC compiles (glibc's
@@ -126,6 +134,9 @@ struct SealResult {
   std::string refused;
   // SealPolicy::one_cpu: how often the pair moved off a CPU it waited for.
   int cpu_moves = 0;
+  // Serving: the names answered "no such file" by SealPolicy::hidden_folders
+  // (absolute, lexically resolved), each once.
+  std::vector<std::string> hidden;
 };
 
 // The folder an absolute source name is handed under (nvrtc.h): it exists
@@ -162,5 +173,17 @@ std::string resolve_lexically(const std::string& cwd, const std::string& path);
 
 // Whether `path` has a ".." part. Allocates nothing (the supervisor uses it).
 bool has_parent_part(std::string_view path);
+
+// Whether a file's last name part ends like a header's (.h, .cuh, .hpp, ...).
+bool header_named(std::string_view path);
+
+// The driver's JIT cache folders in this process's environment:
+// $CUDA_CACHE_PATH and $HOME/.nv, where absolute.
+std::vector<std::string> driver_cache_folders();
+
+// Whether the absolute, `..`-free `path` is `folders`' own: one of them or
+// beneath one, and not header-named (a header there is a user's file).
+// Allocates nothing (the supervisor uses it).
+bool hidden_name(std::string_view path, const std::vector<std::string>& folders);
 
 }  // namespace kcache::compiler

@@ -204,6 +204,22 @@ long SnapshotServer::serve(const seccomp_notif& req, char* path, size_t read_len
   return answer;
 }
 
+bool SnapshotServer::hides(const seccomp_data& d, bool at, const char* path, size_t len) {
+  if (policy_.hidden_folders.empty() || len == 0) return false;
+  // A name with ".." may lead anywhere through a link: served, as named.
+  if (has_parent_part(std::string_view(path, len))) return false;
+  size_t base_len = 0;
+  if (!base_of(at ? static_cast<int>(d.args[0]) : AT_FDCWD, path, &base_len)) return false;
+  const size_t abs_len =
+      join_lexically(base_.data(), base_len, path, len, absolute_.data(), absolute_.size());
+  if (abs_len == 0 ||
+      !hidden_name(std::string_view(absolute_.data(), abs_len), policy_.hidden_folders)) {
+    return false;
+  }
+  arena_->append(kHiddenRecord, "", 0, absolute_.data(), static_cast<uint32_t>(abs_len));
+  return true;
+}
+
 // Which open `d` is (open, openat, openat2), into `call`; false for any other.
 bool SnapshotServer::open_call(const seccomp_data& d, OpenCall* call) const {
   if (d.nr == SYS_open) {

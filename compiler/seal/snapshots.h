@@ -113,6 +113,12 @@ class SnapshotServer {
   // read it into `path`.
   long serve(const seccomp_notif& req, char* path, size_t read_len);
 
+  // Whether the path call `d` (its path in `path`, `len` bytes; `at`: its
+  // first argument is a folder descriptor) names something beneath
+  // SealPolicy::hidden_folders: recorded (kHiddenRecord), to be answered
+  // ENOENT.
+  bool hides(const seccomp_data& d, bool at, const char* path, size_t len);
+
  private:
   // An open call's folder descriptor, path address and flags.
   struct OpenCall {

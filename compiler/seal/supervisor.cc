@@ -116,10 +116,14 @@ void Supervisor::run() {
     // served (Landlock judges them).
     const bool loader = !goodbye && policy_.serve && from_loader(req->data.instruction_pointer);
     // The path record() read, in path_, for serve() to use again.
-    const size_t path_len = goodbye || loader ? 0 : record(req->data);
-    long answer = goodbye                    ? -EBADF
-                  : policy_.serve && !loader ? server_.serve(*req, path_.data(), path_len)
-                                             : SnapshotServer::kContinue;
+    bool at = false;
+    const size_t path_len = goodbye || loader ? 0 : record(req->data, &at);
+    long answer = goodbye ? -EBADF
+                  : policy_.serve && !loader
+                      ? (server_.hides(req->data, at, path_.data(), path_len)
+                             ? -ENOENT
+                             : server_.serve(*req, path_.data(), path_len))
+                      : SnapshotServer::kContinue;
     if (answer == SnapshotServer::kAnswered) continue;
     std::memset(resp_.data(), 0, resp_.size());
     resp->id = req->id;
@@ -157,10 +161,11 @@ bool Supervisor::is_goodbye(const seccomp_data& d) const {
 }
 
 // Records the call's path; returns its length (it stays in path_), 0 for
-// none.
-size_t Supervisor::record(const seccomp_data& d) {
+// none; `at`: the call's first argument is a folder descriptor.
+size_t Supervisor::record(const seccomp_data& d, bool* at) {
   for (const PathCall& c : kPathCalls) {
     if (c.nr != d.nr) continue;
+    *at = c.at;
     size_t path_len = read_path(pid_, d.args[c.path_arg], path_.data());
     if (path_len == 0) return 0;  // fstat(fd) and friends name no path
     size_t base_len = 0;

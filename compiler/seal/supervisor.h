@@ -86,7 +86,7 @@ class Supervisor {
 
   bool from_loader(uint64_t ip) const;
   bool is_goodbye(const seccomp_data& d) const;
-  size_t record(const seccomp_data& d);
+  size_t record(const seccomp_data& d, bool* at);
 
   int listener_;
   Goodbye goodbye_;

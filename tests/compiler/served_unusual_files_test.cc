@@ -163,5 +163,45 @@ TEST_F(ServedUnusualFilesTest, HeaderUnderDevShm) {
   ::rmdir(shm.c_str());
 }
 
+// The driver's JIT cache ($HOME/.nv, $CUDA_CACHE_PATH): a live driver in the
+// process has NVRTC read its index, which the driver rewrites whenever it
+// JIT-compiles anything. Served, the seal answers "no such file" there
+// (SealPolicy::hidden_folders), so NVRTC compiles as without a cache, and
+// the entry is keyed by that, not by the index's bytes: a rewrite loses no
+// hit (on an H200 it lost gpu_jit_test's reload). Held only where the
+// lookup's environment puts the same path in the driver's cache. A
+// header-named file there is a user's: served, and keyed by its bytes.
+TEST_F(ServedUnusualFilesTest, TheDriversCacheIsAnsweredAbsentAndItsWritesLoseNoHit) {
+  write("home/.nv/ComputeCache/index", "the driver's index, first");
+  write("home/.nv/value.h", "#define FROM_HEADER 30\n");
+  const std::string index = dir_ / "home/.nv/ComputeCache/index";
+  const std::string header = dir_ / "home/.nv/value.h";
+  const std::string source = "#include \"" + header + "\"\n#if __has_include(\"" + index +
+                             "\")\n#define VALUE (FROM_HEADER + 1)\n#else\n#define VALUE "
+                             "(FROM_HEADER + 2)\n#endif\n" + std::string(kKernel);
+  const std::string name = dir_ / "src/kern.cu";
+  testing::ScopedEnv home("HOME", dir_ / "home");
+  auto compile = [&] { return through_kcache(source, name, {"-arch=sm_90"}); };
+  ProgramResult first = compile();
+  EXPECT_FALSE(first.hit);
+  EXPECT_NE(value_line(first.record).find(", 32;"), std::string::npos)
+      << "NVRTC found the driver's index absent: " << value_line(first.record);
+  EXPECT_TRUE(compile().hit);
+  write("home/.nv/ComputeCache/index", "the driver's index, rewritten by the driver");
+  ProgramResult after_write = compile();
+  EXPECT_TRUE(after_write.hit) << "the index's bytes are no input";
+  EXPECT_EQ(value_line(after_write.record), value_line(first.record));
+  {
+    testing::ScopedEnv elsewhere("HOME", dir_ / "other-home");
+    EXPECT_FALSE(compile().hit)
+        << "where the path is no longer the driver's cache, NVRTC would read it";
+  }
+  write("home/.nv/value.h", "#define FROM_HEADER 40\n");
+  ProgramResult header_changed = compile();
+  EXPECT_FALSE(header_changed.hit) << "a header there is keyed by its bytes";
+  EXPECT_NE(value_line(header_changed.record).find(", 42;"), std::string::npos)
+      << value_line(header_changed.record);
+}
+
 }  // namespace
 }  // namespace kcache::compiler
