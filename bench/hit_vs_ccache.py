@@ -10,6 +10,10 @@ with NEW and one ccache hit, so all see the same machine. Prints each
 median (of --runs) and its ratio to ccache's median, by wall time and by the
 process's CPU time (user + sys: steadier on a loaded machine). Kernels: saxpy.cu (no
 toolkit header), half_cg.cu (cuda_fp16), cub_block.cu (CUB).
+
+Where nvcc is found (PATH, else /usr/local/cuda/bin), each round also runs
+ccache's hit of `nvcc -c -arch=sm_90 cub_block.cu`: the same CUB kernel, so
+the same ~800 headers to check, which the small g++ compile does not have.
 """
 import os, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -34,7 +38,7 @@ def run(cmd, env=None, cwd=None, cpu=None):
 
 
 def main():
-    old, new, kdir = sys.argv[1:4]
+    old, new, kdir = sys.argv[1], sys.argv[2], os.path.abspath(sys.argv[3])
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 9
     kernels = [("saxpy", ["saxpy.cu"]), ("half_cg", ["half_cg.cu", "-I", "include"]),
                ("cub_block", ["cub_block.cu"])]
@@ -55,14 +59,25 @@ def main():
     ccache = ["ccache", "g++", "-O2", "-c", "small.cc", "-o", "small.o"]
     run(ccache, cenv, tmp)
     run(ccache, cenv, tmp)
+    nvcc = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                                    if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) else None)
+    ccache_cub = None
+    if nvcc:
+        ccache_cub = ["ccache", nvcc, "-c", "-arch=sm_90", os.path.join(kdir, "cub_block.cu"),
+                      "-o", os.path.join(tmp, "cub_block.o")]
+        run(ccache_cub, cenv, tmp)  # nvcc's compile, stored
+        run(ccache_cub, cenv, tmp)
     times = {key: [] for key in cmds}
     times["ccache"] = []
+    times["ccache_cub"] = []
     cpu = {key: [] for key in times}
     for _ in range(runs):
         for name, _args in kernels:
             for tag in ("old", "new"):
                 times[(name, tag)].append(run(cmds[(name, tag)], cpu=cpu[(name, tag)]))
             times["ccache"].append(run(ccache, cenv, tmp, cpu=cpu["ccache"]))
+        if ccache_cub:
+            times["ccache_cub"].append(run(ccache_cub, cenv, tmp, cpu=cpu["ccache_cub"]))
     stats = subprocess.run(["ccache", "-s"], env=cenv, capture_output=True, text=True).stdout
     c = statistics.median(times["ccache"])
     print(f"ccache hit (g++ -O2 -c, small file): {c * 1e3:.2f} ms (median of {len(times['ccache'])})")
@@ -77,6 +92,13 @@ def main():
         o = statistics.median(cpu[(name, "old")])
         n = statistics.median(cpu[(name, "new")])
         print(f"{name:10} {o * 1e3:8.2f}ms {o / cc:11.2f} {n * 1e3:8.2f}ms {n / cc:11.2f} {n / o:8.3f}")
+    if ccache_cub:
+        w = statistics.median(times["ccache_cub"])
+        wc = statistics.median(cpu["ccache_cub"])
+        n = statistics.median(times[("cub_block", "new")])
+        nc = statistics.median(cpu[("cub_block", "new")])
+        print(f"ccache hit of nvcc -c cub_block.cu (the same kernel): {w * 1e3:.2f} ms wall, "
+              f"{wc * 1e3:.2f} ms CPU; new cub_block / it: {n / w:.2f} wall, {nc / wc:.2f} CPU")
     print("ccache -s hits line:", [l for l in stats.splitlines() if "Hits" in l or "hit" in l][:2])
     shutil.rmtree(tmp, ignore_errors=True)
 
