@@ -173,6 +173,9 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
                         : key_beneath_working_folder(p.request, out, p.folder, p.spelling,
                                                      &m->paths.probes);
   if (why.empty()) why = toolkit_named_unkeyed(p.request, out, probe_context_.toolkit_dirs);
+  if (why.empty()) {
+    why = driver_cache_in_folders(m->paths.probes, {p.folder, parts::program_folder(options)});
+  }
   if (!why.empty() && m->classified.unkeyable.empty()) m->classified.unkeyable = std::move(why);
   // Keyed by everything NVRTC read; a lookup finds it through the manifest
   // of its scanner key (r->key until here).

@@ -11,6 +11,7 @@
 
 #include "common/environment.h"
 #include "common/paths.h"
+#include "compiler/seal/probes.h"
 #include "compiler/lookup_record.h"
 #include "compiler/seal/probes.h"
 
@@ -206,6 +207,22 @@ std::string key_beneath_working_folder(const cache::CompileRequest& request,
   }
   relative_to_program_folder(cwd, not_its, probes);
   return working_folder_named_unkeyed(request, out, cwd, spelling);
+}
+
+std::string driver_cache_in_folders(const std::vector<cache::ManifestProbe>& probes,
+                                    const std::vector<std::string>& folders) {
+  const std::string_view label = kDriverCacheLabel;
+  for (const cache::ManifestProbe& p : probes) {
+    if (p.path.compare(0, label.size(), label) != 0) continue;
+    const std::string path = p.path.substr(label.size());
+    for (const std::string& f : folders) {
+      if (f.size() > 1 && (path == f || beneath(path, f))) {
+        return "the driver's JIT cache, where NVRTC was answered \"no such file\" (" + path +
+               "), lies in the folder " + f + ", which is keyed relative to itself";
+      }
+    }
+  }
+  return "";
 }
 
 // A served compile (CompileOptions::served): the toolkit's folders are keyed

@@ -84,6 +84,14 @@ std::string key_beneath_working_folder(const cache::CompileRequest& request,
                                        const std::string& spelling,
                                        std::vector<cache::ManifestProbe>* probes);
 
+// Why a result whose NVRTC was answered "no such file" beneath the driver's
+// JIT cache (`own:` probes) may not be stored, or empty: where that folder is
+// one of `folders` (the working or program folder) or beneath one, another
+// checkout's copy of the name is no driver's, yet the `own:` line names
+// this checkout's.
+std::string driver_cache_in_folders(const std::vector<cache::ManifestProbe>& probes,
+                                    const std::vector<std::string>& folders);
+
 // A served compile (a program's too): why an image naming a toolkit folder
 // nothing keyed names may not be stored, or empty.
 std::string toolkit_named_unkeyed(const cache::CompileRequest& request, const NvrtcOutput& out,

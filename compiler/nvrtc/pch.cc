@@ -133,6 +133,9 @@ struct Made {
   std::vector<ServedFile> served;
   std::vector<std::string> relative_names, absolute_names;
   std::vector<std::string> hidden;  // answered "no such file" (NvrtcOutput::hidden)
+  // Where the maker's environment put the driver's JIT cache (what the seal
+  // hid from it): a compile in another environment may not use its PCH.
+  std::vector<std::string> driver_cache;
   std::string working_dir, source_dir;
   // And the working folder's spelling (NvrtcInput::pwd), which NVRTC writes
   // into the line tables of the headers the PCH holds.
@@ -296,6 +299,9 @@ bool served_file_holds(const ServedFile& f, int64_t read_ns) {
 // was served still has the same bytes.
 bool files_hold(const Made& m) {
   for (size_t i = 0; i < m.probes.size(); ++i) {
+    // A name the seal hid is "no such file" to every user of the PCH
+    // (serves: the same driver's cache), whatever the driver wrote there.
+    if (std::find(m.hidden.begin(), m.hidden.end(), m.probes[i]) != m.hidden.end()) continue;
     if (!(state_of(m.probes[i]) == m.states[i])) return false;
   }
   return std::all_of(m.served.begin(), m.served.end(),
@@ -359,6 +365,7 @@ bool remember_maker(const std::string& created, const NvrtcInput& input, const N
     if (kept.count(n)) m.absolute_names.push_back(n);
   }
   m.hidden = out.hidden;
+  m.driver_cache = driver_cache_folders();
   return true;
 }
 
@@ -376,7 +383,8 @@ bool serves(const Made& m, const NvrtcInput& input) {
     if (h == handed.end() || h->second != hash) return false;
   }
   if (!input.serve_disk) return m.working_dir.empty();
-  return m.prefix == input.source.substr(0, leading_directives(input.source)) &&
+  return m.driver_cache == driver_cache_folders() &&
+         m.prefix == input.source.substr(0, leading_directives(input.source)) &&
          m.working_dir == absolute_from("", input.working_dir) &&
          m.source_dir == folder_as_written(input.source_name) && m.pwd == input.pwd;
 }

@@ -136,6 +136,10 @@ std::vector<std::string> without_nvrtc_own(std::vector<std::string> paths, const
 // `path` without "." components and repeated slashes ("x/./y", "x//y": x/y).
 std::string without_dot_parts(const std::string& path);
 
+// The label of a probe left unkeyed as the driver's JIT cache ("own:<path>",
+// held only while the lookup's environment puts <path> there).
+constexpr const char* kDriverCacheLabel = "own:";
+
 // The lines the key hashes for `probes` (CompileRequest::probes), sorted.
 std::vector<std::string> probe_key_lines(const std::vector<cache::ManifestProbe>& probes);
 

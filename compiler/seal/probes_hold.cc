@@ -97,6 +97,9 @@ struct HoldCheck {
   // Each present file's content and identity, as recorded and now
   // (same_files_as_recorded).
   std::vector<std::tuple<Hash128, FileIdentity, FileIdentity>> present;
+  // The driver's JIT cache folders in the lookup's environment, looked up
+  // once (driver_cache_folders).
+  std::optional<std::vector<std::string>> driver_cache;
 };
 
 // A present probe's file, found at `disk` with `st`: why its bytes are not
@@ -142,6 +145,15 @@ std::optional<std::string> why_not_held(const cache::ManifestProbe& p, const Pro
     auto it = check->folders.find(folder);
     if (it == check->folders.end()) it = check->folders.emplace(folder, folder_state(folder)).first;
     if (it->second == FolderState{p.dev, p.ino, p.mtime_ns, p.ctime_ns}) return std::nullopt;
+  }
+  if (p.present) {
+    // Where the lookup's environment puts the name in the driver's JIT cache,
+    // a compile now is answered "no such file" there (seal.h): what it read
+    // there before says nothing.
+    if (!check->driver_cache) check->driver_cache = driver_cache_folders();
+    if (hidden_name(disk->full(), *check->driver_cache)) {
+      return shown_path(*disk) + " is in the driver's JIT cache folder now";
+    }
   }
   observe_path(disk->full());  // a lookup record (lookup_record.h) holds it
   Stat st = check->handles.stat(*disk);

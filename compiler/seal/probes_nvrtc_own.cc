@@ -55,7 +55,8 @@ bool loader_name(const std::string& path, const ProbeContext& c) {
          path.compare(path.rfind('/') + 1, 7, "libcuda") == 0;
 }
 
-// The driver's JIT cache ($CUDA_CACHE_PATH, else $HOME/.nv): a live driver in
+// The driver's JIT cache (driver_cache_folders: $CUDA_CACHE_PATH and
+// $HOME/.nv/ComputeCache; served, seal.h hides it from NVRTC): a live driver in
 // the process (CuPy, kcache_jit) has the sealed NVRTC name its files. Where
 // that is depends on the environment of the process that classifies, so a
 // probe left unkeyed for this reason is recorded as `own:<path>` (a lookup

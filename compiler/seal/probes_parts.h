@@ -73,8 +73,7 @@ class ClassifyScope {
 std::string canonical(const std::string& path);
 
 // NVRTC's own business (probes_nvrtc_own.cc): what is_nvrtc_own says of a
-// path, and the label of a probe left unkeyed as the driver's JIT cache.
-constexpr const char* kDriverCacheLabel = "own:";
+// path (a probe left unkeyed as the driver's JIT cache: kDriverCacheLabel).
 
 enum class Own { no, yes, driver_cache };
 Own is_nvrtc_own(const std::string& path, const std::string& real, const ProbeContext& c,

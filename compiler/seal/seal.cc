@@ -310,12 +310,16 @@ SealResult run_sealed(const SealPolicy& policy, const std::function<void()>& fn)
 }
 
 std::vector<std::string> driver_cache_folders() {
+  // Folded as the names they are compared with are (join_lexically):
+  // HOME=/home/u/ or HOME=/ would otherwise match nothing.
   std::vector<std::string> folders;
   if (const char* cache = env::read(env::Var::cuda_cache_path)) {
-    if (*cache == '/') folders.emplace_back(cache);
+    if (*cache == '/') folders.push_back(resolve_lexically("/", cache));
   }
   if (const char* home = env::read(env::Var::home)) {
-    if (*home == '/') folders.push_back(std::string(home) + "/.nv");
+    if (*home == '/') {
+      folders.push_back(resolve_lexically("/", std::string(home) + "/.nv/ComputeCache"));
+    }
   }
   return folders;
 }

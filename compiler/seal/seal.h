@@ -72,12 +72,12 @@ struct SealPolicy {
   // -split-compile).
   bool one_cpu = false;
   // Serving: every path call naming something beneath these folders (absolute,
-  // no `..`) is answered "no such file" (ENOENT), a header-named file there
-  // excepted (hidden_name): the driver's JIT cache (driver_cache_folders),
-  // which a live driver in the process has NVRTC read, and whose bytes would
-  // otherwise be keyed, so each write of the driver's lost every hit made
-  // before it. NVRTC compiles as without a cache. Each name so answered is
-  // in SealResult::hidden.
+  // no `..`) is answered "no such file" (ENOENT), except a header-named file
+  // (hidden_name) and what lies in `readable` or `writable`: the driver's JIT
+  // cache (driver_cache_folders), which a live driver in the process has
+  // NVRTC read, and whose bytes would otherwise be keyed, so each write of
+  // the driver's lost every hit made before it. NVRTC compiles as without a
+  // cache. Each name so answered is in SealResult::hidden.
   std::vector<std::string> hidden_folders;
 };
 
@@ -177,8 +177,9 @@ bool has_parent_part(std::string_view path);
 // Whether a file's last name part ends like a header's (.h, .cuh, .hpp, ...).
 bool header_named(std::string_view path);
 
-// The driver's JIT cache folders in this process's environment:
-// $CUDA_CACHE_PATH and $HOME/.nv, where absolute.
+// The driver's JIT cache folders in this process's environment, lexically
+// folded: $CUDA_CACHE_PATH and $HOME/.nv/ComputeCache, each where absolute
+// (both: a driver already running may have read either).
 std::vector<std::string> driver_cache_folders();
 
 // Whether the absolute, `..`-free `path` is `folders`' own: one of them or

@@ -212,8 +212,10 @@ bool SnapshotServer::hides(const seccomp_data& d, bool at, const char* path, siz
   if (!base_of(at ? static_cast<int>(d.args[0]) : AT_FDCWD, path, &base_len)) return false;
   const size_t abs_len =
       join_lexically(base_.data(), base_len, path, len, absolute_.data(), absolute_.size());
+  // NVRTC's own folders (its PCH folder, TMPDIR) stay its own, wherever they lie.
   if (abs_len == 0 ||
-      !hidden_name(std::string_view(absolute_.data(), abs_len), policy_.hidden_folders)) {
+      !hidden_name(std::string_view(absolute_.data(), abs_len), policy_.hidden_folders) ||
+      own(absolute_.data(), abs_len)) {
     return false;
   }
   arena_->append(kHiddenRecord, "", 0, absolute_.data(), static_cast<uint32_t>(abs_len));

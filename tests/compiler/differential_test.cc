@@ -388,19 +388,22 @@ class Tree {
     if (pick(4) == 0) include("<q/cfg.cuh>");
     if (pick(4) == 0) rel.push_back("#include <mma.h>\n");
     if (pick(6) == 0) include("<p/mma.h>");
+    if (pick(3) == 0) {  // inc1/plain: no header's name
+      rel.push_back("#if __has_include(<plain>)\n#include <plain>\n#endif\n");
+    }
     std::shuffle(rel.begin(), rel.end(), rng_);
     for (const std::string& line : rel) t += line;
     for (const char* n : kNames) {
       t += "#ifndef V_" + std::string(n) + "\n#define V_" + n + " 0\n#endif\n";
     }
-    for (const char* n : {"V_x", "V_y", "CFG_P", "CFG_Q", "CFG_I", "USER_MMA"}) {
+    for (const char* n : {"V_x", "V_y", "CFG_P", "CFG_Q", "CFG_I", "USER_MMA", "PLAIN_V"}) {
       t += "#ifndef " + std::string(n) + "\n#define " + n + " 0\n#endif\n";
     }
     t += "#ifdef __CUDA_MMA_H__\n#define TK_MMA ((int)sizeof(nvcuda::wmma::fragment<"
          "nvcuda::wmma::accumulator, 16, 16, 16, float>))\n#else\n#define TK_MMA 0\n#endif\n";
     t += "extern \"C\" __global__ void k(int* p) { p[0] = V_a; p[1] = V_b; p[2] = V_c; "
          "p[3] = V_d; p[4] = V_e; p[5] = V_x; p[6] = V_y; p[7] = CFG_P; p[8] = CFG_Q; "
-         "p[9] = CFG_I; p[10] = USER_MMA; p[11] = TK_MMA; }\n";
+         "p[9] = CFG_I; p[10] = USER_MMA; p[11] = TK_MMA; p[12] = PLAIN_V; }\n";
     return line_ends(t);
   }
 
@@ -412,6 +415,16 @@ class Tree {
     std::string path = root_ + "/" + relative;
     // Between some steps HOME and CUDA_CACHE_PATH change too.
     if (pick(5) == 0) change_env();
+    // inc1/plain, named like no header: where CUDA_CACHE_PATH names inc1, a
+    // served compile is answered "no such file" for it (seal.h).
+    if (pick(8) == 0) {
+      if (pick(3)) {
+        write(root_, "inc1/plain", "#define PLAIN_V " + std::to_string(1 + pick(50)) + "\n");
+      } else {
+        std::remove((root_ + "/inc1/plain").c_str());
+      }
+      return;
+    }
     const int rel = pick(kRelCount);
     // A header's value rewritten through a shared mapping, its stamp kept.
     if (mapped_ && pick(4) == 0 &&

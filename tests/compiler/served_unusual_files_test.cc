@@ -203,5 +203,45 @@ TEST_F(ServedUnusualFilesTest, TheDriversCacheIsAnsweredAbsentAndItsWritesLoseNo
       << value_line(header_changed.record);
 }
 
+// An entry made where a file was no driver's cache is no hit where the
+// lookup's environment puts it in the driver's cache: a compile there is
+// answered "no such file" (a review found the manifest held it by its bytes).
+TEST_F(ServedUnusualFilesTest, AFileReadWhereItWasNoDriversCacheIsNoHitWhereItIs) {
+  write("jit/config", "#define FROM_CONFIG 52\n");
+  const std::string config = dir_ / "jit/config";
+  const std::string source = "#if __has_include(\"" + config + "\")\n#include \"" + config +
+                             "\"\n#define VALUE FROM_CONFIG\n#else\n#define VALUE 51\n#endif\n" +
+                             std::string(kKernel);
+  const std::string name = dir_ / "src/kern.cu";
+  auto compile = [&] { return through_kcache(source, name, {"-arch=sm_90"}); };
+  {
+    testing::ScopedEnv elsewhere("CUDA_CACHE_PATH", dir_ / "elsewhere");
+    ProgramResult read = compile();
+    EXPECT_NE(value_line(read.record).find(", 52;"), std::string::npos) << value_line(read.record);
+    EXPECT_TRUE(compile().hit);
+  }
+  testing::ScopedEnv here("CUDA_CACHE_PATH", dir_ / "jit");
+  ProgramResult hidden = compile();
+  EXPECT_FALSE(hidden.hit) << "the entry that read jit/config";
+  EXPECT_NE(value_line(hidden.record).find(", 51;"), std::string::npos)
+      << value_line(hidden.record);
+}
+
+// The driver's cache inside the working folder (HOME there): its `own:`
+// line names this checkout's path, while in another checkout the same
+// relative name is no driver's. Not stored.
+TEST_F(ServedUnusualFilesTest, TheDriversCacheInsideTheWorkingFolderIsNotStored) {
+  write("w/.nv/ComputeCache/flag", "#define FROM_FLAG 62\n");
+  const std::string source =
+      "#if __has_include(\".nv/ComputeCache/flag\")\n#include \".nv/ComputeCache/flag\"\n"
+      "#define VALUE FROM_FLAG\n#else\n#define VALUE 61\n#endif\n" + std::string(kKernel);
+  testing::ScopedEnv home("HOME", dir_ / "w");
+  InFolder in(dir_ / "w");
+  ProgramResult first = through_kcache(source, "kern.cu", {"-arch=sm_90"});
+  EXPECT_NE(value_line(first.record).find(", 61;"), std::string::npos) << value_line(first.record);
+  EXPECT_NE(first.not_stored.find("driver's JIT cache"), std::string::npos) << first.not_stored;
+  EXPECT_FALSE(through_kcache(source, "kern.cu", {"-arch=sm_90"}).hit);
+}
+
 }  // namespace
 }  // namespace kcache::compiler
