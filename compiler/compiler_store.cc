@@ -174,7 +174,11 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
                                                      &m->paths.probes);
   if (why.empty()) why = toolkit_named_unkeyed(p.request, out, probe_context_.toolkit_dirs);
   if (why.empty()) {
-    why = driver_cache_in_folders(m->paths.probes, {p.folder, parts::program_folder(options)});
+    const std::string hidden = driver_cache_in_folder(m->paths.probes, p.folder, &out.relative_names);
+    if (!hidden.empty()) {
+      why = "the driver's JIT cache, where NVRTC was answered \"no such file\" (" + hidden +
+            "), lies in the working folder, which is keyed relative to itself";
+    }
   }
   if (!why.empty() && m->classified.unkeyable.empty()) m->classified.unkeyable = std::move(why);
   // Keyed by everything NVRTC read; a lookup finds it through the manifest
@@ -208,7 +212,10 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
   // A program whose answer does not name it (program.h) is stored under the
   // key of no name, for every name.
   r->name_dependent = options.name_free && m->storable && !m->name_checked;
-  if (options.name_free && m->storable && m->name_checked) {
+  // Not shared where the driver's cache lies in the program's folder: its
+  // `own:` lines name this folder's paths (driver_cache_in_folder).
+  if (options.name_free && m->storable && m->name_checked &&
+      driver_cache_in_folder(m->paths.probes, parts::program_folder(options), nullptr).empty()) {
     if (std::optional<std::string> shared = options.name_free(payload)) {
       cache::CompileRequest any = parts::any_name_request(p.request, options.shared_name);
       any.target = r->target.kind;

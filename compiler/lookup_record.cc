@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "common/stamp_trust.h"
+#include "compiler/seal/seal.h"
 
 namespace kcache::compiler {
 namespace {
@@ -246,7 +247,8 @@ namespace {
 // Whether each name a record checks is as recorded, one probe at a time.
 class ProbeCheck {
  public:
-  explicit ProbeCheck(const std::string& source_folder) : source_folder_(source_folder) {}
+  explicit ProbeCheck(const std::string& source_folder)
+      : source_folder_(source_folder), driver_cache_(driver_cache_folders()) {}
 
   bool holds(const cache::ProbeView& p) {
     // The path copied into one buffer (a syscall needs its NUL), not one
@@ -272,6 +274,10 @@ class ProbeCheck {
       return names_.stat(path_, &st) == 0 && S_ISDIR(st.st_mode);
     }
     if (p.present) {
+      // A file the lookup's environment puts in the driver's JIT cache: a
+      // compile now is answered "no such file" there (seal.h), whatever it
+      // read of the file elsewhere (the same file through a link).
+      if (hidden_name(path_, driver_cache_) && !has_parent_part(path_)) return false;
       return names_.stat(path_, &st) == 0 && static_cast<uint64_t>(st.st_dev) == p.dev &&
              static_cast<uint64_t>(st.st_ino) == p.ino &&
              static_cast<uint64_t>(st.st_size) == p.size &&
@@ -315,6 +321,7 @@ class ProbeCheck {
   }
 
   const std::string& source_folder_;
+  const std::vector<std::string> driver_cache_;  // driver_cache_folders()
   std::string path_;
   FolderStats names_;
   std::unordered_map<std::string, std::optional<FileStamp>> folders_;

@@ -209,18 +209,19 @@ std::string key_beneath_working_folder(const cache::CompileRequest& request,
   return working_folder_named_unkeyed(request, out, cwd, spelling);
 }
 
-std::string driver_cache_in_folders(const std::vector<cache::ManifestProbe>& probes,
-                                    const std::vector<std::string>& folders) {
+std::string driver_cache_in_folder(const std::vector<cache::ManifestProbe>& probes,
+                                   const std::string& folder,
+                                   const std::vector<std::string>* relative) {
+  if (folder.size() <= 1) return "";
   const std::string_view label = kDriverCacheLabel;
   for (const cache::ManifestProbe& p : probes) {
     if (p.path.compare(0, label.size(), label) != 0) continue;
     const std::string path = p.path.substr(label.size());
-    for (const std::string& f : folders) {
-      if (f.size() > 1 && (path == f || beneath(path, f))) {
-        return "the driver's JIT cache, where NVRTC was answered \"no such file\" (" + path +
-               "), lies in the folder " + f + ", which is keyed relative to itself";
-      }
+    if (path != folder && !beneath(path, folder)) continue;
+    if (relative && std::find(relative->begin(), relative->end(), path) == relative->end()) {
+      continue;
     }
+    return path;
   }
   return "";
 }

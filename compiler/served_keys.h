@@ -84,13 +84,18 @@ std::string key_beneath_working_folder(const cache::CompileRequest& request,
                                        const std::string& spelling,
                                        std::vector<cache::ManifestProbe>* probes);
 
-// Why a result whose NVRTC was answered "no such file" beneath the driver's
-// JIT cache (`own:` probes) may not be stored, or empty: where that folder is
-// one of `folders` (the working or program folder) or beneath one, another
-// checkout's copy of the name is no driver's, yet the `own:` line names
-// this checkout's.
-std::string driver_cache_in_folders(const std::vector<cache::ManifestProbe>& probes,
-                                    const std::vector<std::string>& folders);
+// The first name NVRTC was answered "no such file" for beneath the driver's
+// JIT cache (an `own:` probe) that lies in `folder` (or is it), of those
+// named relative to the working folder only where `relative` is given
+// (NvrtcOutput::relative_names); empty for none. Such an `own:` line names
+// this folder's path, while in another folder the same name is no
+// driver's: a result keyed relative to the working folder is then not
+// stored, and one that would serve programs in other folders not shared.
+// Names the driver gave absolutely ($HOME's) elsewhere are the same for
+// every compile in the same environment.
+std::string driver_cache_in_folder(const std::vector<cache::ManifestProbe>& probes,
+                                   const std::string& folder,
+                                   const std::vector<std::string>* relative);
 
 // A served compile (a program's too): why an image naming a toolkit folder
 // nothing keyed names may not be stored, or empty.

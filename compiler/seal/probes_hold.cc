@@ -151,7 +151,8 @@ std::optional<std::string> why_not_held(const cache::ManifestProbe& p, const Pro
     // a compile now is answered "no such file" there (seal.h): what it read
     // there before says nothing.
     if (!check->driver_cache) check->driver_cache = driver_cache_folders();
-    if (hidden_name(disk->full(), *check->driver_cache)) {
+    const std::string full = disk->full();
+    if (!has_parent_part(full) && hidden_name(full, *check->driver_cache)) {
       return shown_path(*disk) + " is in the driver's JIT cache folder now";
     }
   }

@@ -116,13 +116,13 @@ bool header_named(std::string_view path) {
 }
 
 bool hidden_name(std::string_view path, const std::vector<std::string>& folders) {
-  if (path.empty() || path.front() != '/' || header_named(path)) return false;
+  if (path.empty() || path.front() != '/') return false;
   for (const std::string& f : folders) {
     size_t n = f.size();
     while (n > 1 && f[n - 1] == '/') --n;
     if (n > 1 && path.size() >= n && path.compare(0, n, f, 0, n) == 0 &&
         (path.size() == n || path[n] == '/')) {
-      return true;
+      return !header_named(path);
     }
   }
   return false;

@@ -63,6 +63,26 @@ TEST_F(LookupRecordTest, AnEditedFileIsNoLongerAsRecorded) {
   EXPECT_FALSE(disk_unchanged(*probes, ""));
 }
 
+// A record holds a file it found present only where the lookup's
+// environment does not put it in the driver's JIT cache: a compile there is
+// answered "no such file" for it (seal.h), whatever it read of the file
+// before (the same file reached through a link, say).
+TEST_F(LookupRecordTest, AFileInTheDriversCacheOfTheLookupsEnvironmentIsNotAsRecorded) {
+  std::string dir = test_dir();
+  std::string config = write(dir, "proj/config", "#define C 1\n");
+  std::string header = write(dir, "proj/config.cuh", "#define C 1\n");
+  age();
+  auto probes = observe({config, header});
+  ASSERT_TRUE(probes);
+  testing::ScopedEnv elsewhere("CUDA_CACHE_PATH", dir + "/elsewhere");
+  EXPECT_TRUE(disk_unchanged(*probes, ""));
+  testing::ScopedEnv here("CUDA_CACHE_PATH", dir + "/proj");
+  EXPECT_FALSE(disk_unchanged(*probes, ""));
+  auto header_only = observe({header});
+  ASSERT_TRUE(header_only);
+  EXPECT_TRUE(disk_unchanged(*header_only, "")) << "a header there is a user's file";
+}
+
 TEST_F(LookupRecordTest, AnAbsentNameIsCheckedByItsOwnStatNotByItsFolder) {
   std::string dir = test_dir();
   write(dir, "inc/other.cuh", "");

@@ -227,20 +227,40 @@ TEST_F(ServedUnusualFilesTest, AFileReadWhereItWasNoDriversCacheIsNoHitWhereItIs
       << value_line(hidden.record);
 }
 
-// The driver's cache inside the working folder (HOME there): its `own:`
-// line names this checkout's path, while in another checkout the same
-// relative name is no driver's. Not stored.
-TEST_F(ServedUnusualFilesTest, TheDriversCacheInsideTheWorkingFolderIsNotStored) {
+// The driver's cache inside the working folder (HOME there). A name NVRTC
+// gave relative to the working folder: its `own:` line names this
+// checkout's path, while in another checkout the same relative name is no
+// driver's: not stored. The driver's own absolute name ($HOME's) is the same
+// for every compile in this environment: stored (a review found every GPU
+// program started from $HOME stored nothing).
+TEST_F(ServedUnusualFilesTest, TheDriversCacheInsideTheWorkingFolderIsStoredOnlyByAbsoluteNames) {
   write("w/.nv/ComputeCache/flag", "#define FROM_FLAG 62\n");
-  const std::string source =
-      "#if __has_include(\".nv/ComputeCache/flag\")\n#include \".nv/ComputeCache/flag\"\n"
-      "#define VALUE FROM_FLAG\n#else\n#define VALUE 61\n#endif\n" + std::string(kKernel);
   testing::ScopedEnv home("HOME", dir_ / "w");
   InFolder in(dir_ / "w");
-  ProgramResult first = through_kcache(source, "kern.cu", {"-arch=sm_90"});
+  const std::string relative =
+      "#if __has_include(\".nv/ComputeCache/flag\")\n#include \".nv/ComputeCache/flag\"\n"
+      "#define VALUE FROM_FLAG\n#else\n#define VALUE 61\n#endif\n" + std::string(kKernel);
+  ProgramResult first = through_kcache(relative, "kern.cu", {"-arch=sm_90"});
   EXPECT_NE(value_line(first.record).find(", 61;"), std::string::npos) << value_line(first.record);
   EXPECT_NE(first.not_stored.find("driver's JIT cache"), std::string::npos) << first.not_stored;
-  EXPECT_FALSE(through_kcache(source, "kern.cu", {"-arch=sm_90"}).hit);
+  EXPECT_FALSE(through_kcache(relative, "kern.cu", {"-arch=sm_90"}).hit);
+
+  const std::string index = dir_ / "w/.nv/ComputeCache/index";
+  write("w/.nv/ComputeCache/index", "the driver's index");
+  const std::string absolute = "#if __has_include(\"" + index + "\")\n#define VALUE 63\n#else\n" +
+                               "#define VALUE 64\n#endif\n" + std::string(kKernel);
+  ProgramResult made = through_kcache(absolute, "kern2.cu", {"-arch=sm_90"});
+  EXPECT_NE(value_line(made.record).find(", 64;"), std::string::npos) << value_line(made.record);
+  EXPECT_EQ(made.not_stored, "");
+  EXPECT_TRUE(through_kcache(absolute, "kern2.cu", {"-arch=sm_90"}).hit);
+
+  // A program in that folder by name: stored, not shared with programs of
+  // other folders (NVRTC names a quoted include there absolutely too).
+  const std::string named = dir_ / "w/kern3.cu";
+  ProgramResult in_home = through_kcache(absolute, named, {"-arch=sm_90"});
+  EXPECT_EQ(in_home.not_stored, "");
+  EXPECT_FALSE(in_home.any_name);
+  EXPECT_TRUE(through_kcache(absolute, named, {"-arch=sm_90"}).hit);
 }
 
 }  // namespace
