@@ -174,7 +174,8 @@ void Compiler::settle_entry(const CompileOptions& options, const Prepared& p, in
                                                      &m->paths.probes);
   if (why.empty()) why = toolkit_named_unkeyed(p.request, out, probe_context_.toolkit_dirs);
   if (why.empty()) {
-    const std::string hidden = driver_cache_in_folder(m->paths.probes, p.folder, &out.relative_names);
+    const std::string hidden =
+        driver_cache_in_folder(m->paths.probes, p.folder, &out.relative_names);
     if (!hidden.empty()) {
       why = "the driver's JIT cache, where NVRTC was answered \"no such file\" (" + hidden +
             "), lies in the working folder, which is keyed relative to itself";

@@ -24,13 +24,11 @@ bool ends_with(const std::string& s, const char* suffix) {
   return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
 }
 
-bool header_suffix(const std::string& base) { return header_named(base); }
-
 // A name the dynamic loader may try for a library: lib*.so*, never a header.
 bool library_name(const std::string& path) {
   std::string base = path.substr(path.rfind('/') + 1);
   if (base.compare(0, 3, "lib") != 0 || base.find(".so") == std::string::npos) return false;
-  return !header_suffix(base);
+  return !header_named(base);
 }
 
 // The first four bytes of a file (fewer if it is shorter); nothing if it

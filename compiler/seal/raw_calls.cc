@@ -12,6 +12,13 @@
 
 namespace kcache::compiler::seal {
 
+bool lies_in(std::string_view path, std::string_view folder) {
+  size_t n = folder.size();
+  while (n > 1 && folder[n - 1] == '/') --n;
+  return path.size() >= n && path.compare(0, n, folder.substr(0, n)) == 0 &&
+         (path.size() == n || path[n] == '/');
+}
+
 size_t join_lexically(const char* base, size_t base_len, const char* path, size_t path_len,
                       char* out, size_t cap, bool keep_parents) {
   size_t len = 0;
@@ -118,10 +125,8 @@ bool header_named(std::string_view path) {
 bool hidden_name(std::string_view path, const std::vector<std::string>& folders) {
   if (path.empty() || path.front() != '/') return false;
   for (const std::string& f : folders) {
-    size_t n = f.size();
-    while (n > 1 && f[n - 1] == '/') --n;
-    if (n > 1 && path.size() >= n && path.compare(0, n, f, 0, n) == 0 &&
-        (path.size() == n || path[n] == '/')) {
+    // Not the root (CUDA_CACHE_PATH=/): no cache folder.
+    if (f.find_first_not_of('/') != std::string::npos && seal::lies_in(path, f)) {
       return !header_named(path);
     }
   }

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace kcache::compiler::seal {
 
@@ -39,6 +40,10 @@ constexpr size_t kMaxPath = PATH_MAX;
 // into `out` (at most `cap` bytes); its length, 0 if it does not fit.
 size_t join_lexically(const char* base, size_t base_len, const char* path, size_t path_len,
                       char* out, size_t cap, bool keep_parents = false);
+
+// Whether `path` is `folder` or lies beneath it (a trailing slash of
+// `folder` aside). Allocates nothing.
+bool lies_in(std::string_view path, std::string_view folder);
 
 // Reads a NUL-terminated path from this process's memory (`pid`) into `out` (at
 // most kMaxPath bytes) without trusting the pointer (a bad one is EFAULT

@@ -402,11 +402,7 @@ long SnapshotServer::install(const seccomp_notif& req, int fd_to_send, uint64_t 
 // Beneath one of the policy's folders (NVRTC's own: its libraries, the
 // time zone, its PCH folder): Landlock lets it read those itself.
 bool SnapshotServer::own(const char* path, size_t len) const {
-  auto beneath = [&](std::string_view d) {  // allocates nothing (the invariant)
-    size_t n = d.size();
-    while (n > 1 && d[n - 1] == '/') --n;
-    return len >= n && std::memcmp(path, d.data(), n) == 0 && (len == n || path[n] == '/');
-  };
+  auto beneath = [&](std::string_view d) { return lies_in(std::string_view(path, len), d); };
   for (const std::string& d : policy_.readable) {
     if (beneath(d)) return true;
   }
